@@ -1,0 +1,1 @@
+"""Root conftest: loads the cluster-preparation fixtures (fixtures/) as plugins."""

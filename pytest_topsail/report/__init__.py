@@ -1,0 +1,1 @@
+"""Reporting: KPIs from every item -> history -> verdicts -> junit properties, terminal summary, HTML report."""

@@ -1,0 +1,1 @@
+"""pytest hooks of the reporting pipeline (registered by pytest_topsail.plugin)."""
