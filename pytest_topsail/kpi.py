@@ -1,0 +1,261 @@
+"""KPI declaration and records.
+
+A suite declares its KPIs in ``kpis.py`` as small functions named after the KPI::
+
+    from pytest_topsail.kpi import kpi
+
+    @kpi(unit="tokens/s", help="Training throughput", higher_better=True, format="{:.1f}")
+    def train_tokens_per_second(results):
+        return results["train_tokens_per_second"]
+
+and may declare ``class Labels(pydantic.BaseModel)`` to validate the labels of its KPIs.
+A test records values through the ``kpis`` fixture (a :class:`KpiRecorder`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import re
+import sys
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pydantic
+
+from pytest_topsail.errors import TopsailError
+
+KPI_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+LABEL_SCALARS = (str, int, float, bool, type(None))
+
+
+@dataclass(frozen=True)
+class KpiSpec:
+    """What a KPI is: unit, help text, direction, and how to show it."""
+
+    name: str
+    unit: str
+    help: str
+    higher_better: bool
+    ignored_for_regression: bool = False
+    format: str = "{}"
+    function: Callable[..., Any] | None = None
+
+    def render(self, value: float) -> str:
+        return format_value(value, self.format)
+
+
+def format_value(value: float | None, fmt: str | None) -> str:
+    if value is None:
+        return ""
+    try:
+        return (fmt or "{}").format(value)
+    except (ValueError, TypeError):
+        return str(value)
+
+
+def kpi(
+    *,
+    unit: str,
+    help: str,
+    higher_better: bool = False,
+    lower_better: bool = False,
+    ignored_for_regression: bool = False,
+    format: str = "{}",
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Declare the decorated function as a KPI named after it (exactly one of higher_better/lower_better)."""
+    if higher_better == lower_better:
+        raise TopsailError(f"KPI declared with unit {unit!r}: give exactly one of higher_better=True or lower_better=True")
+
+    def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
+        if not KPI_NAME.match(function.__name__):
+            raise TopsailError(f"KPI function {function.__name__!r}: name must be a valid metric name")
+        function.topsail_kpi = KpiSpec(  # type: ignore[attr-defined]
+            name=function.__name__, unit=unit, help=help, higher_better=higher_better,
+            ignored_for_regression=ignored_for_regression, format=format, function=function,
+        )
+        return function
+
+    return decorate
+
+
+@dataclass(frozen=True)
+class SuiteKpis:
+    """The KPIs and labels model a suite's kpis.py declares."""
+
+    path: Path | None
+    specs: dict[str, KpiSpec]
+    labels_model: type[pydantic.BaseModel] | None = None
+
+
+def load_suite_kpis(path: Path) -> SuiteKpis:
+    """Load ``<suite dir>/kpis.py`` by path (no sys.path changes); a missing file means no declared KPIs."""
+    if not path.is_file():
+        return SuiteKpis(path=None, specs={})
+    module_name = f"topsail_suite_kpis_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise TopsailError(f"{path}: cannot be loaded as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except TopsailError as error:
+        raise TopsailError(f"{path}: {error}") from None
+    except Exception as error:
+        raise TopsailError(f"{path}: failed to load: {type(error).__name__}: {error}") from None
+    specs = {
+        value.topsail_kpi.name: value.topsail_kpi
+        for value in vars(module).values()
+        if callable(value) and isinstance(getattr(value, "topsail_kpi", None), KpiSpec)
+    }
+    labels_model = getattr(module, "Labels", None)
+    if labels_model is not None and not (isinstance(labels_model, type) and issubclass(labels_model, pydantic.BaseModel)):
+        raise TopsailError(f"{path}: Labels must be a pydantic BaseModel subclass")
+    sys.modules.pop(module_name, None)
+    return SuiteKpis(path=path, specs=specs, labels_model=labels_model)
+
+
+def flatten_labels(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested dicts become dotted keys; lists and other non-scalars become their JSON text."""
+    flat: dict[str, Any] = {}
+    for key, value in values.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(flatten_labels(value, f"{name}."))
+        elif isinstance(value, LABEL_SCALARS):
+            flat[name] = value
+        else:
+            flat[name] = json.dumps(value, sort_keys=True, default=str)
+    return flat
+
+
+def validate_labels(labels: dict[str, Any], model: type[pydantic.BaseModel] | None, where: str) -> dict[str, Any]:
+    """Validate labels with the suite's Labels model: declared fields are coerced, others kept."""
+    if model is None:
+        return labels
+    try:
+        validated = model.model_validate(labels)
+    except pydantic.ValidationError as error:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+        raise TopsailError(f"{where}: KPI labels do not match the suite's Labels model: {problems}") from None
+    return {**labels, **flatten_labels(validated.model_dump(mode="json"))}
+
+
+class KpiRecorder:
+    """The ``kpis`` fixture: records KPI values and figures of one test item into its item record."""
+
+    def __init__(self, record: dict[str, Any], suite_kpis: SuiteKpis, test_uuid: str | None = None) -> None:
+        self.item_record = record
+        self.suite_kpis = suite_kpis
+        self.test_uuid = test_uuid or str(uuid.uuid4())
+        self.extra_labels: dict[str, Any] = {}
+        record.setdefault("kpis", [])
+        record.setdefault("figures", [])
+
+    @property
+    def specs(self) -> dict[str, KpiSpec]:
+        return self.suite_kpis.specs
+
+    def labels(self, **labels: Any) -> None:
+        """Add labels to every KPI recorded after this call."""
+        self.extra_labels.update(labels)
+
+    def current_labels(self, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        case = self.item_record.get("case") or {}
+        merged = {
+            **flatten_labels(case.get("settings") or {}),
+            **flatten_labels(self.item_record.get("labels") or {}),
+            **flatten_labels(self.extra_labels),
+            **flatten_labels(extra or {}),
+        }
+        where = str(self.suite_kpis.path or self.item_record.get("suite", "suite"))
+        return validate_labels(merged, self.suite_kpis.labels_model, where)
+
+    def record(
+        self, name: str, value: float, *, unit: str | None = None, help: str | None = None,
+        higher_better: bool | None = None, lower_better: bool | None = None,
+        ignored_for_regression: bool | None = None, format: str | None = None,
+        labels: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Record one KPI value; metadata comes from the suite's declaration unless given here."""
+        spec = self.specs.get(name)
+        if spec is None:
+            if unit is None or help is None or (higher_better is None) == (lower_better is None):
+                raise TopsailError(
+                    f"KPI {name!r} is not declared in {self.suite_kpis.path or 'the suite kpis.py'}: declare it there or "
+                    "pass unit=, help= and exactly one of higher_better=True / lower_better=True")
+            if not KPI_NAME.match(name):
+                raise TopsailError(f"KPI {name!r}: name must be a valid metric name")
+            spec = KpiSpec(name=name, unit=unit, help=help, higher_better=bool(higher_better),
+                           ignored_for_regression=bool(ignored_for_regression), format=format or "{}")
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise TopsailError(f"KPI {name!r}: value {value!r} is not a number") from None
+        if math.isnan(number) or math.isinf(number):
+            raise TopsailError(f"KPI {name!r}: value {value!r} is not a finite number")
+        entry = {
+            "name": name,
+            "value": number,
+            "unit": unit or spec.unit,
+            "help": help or spec.help,
+            "higher_better": spec.higher_better if higher_better is None and lower_better is None
+            else bool(higher_better) if higher_better is not None else not lower_better,
+            "ignored_for_regression": spec.ignored_for_regression if ignored_for_regression is None
+            else bool(ignored_for_regression),
+            "format": format or spec.format,
+            "labels": self.current_labels(labels),
+            "timestamp": time.time(),
+            "test_uuid": self.test_uuid,
+            "suite": self.item_record.get("suite"),
+            "nodeid": self.item_record.get("nodeid"),
+            "test_id": self.item_record.get("test_id"),
+        }
+        kpis = self.item_record["kpis"]
+        kpis[:] = [k for k in kpis if k["name"] != name]  # recording a KPI again replaces its value
+        kpis.append(entry)
+        return entry
+
+    def record_from(self, data: Any, *, labels: Mapping[str, Any] | None = None) -> dict[str, float]:
+        """Run every KPI function of the suite's kpis.py on ``data``; functions returning None are skipped."""
+        if not self.specs:
+            raise TopsailError(f"record_from: the suite {self.item_record.get('suite')!r} declares no KPI "
+                               "(kpis.py missing or without @kpi functions)")
+        values: dict[str, float] = {}
+        for name, spec in self.specs.items():
+            assert spec.function is not None
+            try:
+                value = spec.function(data)
+            except Exception as error:
+                raise TopsailError(f"{self.suite_kpis.path}: KPI function {name}() failed: "
+                                   f"{type(error).__name__}: {error}") from None
+            if value is None:
+                continue
+            self.record(name, value, labels=labels)
+            values[name] = float(value)
+        return values
+
+    def add_figure(self, title: str, figure: Any, *, directory: Path | None = None) -> Path:
+        """Save a plotly figure (object or dict) as JSON in the item's artifacts; the report embeds it."""
+        base = directory or (Path(self.item_record["artifact_dir"]) if self.item_record.get("artifact_dir") else None)
+        if base is None:
+            raise TopsailError(f"add_figure({title!r}): the item has no artifact directory")
+        text = figure.to_json() if hasattr(figure, "to_json") else json.dumps(figure)
+        folder = base / "figures"
+        folder.mkdir(parents=True, exist_ok=True)
+        slug = re.sub(r"[^a-zA-Z0-9]+", "_", title).strip("_")[:60] or "figure"
+        path = folder / f"{len(self.item_record['figures']):02d}_{slug}.json"
+        path.write_text(text, encoding="utf-8")
+        self.item_record["figures"].append({"title": title, "path": str(path)})
+        return path
+
+    def write_json(self, directory: Path) -> Path:
+        """Write this item's KPI records as ``kpis.json``."""
+        path = directory / "kpis.json"
+        path.write_text(json.dumps(self.item_record["kpis"], indent=2, sort_keys=True), encoding="utf-8")
+        return path
