@@ -1,0 +1,122 @@
+"""Resource types known to the simulated apiserver: the built-in ones and those registered by CRDs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    """One resource of one API group/version, e.g. ("", "v1", "pods", "Pod", namespaced=True)."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+    subresources: tuple[str, ...] = ()
+    singular: str = ""
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    verbs: tuple[str, ...] = ALL_VERBS
+    # CRD-defined types carry the CRD's name; built-ins leave it empty.
+    crd_name: str = field(default="", compare=False)
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """Storage identity: objects are shared by all versions of a (group, plural)."""
+        return (self.group, self.plural)
+
+    @property
+    def list_kind(self) -> str:
+        return self.kind + "List"
+
+    @property
+    def has_status(self) -> bool:
+        return "status" in self.subresources
+
+    @property
+    def singular_name(self) -> str:
+        return self.singular or self.kind.lower()
+
+    def __str__(self) -> str:
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+
+def _rt(group: str, version: str, plural: str, kind: str, namespaced: bool, subresources: tuple[str, ...] = (),
+        short: tuple[str, ...] = (), categories: tuple[str, ...] = ()) -> ResourceType:
+    return ResourceType(group, version, plural, kind, namespaced, subresources, kind.lower(), short, categories)
+
+
+_ALL = ("all",)
+
+BUILTIN_TYPES: tuple[ResourceType, ...] = (
+    _rt("", "v1", "pods", "Pod", True, ("status", "log"), ("po",), _ALL),
+    _rt("", "v1", "nodes", "Node", False, ("status",), ("no",)),
+    _rt("", "v1", "namespaces", "Namespace", False, ("status", "finalize"), ("ns",)),
+    _rt("", "v1", "services", "Service", True, ("status",), ("svc",), _ALL),
+    _rt("", "v1", "endpoints", "Endpoints", True, (), ("ep",)),
+    _rt("", "v1", "configmaps", "ConfigMap", True, (), ("cm",)),
+    _rt("", "v1", "secrets", "Secret", True),
+    _rt("", "v1", "events", "Event", True, (), ("ev",)),
+    _rt("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True, ("status",), ("pvc",)),
+    _rt("", "v1", "persistentvolumes", "PersistentVolume", False, ("status",), ("pv",)),
+    _rt("", "v1", "serviceaccounts", "ServiceAccount", True, (), ("sa",)),
+    _rt("", "v1", "resourcequotas", "ResourceQuota", True, ("status",), ("quota",)),
+    _rt("", "v1", "limitranges", "LimitRange", True, (), ("limits",)),
+    _rt("apps", "v1", "deployments", "Deployment", True, ("status", "scale"), ("deploy",), _ALL),
+    _rt("apps", "v1", "replicasets", "ReplicaSet", True, ("status", "scale"), ("rs",), _ALL),
+    _rt("apps", "v1", "statefulsets", "StatefulSet", True, ("status", "scale"), ("sts",), _ALL),
+    _rt("apps", "v1", "daemonsets", "DaemonSet", True, ("status",), ("ds",), _ALL),
+    _rt("batch", "v1", "jobs", "Job", True, ("status",), (), _ALL),
+    _rt("batch", "v1", "cronjobs", "CronJob", True, ("status",), ("cj",), _ALL),
+    _rt("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False, ("status",),
+        ("crd", "crds")),
+    _rt("rbac.authorization.k8s.io", "v1", "roles", "Role", True),
+    _rt("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True),
+    _rt("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
+    _rt("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
+    _rt("storage.k8s.io", "v1", "storageclasses", "StorageClass", False, (), ("sc",)),
+    _rt("coordination.k8s.io", "v1", "leases", "Lease", True),
+    _rt("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, (), ("pc",)),
+)
+
+
+def types_from_crd(crd: dict) -> list[ResourceType]:
+    """The served versions of a CustomResourceDefinition, storage version first. Raises ValueError if malformed."""
+    spec = crd.get("spec") or {}
+    names = spec.get("names") or {}
+    group = spec.get("group")
+    plural = names.get("plural")
+    kind = names.get("kind")
+    if not group or not plural or not kind:
+        raise ValueError("spec.group, spec.names.plural and spec.names.kind are required")
+    scope = spec.get("scope", "Namespaced")
+    if scope not in ("Namespaced", "Cluster"):
+        raise ValueError(f'spec.scope: Unsupported value: "{scope}": supported values: "Cluster", "Namespaced"')
+    versions = [v for v in spec.get("versions") or [] if v.get("served", True)]
+    if not versions:
+        raise ValueError("spec.versions: must have at least one served version")
+    versions.sort(key=lambda v: not v.get("storage", False))
+    result = []
+    for version in versions:
+        subresources = tuple(sorted((version.get("subresources") or {}).keys()))
+        result.append(ResourceType(
+            group=group,
+            version=version["name"],
+            plural=plural,
+            kind=kind,
+            namespaced=scope == "Namespaced",
+            subresources=subresources,
+            singular=names.get("singular") or kind.lower(),
+            short_names=tuple(names.get("shortNames") or ()),
+            categories=tuple(names.get("categories") or ()),
+            crd_name=(crd.get("metadata") or {}).get("name", ""),
+        ))
+    return result

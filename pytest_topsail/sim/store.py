@@ -1,0 +1,792 @@
+"""The simulated cluster's object store: the state behind the API server, used in-process by the controllers.
+
+Interface (stable; the controllers and the server code against it)
+------------------------------------------------------------------
+- ``ResourceType`` (from ``resources.py``): group, version, plural, kind, namespaced, subresources, ...
+  ``store.resource_type(plural, group="")`` returns the preferred version of a known resource, e.g.
+  ``resource_type("pods")``, ``resource_type("jobs", "batch")``, ``resource_type("pytorchjobs", "kubeflow.org")``;
+  unknown -> ``ApiError`` 404. Built-ins: core/v1 (pods, nodes, namespaces, services, endpoints, configmaps, secrets,
+  events, persistentvolumeclaims, persistentvolumes, serviceaccounts, resourcequotas, limitranges), apps/v1
+  (deployments, replicasets, statefulsets, daemonsets), batch/v1 (jobs, cronjobs), apiextensions.k8s.io/v1
+  (customresourcedefinitions), rbac, storage.k8s.io storageclasses, coordination leases, scheduling priorityclasses.
+  Creating a CustomResourceDefinition registers its types (they appear in discovery); ``register_crd(crd_dict)`` is
+  the shortcut for controllers that pre-install CRDs (create if absent, returns the preferred ResourceType).
+- ``create(rtype, obj, namespace=None) -> dict``: sets uid, resourceVersion, creationTimestamp, generation,
+  generateName, per-kind defaults; 409 AlreadyExists, 404 if the namespace does not exist, 403 if it is Terminating,
+  422 Invalid for bad names or kind-specific required fields.
+- ``get(rtype, namespace, name) -> dict`` (404 ApiError if absent); ``find(...)`` returns None instead.
+- ``list(rtype, namespace=None, label_selector=None, field_selector=None) -> list[dict]`` sorted by namespace/name;
+  selectors are strings in the apiserver syntax or dicts (matchLabels style / field path -> value).
+- ``update(rtype, obj, subresource=None) -> dict``: PUT semantics. If ``metadata.resourceVersion`` is set and stale,
+  409 Conflict. For types with a status subresource, a main-resource update keeps the stored status and
+  ``subresource="status"`` changes only the status. generation is bumped when anything outside metadata/status
+  changes. An update that changes nothing is not written (no new resourceVersion, no event).
+- ``patch(rtype, namespace, name, patch, patch_type, subresource=None) -> dict``: ``patch_type`` is a content type
+  from ``patch.py`` (merge, JSON, strategic merge, apply; apply creates the object when absent).
+- ``delete(rtype, namespace, name, *, propagation_policy=None, preconditions=None) -> dict``: with finalizers the
+  object gets ``deletionTimestamp`` and stays (returned dict still has finalizers) until an update removes the last
+  one; otherwise it is removed and the final state is returned. Dependents (``ownerReferences``) are garbage
+  collected: Background (default; batch/v1 jobs default to Orphan like the real apiserver), Foreground (owner waits
+  for its dependents under the ``foregroundDeletion`` finalizer) and Orphan (owner references removed).
+  Deleting a namespace marks it Terminating, deletes its content and removes it once empty.
+- ``add_listener(callback)`` / ``remove_listener(callback)``: ``callback(event_type, rtype, obj)`` with event_type
+  "ADDED" | "MODIFIED" | "DELETED" is called synchronously on the event loop's thread after each commit, in commit
+  order, once the outermost store call has finished (a listener may call the store; its commits are delivered after
+  the current event to every listener). Exceptions in listeners are logged, never propagated.
+- ``record_event(involved_object, reason, message, type="Normal", source="simulator") -> dict | None``: a core/v1
+  Event in the object's namespace ("default" for cluster-scoped objects) with eventTime, first/lastTimestamp, count.
+- Pod logs: ``append_log(namespace, pod, container, text)``, ``read_log(namespace, pod, container) -> str``;
+  removed with the pod.
+- Watch support for the server: ``events_since(rtype, resource_version) -> list[(type, obj)]`` (410 ApiError when
+  the bounded per-resource event log no longer reaches back that far); ``resource_version`` is the current global RV.
+- Errors: ``ApiError(code, reason, message)``; the server renders it as a ``kind: Status`` body.
+
+Returned dicts are shared with the store and READ-ONLY for callers: never mutate them; build a new dict (a
+``copy.deepcopy`` or shallow copies along the path you change) and pass it to ``update``/``patch``. The store also
+takes ownership of the dicts passed to ``create``/``update``: do not mutate them after the call. The store itself never
+mutates a committed object, so an object reference always shows one consistent version.
+
+Not thread-safe: use it from the event loop's thread only (the server and the controllers share one loop).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import random
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from . import apierror
+from .apierror import ApiError
+from .defaults import apply_create_defaults, check_kind, validate, validate_name
+from .patch import APPLY_PATCH, apply_patch
+from .resources import BUILTIN_TYPES, ResourceType, types_from_crd
+from .selectors import (
+    FieldRequirement,
+    Requirement,
+    fields_match,
+    labels_match,
+    parse_field_selector,
+    parse_label_selector,
+)
+
+__all__ = ["ApiError", "ResourceType", "Store"]
+
+logger = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+Listener = Callable[[str, ResourceType, Obj], None]
+ObjKey = tuple[str, str]  # (namespace or "", name)
+
+NAMESPACES = ("", "namespaces")
+CRDS = ("apiextensions.k8s.io", "customresourcedefinitions")
+INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+_GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_LOG_LIMIT = 1 << 20  # bytes kept per container
+# Per-resource defaults of the real apiserver when a delete names no propagationPolicy.
+_ORPHAN_BY_DEFAULT = {("batch", "jobs"), ("batch", "cronjobs"), ("", "replicationcontrollers")}
+
+
+def format_time(epoch: float) -> str:
+    """RFC 3339 with whole seconds, as metav1.Time."""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def format_micro_time(epoch: float) -> str:
+    """RFC 3339 with microseconds, as metav1.MicroTime."""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass
+class _Table:
+    """All objects of one (group, plural) with their indexes and watch event log."""
+
+    objects: dict[ObjKey, Obj] = field(default_factory=dict)
+    by_namespace: dict[str, dict[str, Obj]] = field(default_factory=dict)
+    by_label: dict[str, dict[str, set[ObjKey]]] = field(default_factory=dict)
+    raw: dict[ObjKey, tuple[Obj, bytes]] = field(default_factory=dict)
+    log: collections.deque = field(default_factory=collections.deque)
+    log_floor: int = 0  # events with a resourceVersion above this are all in `log`
+
+
+class Store:
+    """Objects, indexes, resource versions, watch event log, garbage collection and namespace lifecycle."""
+
+    def __init__(self, *, watch_log_size: int = 20_000, seed: int | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._random = random.Random(seed)
+        self._watch_log_size = watch_log_size
+        self._rv = 0
+        self._types: dict[tuple[str, str, str], ResourceType] = {}
+        self._preferred: dict[tuple[str, str], ResourceType] = {}
+        self._tables: dict[tuple[str, str], _Table] = {}
+        self._by_uid: dict[str, tuple[ResourceType, ObjKey]] = {}
+        self._dependents: dict[str, set[tuple[tuple[str, str], ObjKey]]] = {}
+        self._listeners: list[Listener] = []
+        self._pending: collections.deque = collections.deque()
+        self._depth = 0
+        self._logs: dict[ObjKey, dict[str, list[str]]] = {}
+        self._event_counter = 0
+        self.types_generation = 0  # bumped whenever the set of resource types changes (discovery caches)
+        for rtype in BUILTIN_TYPES:
+            self._register_type(rtype)
+        for name in INITIAL_NAMESPACES:
+            self.create(self.resource_type("namespaces"), {"metadata": {"name": name}})
+
+    # ----------------------------------------------------------------- types
+    def _register_type(self, rtype: ResourceType, preferred: bool = True) -> None:
+        self._types[(rtype.group, rtype.version, rtype.plural)] = rtype
+        if preferred or rtype.key not in self._preferred:
+            self._preferred[rtype.key] = rtype
+        self._tables.setdefault(rtype.key, _Table())
+        self.types_generation += 1
+
+    def resource_type(self, plural: str, group: str = "") -> ResourceType:
+        """The preferred version of a known resource; 404 ApiError if unknown."""
+        rtype = self._preferred.get((group, plural))
+        if rtype is None:
+            raise ApiError(404, "NotFound", f"the server could not find the requested resource ({plural}.{group})")
+        return rtype
+
+    def type_for(self, group: str, version: str, plural: str) -> ResourceType | None:
+        """The resource type served at /apis/{group}/{version}/{plural} (or /api/v1/...), if any."""
+        return self._types.get((group, version, plural))
+
+    def type_for_kind(self, api_version: str, kind: str) -> ResourceType | None:
+        group, _, version = api_version.rpartition("/")
+        return next((t for t in self._types.values() if t.group == group and t.version == version and t.kind == kind),
+                    None)
+
+    def types(self) -> list[ResourceType]:
+        """Every served (group, version, resource), built-ins first."""
+        return list(self._types.values())
+
+    def preferred_types(self) -> list[ResourceType]:
+        return list(self._preferred.values())
+
+    def register_crd(self, crd: Obj) -> ResourceType:
+        """Create the CRD unless one of that name exists; returns the preferred (storage) ResourceType."""
+        crd_type = self.resource_type("customresourcedefinitions", "apiextensions.k8s.io")
+        name = crd.get("metadata", {}).get("name", "")
+        if self.find(crd_type, None, name) is None:
+            self.create(crd_type, crd)
+        spec = crd["spec"]
+        return self.resource_type(spec["names"]["plural"], spec["group"])
+
+    def _crd_types(self, crd: Obj) -> list[ResourceType]:
+        try:
+            types = types_from_crd(crd)
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            name = (crd.get("metadata") or {}).get("name", "")
+            causes = [("spec", str(error))]
+            raise apierror.invalid("CustomResourceDefinition", "apiextensions.k8s.io", name, causes) from error
+        expected = f"{types[0].plural}.{types[0].group}"
+        if crd["metadata"].get("name") != expected:
+            raise apierror.invalid("CustomResourceDefinition", "apiextensions.k8s.io", crd["metadata"].get("name", ""),
+                                   [("metadata.name", f'Invalid value: must be spec.names.plural+"."+spec.group '
+                                                      f'("{expected}")')])
+        return types
+
+    def _install_crd(self, crd: Obj) -> None:
+        types = self._crd_types(crd)
+        for rtype in [t for t in self._types.values() if t.key == types[0].key]:
+            del self._types[(rtype.group, rtype.version, rtype.plural)]
+        for index, rtype in enumerate(types):
+            self._register_type(rtype, preferred=index == 0)
+
+    def _uninstall_crd(self, crd: Obj) -> None:
+        try:
+            key = types_from_crd(crd)[0].key
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return
+        table = self._tables.get(key)
+        rtype = self._preferred.get(key)
+        if table and rtype:
+            for obj in list(table.objects.values()):
+                self._remove(rtype, obj, gc_policy="Background")
+        for served in [t for t in self._types.values() if t.key == key]:
+            del self._types[(served.group, served.version, served.plural)]
+        self._preferred.pop(key, None)
+        self._tables.pop(key, None)
+        self.types_generation += 1
+
+    # ----------------------------------------------------------------- helpers
+    @property
+    def resource_version(self) -> int:
+        return self._rv
+
+    def _next_rv(self) -> str:
+        self._rv += 1
+        return str(self._rv)
+
+    def _uid(self) -> str:
+        return str(uuid.UUID(int=self._random.getrandbits(128), version=4))
+
+    def _table(self, rtype: ResourceType) -> _Table:
+        table = self._tables.get(rtype.key)
+        if table is None:
+            raise ApiError(404, "NotFound", f"the server could not find the requested resource ({rtype})")
+        return table
+
+    def _obj_key(self, rtype: ResourceType, namespace: str | None, name: str) -> ObjKey:
+        return ((namespace or "") if rtype.namespaced else "", name)
+
+    def _begin(self) -> None:
+        self._depth += 1
+
+    def _end(self) -> None:
+        self._depth -= 1
+        if self._depth == 0:
+            self._dispatch()
+
+    def _dispatch(self) -> None:
+        self._depth += 1  # commits made by listeners are queued behind the current event
+        try:
+            while self._pending:
+                event_type, rtype, obj = self._pending.popleft()
+                for listener in list(self._listeners):
+                    try:
+                        listener(event_type, rtype, obj)
+                    except Exception:
+                        logger.exception("store listener %r failed on %s %s", listener, event_type, rtype)
+        finally:
+            self._depth -= 1
+
+    def _emit(self, event_type: str, rtype: ResourceType, obj: Obj, table: _Table) -> None:
+        rv = int(obj["metadata"]["resourceVersion"])
+        if len(table.log) >= self._watch_log_size:
+            table.log_floor = table.log.popleft()[0]
+        table.log.append((rv, event_type, obj))
+        self._pending.append((event_type, rtype, obj))
+
+    def add_listener(self, callback: Listener) -> None:
+        self._listeners.append(callback)
+
+    def remove_listener(self, callback: Listener) -> None:
+        if callback in self._listeners:
+            self._listeners.remove(callback)
+
+    # ----------------------------------------------------------------- indexes
+    def _index(self, rtype: ResourceType, table: _Table, key: ObjKey, obj: Obj) -> None:
+        table.objects[key] = obj
+        table.by_namespace.setdefault(key[0], {})[key[1]] = obj
+        metadata = obj["metadata"]
+        for label, value in (metadata.get("labels") or {}).items():
+            table.by_label.setdefault(label, {}).setdefault(value, set()).add(key)
+        self._by_uid[metadata["uid"]] = (rtype, key)
+
+    def _unindex(self, table: _Table, key: ObjKey, obj: Obj, keep_uid: bool = False) -> None:
+        table.objects.pop(key, None)
+        table.raw.pop(key, None)
+        names = table.by_namespace.get(key[0])
+        if names is not None:
+            names.pop(key[1], None)
+            if not names:
+                del table.by_namespace[key[0]]
+        for label, value in (obj["metadata"].get("labels") or {}).items():
+            values = table.by_label.get(label)
+            if values and value in values:
+                values[value].discard(key)
+                if not values[value]:
+                    del values[value]
+                if not values:
+                    del table.by_label[label]
+        if not keep_uid:
+            self._by_uid.pop(obj["metadata"]["uid"], None)
+
+    def _index_owners(self, rtype: ResourceType, key: ObjKey, obj: Obj, add: bool) -> None:
+        for ref in obj["metadata"].get("ownerReferences") or ():
+            uid = ref.get("uid")
+            if not uid:
+                continue
+            if add:
+                self._dependents.setdefault(uid, set()).add((rtype.key, key))
+            else:
+                dependents = self._dependents.get(uid)
+                if dependents is not None:
+                    dependents.discard((rtype.key, key))
+                    if not dependents:
+                        del self._dependents[uid]
+
+    # ----------------------------------------------------------------- reads
+    def find(self, rtype: ResourceType, namespace: str | None, name: str) -> Obj | None:
+        return self._table(rtype).objects.get(self._obj_key(rtype, namespace, name))
+
+    def get(self, rtype: ResourceType, namespace: str | None, name: str) -> Obj:
+        obj = self.find(rtype, namespace, name)
+        if obj is None:
+            raise apierror.not_found(rtype.plural, rtype.group, name)
+        return obj
+
+    def list(self, rtype: ResourceType, namespace: str | None = None,
+             label_selector: str | dict[str, str] | Iterable[Requirement] | None = None,
+             field_selector: str | dict[str, str] | Iterable[FieldRequirement] | None = None) -> list[Obj]:
+        """Objects of ``rtype`` (in ``namespace`` if given) matching the selectors, sorted by namespace/name."""
+        table = self._table(rtype)
+        labels = _as_label_requirements(label_selector)
+        fields = _as_field_requirements(field_selector)
+        if not rtype.namespaced:
+            namespace = None
+        for requirement in fields:  # metadata.namespace=X narrows like a namespaced list
+            if requirement.path == ("metadata", "namespace") and not requirement.negate and rtype.namespaced:
+                if namespace is not None and namespace != requirement.value:
+                    return []
+                namespace = requirement.value
+        keys = self._candidate_keys(table, namespace, labels, fields)
+        result = []
+        for key in sorted(keys):
+            obj = table.objects.get(key)
+            if obj is None or (namespace is not None and key[0] != namespace):
+                continue
+            if labels and not labels_match(labels, obj["metadata"].get("labels")):
+                continue
+            if fields and not fields_match(fields, obj):
+                continue
+            result.append(obj)
+        return result
+
+    def _candidate_keys(self, table: _Table, namespace: str | None, labels: list[Requirement],
+                        fields: list[FieldRequirement]) -> Iterable[ObjKey]:
+        for requirement in fields:
+            if requirement.path == ("metadata", "name") and not requirement.negate:
+                if namespace is not None:
+                    return [(namespace, requirement.value)]
+        best: set[ObjKey] | None = None
+        for requirement in labels:
+            if not requirement.indexable:
+                continue
+            values = table.by_label.get(requirement.key, {})
+            matched: set[ObjKey] = set()
+            for value in requirement.values:
+                matched |= values.get(value, set())
+            if best is None or len(matched) < len(best):
+                best = matched
+        if best is not None:
+            return best
+        if namespace is not None:
+            return [(namespace, name) for name in table.by_namespace.get(namespace, {})]
+        return table.objects.keys()
+
+    def to_json(self, rtype: ResourceType, obj: Obj) -> bytes:
+        """The object serialized as JSON, cached while it is the stored version."""
+        metadata = obj["metadata"]
+        key = self._obj_key(rtype, metadata.get("namespace"), metadata["name"])
+        table = self._tables.get(rtype.key)
+        if table is not None:
+            cached = table.raw.get(key)
+            if cached is not None and cached[0] is obj:
+                return cached[1]
+        raw = json.dumps(obj, separators=(",", ":")).encode()
+        if table is not None and table.objects.get(key) is obj:
+            table.raw[key] = (obj, raw)
+        return raw
+
+    def events_since(self, rtype: ResourceType, resource_version: int) -> list[tuple[str, Obj]]:
+        """Watch events of ``rtype`` with a resourceVersion above ``resource_version``, oldest first."""
+        table = self._table(rtype)
+        if resource_version < table.log_floor:
+            raise apierror.gone(f"too old resource version: {resource_version} ({table.log_floor + 1})")
+        return [(event_type, obj) for rv, event_type, obj in table.log if rv > resource_version]
+
+    # ----------------------------------------------------------------- create
+    def create(self, rtype: ResourceType, obj: Obj, namespace: str | None = None) -> Obj:
+        self._begin()
+        try:
+            return self._create(rtype, obj, namespace)
+        finally:
+            self._end()
+
+    def _create(self, rtype: ResourceType, obj: Obj, namespace: str | None) -> Obj:
+        if not isinstance(obj, dict):
+            raise apierror.bad_request("the body of the request is not a JSON object")
+        table = self._table(rtype)
+        check_kind(rtype, obj)
+        metadata = dict(obj.get("metadata") or {})
+        name = metadata.get("name") or ""
+        if not name and metadata.get("generateName"):
+            name = metadata["generateName"] + "".join(self._random.choices(_GENERATE_ALPHABET, k=5))
+        if not name:
+            raise apierror.invalid(rtype.kind, rtype.group, "", [("metadata.name", "Required value: name or "
+                                                                                   "generateName is required")])
+        validate_name(rtype, name)
+        if rtype.namespaced:
+            body_namespace = metadata.get("namespace")
+            if namespace and body_namespace and body_namespace != namespace:
+                raise apierror.bad_request("the namespace of the provided object does not match the namespace sent "
+                                           "on the request")
+            namespace = namespace or body_namespace or "default"
+            self._check_namespace_open(namespace, rtype, name)
+            metadata["namespace"] = namespace
+        else:
+            metadata.pop("namespace", None)
+            namespace = ""
+        key = (namespace, name)
+        if key in table.objects:
+            raise apierror.already_exists(rtype.plural, rtype.group, name)
+        now = self._clock()
+        metadata["name"] = name
+        metadata["uid"] = self._uid()
+        metadata["resourceVersion"] = ""
+        metadata["creationTimestamp"] = format_time(now)
+        metadata["generation"] = 1
+        for transient in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
+            metadata.pop(transient, None)
+        new = {"kind": rtype.kind, "apiVersion": self._preferred[rtype.key].api_version, "metadata": metadata}
+        new.update((k, v) for k, v in obj.items() if k not in ("kind", "apiVersion", "metadata"))
+        apply_create_defaults(rtype, new)
+        validate(rtype, new)
+        if rtype.key == CRDS:
+            self._crd_types(new)
+            new["status"] = _crd_status(new, format_time(now))
+        metadata["resourceVersion"] = self._next_rv()
+        self._index(rtype, table, key, new)
+        self._index_owners(rtype, key, new, add=True)
+        if rtype.key == CRDS:
+            self._install_crd(new)
+        self._emit("ADDED", rtype, new, table)
+        return new
+
+    def _check_namespace_open(self, namespace: str, rtype: ResourceType, name: str) -> None:
+        ns = self._tables[NAMESPACES].objects.get(("", namespace))
+        if ns is None:
+            raise apierror.not_found("namespaces", "", namespace)
+        if ns["metadata"].get("deletionTimestamp"):
+            raise apierror.forbidden(f'{rtype.plural} "{name}" is forbidden: unable to create new content in '
+                                     f"namespace {namespace} because it is being terminated")
+
+    # ----------------------------------------------------------------- update
+    def update(self, rtype: ResourceType, obj: Obj, subresource: str | None = None) -> Obj:
+        self._begin()
+        try:
+            return self._update(rtype, obj, subresource)
+        finally:
+            self._end()
+
+    def _update(self, rtype: ResourceType, obj: Obj, subresource: str | None) -> Obj:
+        if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
+            raise apierror.bad_request("the body of the request is not an object with metadata")
+        check_kind(rtype, obj)
+        incoming_meta = obj["metadata"]
+        name = incoming_meta.get("name") or ""
+        if not name:
+            raise apierror.invalid(rtype.kind, rtype.group, "", [("metadata.name", "Required value")])
+        table = self._table(rtype)
+        key = self._obj_key(rtype, incoming_meta.get("namespace"), name)
+        old = table.objects.get(key)
+        if old is None:
+            raise apierror.not_found(rtype.plural, rtype.group, name)
+        wanted_rv = incoming_meta.get("resourceVersion")
+        if wanted_rv and wanted_rv != old["metadata"]["resourceVersion"]:
+            raise apierror.conflict(rtype.plural, rtype.group, name)
+        if subresource == "status":
+            new = dict(old)
+            if "status" in obj:
+                new["status"] = obj["status"]
+            metadata = dict(old["metadata"])
+        elif subresource is None:
+            new = {"kind": old["kind"], "apiVersion": old["apiVersion"]}
+            new.update((k, v) for k, v in obj.items() if k not in ("kind", "apiVersion"))
+            if rtype.has_status:
+                if "status" in old:
+                    new["status"] = old["status"]
+                else:
+                    new.pop("status", None)
+            metadata = dict(incoming_meta)
+            for immutable in ("uid", "creationTimestamp", "namespace", "name", "deletionTimestamp",
+                              "deletionGracePeriodSeconds", "generation"):
+                if immutable in old["metadata"]:
+                    metadata[immutable] = old["metadata"][immutable]
+                else:
+                    metadata.pop(immutable, None)
+        else:
+            raise apierror.not_found(f"{rtype.plural}/{subresource}", rtype.group, name)
+        metadata["resourceVersion"] = old["metadata"]["resourceVersion"]
+        new["metadata"] = metadata
+        if subresource is None and _spec_changed(old, new):
+            metadata["generation"] = old["metadata"].get("generation", 1) + 1
+            validate(rtype, new)
+        if new == old:
+            return old
+        if rtype.key == CRDS and subresource is None:
+            self._crd_types(new)
+        return self._commit_update(rtype, table, key, old, new)
+
+    def _commit_update(self, rtype: ResourceType, table: _Table, key: ObjKey, old: Obj, new: Obj) -> Obj:
+        metadata = new["metadata"]
+        deleting = bool(metadata.get("deletionTimestamp"))
+        if deleting and not metadata.get("finalizers") and rtype.key != NAMESPACES:
+            return self._remove(rtype, old, gc_policy=None)
+        metadata["resourceVersion"] = self._next_rv()
+        self._unindex(table, key, old, keep_uid=True)
+        self._index_owners(rtype, key, old, add=False)
+        self._index(rtype, table, key, new)
+        self._index_owners(rtype, key, new, add=True)
+        if rtype.key == CRDS:
+            self._install_crd(new)
+        self._emit("MODIFIED", rtype, new, table)
+        if deleting and rtype.key == NAMESPACES:
+            self._maybe_finish_namespace(key[1])
+        return new
+
+    def patch(self, rtype: ResourceType, namespace: str | None, name: str, patch: Any, patch_type: str,
+              subresource: str | None = None) -> Obj:
+        self._begin()
+        try:
+            old = self.find(rtype, namespace, name)
+            if old is None:
+                if patch_type == APPLY_PATCH and subresource is None and isinstance(patch, dict):
+                    body = dict(patch)
+                    body["metadata"] = {**(patch.get("metadata") or {}), "name": name}
+                    return self._create(rtype, body, namespace)
+                raise apierror.not_found(rtype.plural, rtype.group, name)
+            patched = apply_patch(old, patch, patch_type)
+            if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
+                raise apierror.invalid(rtype.kind, rtype.group, name, [("metadata", "Required value")])
+            for identity in ("name", "namespace"):
+                if patched["metadata"].get(identity) != old["metadata"].get(identity):
+                    raise apierror.invalid(rtype.kind, rtype.group, name, [(f"metadata.{identity}",
+                                                                            "field is immutable")])
+            return self._update(rtype, patched, subresource)
+        finally:
+            self._end()
+
+    # ----------------------------------------------------------------- delete
+    def delete(self, rtype: ResourceType, namespace: str | None, name: str, *,
+               propagation_policy: str | None = None, preconditions: dict[str, str] | None = None) -> Obj:
+        self._begin()
+        try:
+            obj = self.get(rtype, namespace, name)
+            for field_name in ("uid", "resourceVersion"):
+                wanted = (preconditions or {}).get(field_name)
+                if wanted and wanted != obj["metadata"].get(field_name):
+                    raise apierror.conflict(rtype.plural, rtype.group, name,
+                                            f"Precondition failed: {field_name} in precondition: {wanted}, "
+                                            f"{field_name} in object meta: {obj['metadata'].get(field_name)}")
+            if propagation_policy not in (None, "Background", "Foreground", "Orphan"):
+                raise apierror.bad_request(f"unknown propagationPolicy {propagation_policy!r}")
+            if rtype.key == NAMESPACES:
+                return self._delete_namespace(rtype, obj)
+            return self._delete(rtype, obj, propagation_policy)
+        finally:
+            self._end()
+
+    def _delete(self, rtype: ResourceType, obj: Obj, policy: str | None) -> Obj:
+        policy = policy or ("Orphan" if rtype.key in _ORPHAN_BY_DEFAULT else "Background")
+        metadata = obj["metadata"]
+        finalizers = list(metadata.get("finalizers") or ())
+        has_dependents = bool(self._dependents.get(metadata["uid"]))
+        if policy == "Foreground" and has_dependents and "foregroundDeletion" not in finalizers:
+            finalizers.append("foregroundDeletion")
+        if not finalizers:
+            return self._remove(rtype, obj, gc_policy=policy)
+        if policy == "Orphan" and has_dependents:
+            self._orphan_dependents(metadata["uid"])
+        if metadata.get("deletionTimestamp") and finalizers == list(metadata.get("finalizers") or ()):
+            return obj
+        new_meta = dict(metadata)
+        new_meta["finalizers"] = finalizers
+        new_meta.setdefault("deletionTimestamp", format_time(self._clock()))
+        new_meta.setdefault("deletionGracePeriodSeconds", 0)
+        new = {**obj, "metadata": new_meta}
+        table = self._table(rtype)
+        key = self._obj_key(rtype, metadata.get("namespace"), metadata["name"])
+        result = self._commit_update(rtype, table, key, obj, new)
+        if "foregroundDeletion" in finalizers:
+            self._collect_dependents(metadata["uid"], "Background")
+            self._maybe_finish_foreground(metadata["uid"])
+        return self.find(rtype, metadata.get("namespace"), metadata["name"]) or result
+
+    def _remove(self, rtype: ResourceType, obj: Obj, gc_policy: str | None) -> Obj:
+        """Remove the object for good, emit DELETED, collect dependents and finish namespaces/CRDs."""
+        table = self._table(rtype)
+        metadata = obj["metadata"]
+        key = self._obj_key(rtype, metadata.get("namespace"), metadata["name"])
+        if table.objects.get(key) is not obj:
+            return obj
+        self._unindex(table, key, obj)
+        self._index_owners(rtype, key, obj, add=False)
+        final = {**obj, "metadata": {**metadata, "resourceVersion": self._next_rv()}}
+        self._emit("DELETED", rtype, final, table)
+        if rtype.key == ("", "pods"):
+            self._logs.pop(key, None)
+        if rtype.key == CRDS:
+            self._uninstall_crd(obj)
+        policy = gc_policy or ("Orphan" if rtype.key in _ORPHAN_BY_DEFAULT else "Background")
+        if policy == "Orphan":
+            self._orphan_dependents(metadata["uid"])
+        else:
+            self._collect_dependents(metadata["uid"], "Background")
+        for ref in metadata.get("ownerReferences") or ():
+            if ref.get("uid"):
+                self._maybe_finish_foreground(ref["uid"])
+        if key[0]:
+            self._maybe_finish_namespace(key[0])
+        return final
+
+    def _dependent_objects(self, owner_uid: str) -> list[tuple[ResourceType, Obj]]:
+        result = []
+        for type_key, key in sorted(self._dependents.get(owner_uid, ())):
+            rtype = self._preferred.get(type_key)
+            obj = self._tables[type_key].objects.get(key) if rtype else None
+            if rtype is not None and obj is not None:
+                result.append((rtype, obj))
+        return result
+
+    def _collect_dependents(self, owner_uid: str, policy: str) -> None:
+        for rtype, obj in self._dependent_objects(owner_uid):
+            refs = obj["metadata"].get("ownerReferences") or []
+            others = [r for r in refs if r.get("uid") != owner_uid and r.get("uid") in self._by_uid]
+            if others:
+                self._replace_owner_refs(rtype, obj, [r for r in refs if r.get("uid") != owner_uid])
+            elif not obj["metadata"].get("deletionTimestamp"):
+                self._delete(rtype, obj, policy)
+
+    def _orphan_dependents(self, owner_uid: str) -> None:
+        for rtype, obj in self._dependent_objects(owner_uid):
+            refs = obj["metadata"].get("ownerReferences") or []
+            self._replace_owner_refs(rtype, obj, [r for r in refs if r.get("uid") != owner_uid])
+
+    def _replace_owner_refs(self, rtype: ResourceType, obj: Obj, refs: list[dict]) -> None:
+        metadata = dict(obj["metadata"])
+        if refs:
+            metadata["ownerReferences"] = refs
+        else:
+            metadata.pop("ownerReferences", None)
+        key = self._obj_key(rtype, metadata.get("namespace"), metadata["name"])
+        self._commit_update(rtype, self._table(rtype), key, obj, {**obj, "metadata": metadata})
+
+    def _maybe_finish_foreground(self, owner_uid: str) -> None:
+        located = self._by_uid.get(owner_uid)
+        if located is None:
+            return
+        rtype, key = located
+        owner = self._tables[rtype.key].objects.get(key)
+        if owner is None or "foregroundDeletion" not in (owner["metadata"].get("finalizers") or ()):
+            return
+        if self._dependent_objects(owner_uid):
+            return
+        metadata = dict(owner["metadata"])
+        metadata["finalizers"] = [f for f in metadata["finalizers"] if f != "foregroundDeletion"]
+        self._commit_update(rtype, self._tables[rtype.key], key, owner, {**owner, "metadata": metadata})
+
+    def _delete_namespace(self, rtype: ResourceType, ns: Obj) -> Obj:
+        name = ns["metadata"]["name"]
+        if not ns["metadata"].get("deletionTimestamp"):
+            metadata = {**ns["metadata"], "deletionTimestamp": format_time(self._clock()),
+                        "deletionGracePeriodSeconds": 0}
+            terminating = {**ns, "metadata": metadata, "status": {**(ns.get("status") or {}), "phase": "Terminating"}}
+            self._commit_update(rtype, self._tables[NAMESPACES], ("", name), ns, terminating)
+        for type_key, table in list(self._tables.items()):
+            content_type = self._preferred.get(type_key)
+            if content_type is None or not content_type.namespaced:
+                continue
+            for obj in list(table.by_namespace.get(name, {}).values()):
+                if not obj["metadata"].get("deletionTimestamp") and table.objects.get((name, obj["metadata"]["name"])):
+                    self._delete(content_type, obj, "Background")
+        self._maybe_finish_namespace(name)
+        return self._tables[NAMESPACES].objects.get(("", name)) or self._last_deleted(rtype, name)
+
+    def _last_deleted(self, rtype: ResourceType, name: str) -> Obj:
+        for _rv, event_type, obj in reversed(self._tables[rtype.key].log):
+            if event_type == "DELETED" and obj["metadata"]["name"] == name:
+                return obj
+        raise apierror.not_found(rtype.plural, rtype.group, name)
+
+    def _maybe_finish_namespace(self, name: str) -> None:
+        namespaces = self._tables[NAMESPACES]
+        ns = namespaces.objects.get(("", name))
+        if ns is None or not ns["metadata"].get("deletionTimestamp"):
+            return
+        if any(table.by_namespace.get(name) for key, table in self._tables.items() if key != NAMESPACES):
+            return
+        if ns["metadata"].get("finalizers"):
+            return  # waits for whoever owns the metadata finalizers; their update calls back here
+        self._remove(self._preferred[NAMESPACES], ns, gc_policy="Background")
+
+    # ----------------------------------------------------------------- events and logs
+    def record_event(self, involved_object: Obj, reason: str, message: str, type: str = "Normal",
+                     source: str = "simulator", action: str | None = None) -> Obj | None:
+        """Create a core/v1 Event about ``involved_object``; None if its namespace no longer accepts content."""
+        metadata = involved_object.get("metadata") or {}
+        namespace = metadata.get("namespace") or "default"
+        now = self._clock()
+        self._event_counter += 1
+        name = f"{metadata.get('name', 'object')}.{int(now * 1e9) + self._event_counter:x}"
+        timestamp = format_time(now)
+        event = {
+            "metadata": {"name": name, "namespace": namespace},
+            "involvedObject": {
+                "kind": involved_object.get("kind"), "apiVersion": involved_object.get("apiVersion"),
+                "namespace": metadata.get("namespace"), "name": metadata.get("name"), "uid": metadata.get("uid"),
+                "resourceVersion": metadata.get("resourceVersion"),
+            },
+            "reason": reason,
+            "message": message,
+            "type": type,
+            "source": {"component": source},
+            "firstTimestamp": timestamp,
+            "lastTimestamp": timestamp,
+            "eventTime": format_micro_time(now),
+            "count": 1,
+            "reportingComponent": source,
+            "reportingInstance": source,
+        }
+        if action:
+            event["action"] = action
+        try:
+            return self.create(self.resource_type("events"), event, namespace)
+        except ApiError as error:
+            logger.debug("event %s on %s not recorded: %s", reason, metadata.get("name"), error.message)
+            return None
+
+    def append_log(self, namespace: str, pod: str, container: str, text: str) -> None:
+        """Append simulated output of a container (kept up to 1 MiB per container, oldest dropped)."""
+        chunks = self._logs.setdefault((namespace, pod), {}).setdefault(container, [])
+        chunks.append(text)
+        if sum(len(c) for c in chunks) > _LOG_LIMIT:
+            joined = "".join(chunks)[-_LOG_LIMIT:]
+            chunks[:] = [joined]
+
+    def read_log(self, namespace: str, pod: str, container: str) -> str:
+        return "".join(self._logs.get((namespace, pod), {}).get(container, ()))
+
+
+def _as_label_requirements(selector: Any) -> list[Requirement]:
+    if selector is None or isinstance(selector, (str, dict)):
+        return parse_label_selector(selector)
+    return list(selector)
+
+
+def _as_field_requirements(selector: Any) -> list[FieldRequirement]:
+    if selector is None or isinstance(selector, (str, dict)):
+        return parse_field_selector(selector)
+    return list(selector)
+
+
+def _spec_changed(old: Obj, new: Obj) -> bool:
+    ignored = ("metadata", "status", "kind", "apiVersion")
+    old_rest = {k: v for k, v in old.items() if k not in ignored}
+    new_rest = {k: v for k, v in new.items() if k not in ignored}
+    return old_rest != new_rest
+
+
+def _crd_status(crd: Obj, timestamp: str) -> Obj:
+    spec = crd["spec"]
+    names = dict(spec["names"])
+    names.setdefault("singular", names["kind"].lower())
+    names.setdefault("listKind", names["kind"] + "List")
+    conditions = [
+        {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found",
+         "lastTransitionTime": timestamp},
+        {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
+         "message": "the initial names have been accepted", "lastTransitionTime": timestamp},
+    ]
+    stored = [v["name"] for v in spec.get("versions") or [] if v.get("storage")]
+    return {"acceptedNames": names, "conditions": conditions, "storedVersions": stored}
