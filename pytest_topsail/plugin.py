@@ -5,12 +5,74 @@ Kept tiny: importing it must cost nothing measurable when no suite is collected.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from pytest_topsail import hookspec
+    from pytest_topsail import engine_fixtures, hookspec
     from pytest_topsail.report import plugin as report_plugin
 
     pluginmanager.add_hookspecs(hookspec)
+    pluginmanager.register(engine_fixtures, "topsail-engine-fixtures")
     pluginmanager.register(report_plugin, "topsail-report")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    from pytest_topsail import session
+
+    session.add_options(parser)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> int | None:
+    if not config.getoption("topsail_show_config", False):
+        return None
+    from pytest_topsail import session
+
+    return session.show_config(config)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from pytest_topsail import session
+
+    session.configure(config)
+    if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(session.XdistHooks(config), "topsail-xdist")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    from pytest_topsail import session
+
+    session.generate_tests(metafunc)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    from pytest_topsail import session
+
+    session.modify_items(config, items)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    from pytest_topsail import session
+
+    with session.item_context(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport:
+    from pytest_topsail import session
+
+    report = yield
+    session.after_report(item, call, report)
+    return report
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    from pytest_topsail import session
+
+    session.terminal_summary(terminalreporter, config)

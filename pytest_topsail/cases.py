@@ -1,0 +1,305 @@
+"""Case YAML files -> pytest parameters, with MatrixBenchmarking-style matrix expansion.
+
+A case file is a YAML list of mappings. Each mapping has a ``name`` and settings. Reserved keys of a case:
+
+- ``raw_lists: [key, ...]``: list-valued settings that are values, not matrix dimensions;
+- ``extra_settings: [{...}, ...]``: alternatives deep-merged onto the base settings (one expansion per alternative);
+- ``skip_if: [{key: value, ...}, ...]``: combinations matching every key/value of one entry are dropped;
+- ``marks: [name, ...]``: pytest marks added to the case's items;
+- ``xdist_group: name``: keep the case's items on one xdist worker (``--dist loadgroup``).
+
+Every other list-valued setting is a dimension; the items are the cartesian product, in file order.
+"""
+
+from __future__ import annotations
+
+import glob
+import itertools
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_topsail.errors import TopsailError
+
+RESERVED_CASE_KEYS = ("name", "raw_lists", "extra_settings", "skip_if", "marks", "xdist_group")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One pytest parameter: a case after matrix expansion."""
+
+    name: str
+    id: str
+    settings: dict[str, Any]
+    source: str = ""
+    marks: tuple[str, ...] = ()
+    xdist_group: str | None = None
+    varying: tuple[str, ...] = field(default=(), compare=False)
+
+    def __repr__(self) -> str:
+        return f"Case({self.id!r})"
+
+
+def resolve_case_files(globs: Iterable[str], rootdir: Path, source: str = "cases") -> list[Path]:
+    """Expand ``globs`` (relative to ``rootdir``) to sorted files; a glob that matches nothing is an error."""
+    if isinstance(globs, str):
+        globs = [globs]
+    files: list[Path] = []
+    seen: set[Path] = set()
+    for pattern in globs:
+        if not isinstance(pattern, str) or not pattern:
+            raise TopsailError(f"{source}: each entry must be a file path or glob, got {pattern!r}")
+        full = pattern if Path(pattern).is_absolute() else str(Path(rootdir) / pattern)
+        if glob.has_magic(pattern):
+            matches = sorted(Path(p) for p in glob.glob(full, recursive=True) if Path(p).is_file())
+            if not matches:
+                raise TopsailError(f"{source}: case glob {pattern!r} matches no file (relative to {rootdir})")
+        else:
+            if not Path(full).is_file():
+                raise TopsailError(f"{source}: case file {pattern!r} not found (relative to {rootdir})")
+            matches = [Path(full)]
+        for path in matches:
+            if path not in seen:
+                seen.add(path)
+                files.append(path)
+    return files
+
+
+def load_cases(globs: Iterable[str], rootdir: Path, source: str = "cases") -> list[Case]:
+    """Read, validate and expand every case of the files ``globs`` names; ids are checked to be unique."""
+    from pytest_topsail.config import load_yaml
+
+    cases: list[Case] = []
+    for path in resolve_case_files(globs, rootdir, source):
+        shown = _shown_path(path, rootdir)
+        entries = load_yaml(path)
+        if entries is None:
+            entries = []
+        if not isinstance(entries, list):
+            raise TopsailError(f"{shown}: a case file must be a YAML list of mappings, got {type(entries).__name__}")
+        for index, entry in enumerate(entries):
+            cases.extend(expand_case(entry, f"{shown}[{index}]"))
+    check_unique_ids(cases)
+    return cases
+
+
+def _shown_path(path: Path, rootdir: Path) -> str:
+    try:
+        return str(path.relative_to(rootdir))
+    except ValueError:
+        return str(path)
+
+
+def check_unique_ids(cases: Iterable[Case]) -> None:
+    seen: dict[str, Case] = {}
+    for case in cases:
+        if case.id in seen:
+            raise TopsailError(f"duplicate case id {case.id!r}: {seen[case.id].source} and {case.source}")
+        seen[case.id] = case
+
+
+def expand_case(entry: Any, source: str) -> list[Case]:
+    """Expand one case mapping into its matrix of :class:`Case` (reserved keys interpreted, see module doc)."""
+    if not isinstance(entry, Mapping):
+        raise TopsailError(f"{source}: a case must be a mapping with a 'name', got {type(entry).__name__}")
+    name = entry.get("name")
+    if not isinstance(name, str | int) or isinstance(name, bool) or str(name) == "":
+        raise TopsailError(f"{source}: case without a 'name' (every case needs a non-empty name)")
+    name = str(name)
+    where = f"{source} (case {name!r})"
+    raw_lists = _string_list(entry.get("raw_lists"), "raw_lists", where)
+    marks = tuple(_string_list(entry.get("marks"), "marks", where))
+    group = entry.get("xdist_group")
+    if group is not None and not isinstance(group, str):
+        raise TopsailError(f"{where}: xdist_group must be a string")
+    base = {key: value for key, value in entry.items() if key not in RESERVED_CASE_KEYS}
+    combos = expand_matrix(base, raw_lists=raw_lists, extra_settings=entry.get("extra_settings"),
+                           skip_if=entry.get("skip_if"), source=where)
+    varying = varying_keys(combos)
+    return [Case(name=name, id=case_id(name, settings, varying), settings=settings, source=source,
+                 marks=marks, xdist_group=group, varying=tuple(varying))
+            for settings in combos]
+
+
+def _string_list(value: Any, key: str, where: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return list(value)
+    raise TopsailError(f"{where}: {key} must be a list of strings, got {value!r}")
+
+
+def expand_matrix(settings: Mapping[str, Any], raw_lists: Iterable[str] = (), extra_settings: Any = None,
+                  skip_if: Any = None, source: str = "settings") -> list[dict[str, Any]]:
+    """The cartesian product of the list-valued settings (dotted keys for nested mappings).
+
+    ``extra_settings`` alternatives are deep-merged onto ``settings`` first (each alternative expanded on its own);
+    ``raw_lists`` names lists kept as values; combinations matching a ``skip_if`` entry are dropped.
+    """
+    raw = set(raw_lists)
+    if extra_settings is None:
+        alternatives: list[Mapping[str, Any]] = [{}]
+    elif isinstance(extra_settings, list) and all(isinstance(alt, Mapping) for alt in extra_settings):
+        alternatives = extra_settings or [{}]
+    else:
+        raise TopsailError(f"{source}: extra_settings must be a list of mappings")
+    conditions = _skip_conditions(skip_if, source)
+    combos: list[dict[str, Any]] = []
+    known_keys: set[str] = set()
+    for alternative in alternatives:
+        merged = deep_merge(settings, alternative)
+        dimensions = _dimensions(merged, raw, "")
+        known_keys.update(_leaf_keys(merged, ""))
+        if not dimensions:
+            combos.append(merged)
+            continue
+        keys = [key for key, _ in dimensions]
+        for values in itertools.product(*(values for _, values in dimensions)):
+            combo = _copy_tree(merged)
+            for key, value in zip(keys, values, strict=True):
+                _set_dotted(combo, key, value)
+            combos.append(combo)
+    for condition in conditions:
+        unknown = [key for key in condition if key not in known_keys]
+        if unknown:
+            raise TopsailError(f"{source}: skip_if uses unknown key {unknown[0]!r}; settings are: "
+                               f"{', '.join(sorted(known_keys)) or 'none'}")
+    if conditions:
+        combos = [combo for combo in combos if not any(_matches(combo, cond) for cond in conditions)]
+    return combos
+
+
+def _skip_conditions(skip_if: Any, source: str) -> list[dict[str, Any]]:
+    if skip_if is None:
+        return []
+    if isinstance(skip_if, Mapping):
+        skip_if = [skip_if]
+    if not isinstance(skip_if, list) or not all(isinstance(cond, Mapping) and cond for cond in skip_if):
+        raise TopsailError(f"{source}: skip_if must be a mapping or a list of mappings of setting -> value")
+    return [dict(cond) for cond in skip_if]
+
+
+def _matches(combo: Mapping[str, Any], condition: Mapping[str, Any]) -> bool:
+    for key, expected in condition.items():
+        actual = _get_dotted(combo, key)
+        if isinstance(expected, list) and not isinstance(actual, list):
+            if actual not in expected:
+                return False
+        elif actual != expected:
+            return False
+    return True
+
+
+def _dimensions(tree: Mapping[str, Any], raw: set[str], prefix: str) -> list[tuple[str, list[Any]]]:
+    dims: list[tuple[str, list[Any]]] = []
+    for key, value in tree.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, list) and path not in raw and key not in raw:
+            if value:
+                dims.append((path, value))
+        elif isinstance(value, Mapping):
+            dims.extend(_dimensions(value, raw, path + "."))
+    return dims
+
+
+def _leaf_keys(tree: Mapping[str, Any], prefix: str) -> list[str]:
+    keys = []
+    for key, value in tree.items():
+        path = f"{prefix}{key}"
+        keys.append(path)
+        if isinstance(value, Mapping):
+            keys.extend(_leaf_keys(value, path + "."))
+    return keys
+
+
+def _copy_tree(tree: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: _copy_tree(value) if isinstance(value, Mapping) else value for key, value in tree.items()}
+
+
+def _set_dotted(tree: dict[str, Any], key: str, value: Any) -> None:
+    parts = key.split(".")
+    for part in parts[:-1]:
+        tree = tree[part]
+    tree[parts[-1]] = value
+
+
+def _get_dotted(tree: Mapping[str, Any], key: str) -> Any:
+    node: Any = tree
+    for part in key.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """``override`` merged onto a copy of ``base``: mappings merge key by key, anything else replaces."""
+    merged = _copy_tree(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = _copy_tree(value) if isinstance(value, Mapping) else value
+    return merged
+
+
+def varying_keys(combos: list[dict[str, Any]]) -> list[str]:
+    """Dotted leaf keys whose value differs between ``combos`` (order of first appearance)."""
+    if len(combos) < 2:
+        return []
+    flats = [_flatten(combo) for combo in combos]
+    order: dict[str, None] = {}
+    for flat in flats:
+        order.update(dict.fromkeys(flat))
+    missing = object()
+    return [key for key in order if len({_freeze(flat.get(key, missing)) for flat in flats}) > 1]
+
+
+def _flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            flat.update(_flatten(value, path + "."))
+        else:
+            flat[path] = value
+    return flat
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, list | dict):
+        return json.dumps(value, sort_keys=True, default=str)
+    return value if isinstance(value, str | int | float | bool | None) else repr(value)
+
+
+def format_id_value(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, str | int | float):
+        return str(value)
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, default=str)
+
+
+def case_id(name: str, settings: Mapping[str, Any], varying: Iterable[str]) -> str:
+    """``name`` followed by ``key=value`` for each varying key: readable, stable, and what ``-k`` matches."""
+    parts = [name]
+    for key in varying:
+        parts.append(f"{key}={format_id_value(_get_dotted(settings, key))}")
+    return "-".join(parts)
+
+
+def case_params(cases: Iterable[Case]) -> list[Any]:
+    """``pytest.param`` objects for ``metafunc.parametrize("case", ...)``: ids, marks and xdist groups attached."""
+    import pytest
+
+    params = []
+    for case in cases:
+        marks = [getattr(pytest.mark, mark) for mark in case.marks]
+        if case.xdist_group:
+            marks.append(pytest.mark.xdist_group(case.xdist_group))
+        params.append(pytest.param(case, id=case.id, marks=marks) if marks else pytest.param(case, id=case.id))
+    return params

@@ -1,0 +1,192 @@
+"""What the plugin's hooks do, one function per hook (plugin.py only wires them).
+
+Runs that reach no suite stay untouched: nothing here creates files or prints unless a suite is in scope.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_topsail.errors import TopsailError
+from pytest_topsail.suites import (
+    STATE_KEY,
+    Suite,
+    discover_suites,
+    load_suite,
+    load_suites_in_scope,
+    state_of,
+    suite_name_of_path,
+)
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("topsail", "pytest-topsail (performance and scale suites)")
+    group.addoption("--preset", action="append", dest="topsail_presets", default=[], metavar="NAME",
+                    help="apply preset NAME (repeatable or comma-separated) in each collected suite that defines it")
+    group.addoption("--var", action="append", dest="topsail_vars", default=[], metavar="KEY=VALUE",
+                    help="override a configuration key after presets (VALUE parsed as YAML; repeatable)")
+    group.addoption("--artifacts", dest="topsail_artifacts", default=None, metavar="DIR",
+                    help="artifacts root (default: $ARTIFACT_DIR, else ./artifacts/<run-id>)")
+    group.addoption("--topsail-show-config", action="store_true", dest="topsail_show_config", default=False,
+                    help="print the effective configuration of each collected suite and exit")
+    parser.addini("topsail_suites", "directory whose subdirectories holding a config.yaml are suites",
+                  default="suites")
+
+
+def usage_error(exc: TopsailError) -> pytest.UsageError:
+    return pytest.UsageError(str(exc))
+
+
+def show_config(config: pytest.Config) -> int:
+    from pytest_topsail.config import dump_yaml
+
+    try:
+        suites = load_suites_in_scope(config)
+    except TopsailError as exc:
+        raise usage_error(exc) from None
+    out = sys.stdout
+    if not suites:
+        out.write("no topsail suite collected\n")
+    for suite in suites:
+        out.write(f"# suite {suite.name} ({suite.config.source}); presets applied: "
+                  f"{', '.join(suite.presets_applied) or 'none'}\n")
+        out.write(dump_yaml(effective_document(suite)))
+        out.write("\n")
+    out.flush()
+    return 0
+
+
+def effective_document(suite: Suite) -> dict[str, Any]:
+    return {**suite.config.as_dict(), "presets_applied": list(suite.presets_applied)}
+
+
+def configure(config: pytest.Config) -> None:
+    try:
+        state = state_of(config)
+        for name in discover_suites(state.suites_root):
+            config.addinivalue_line("markers", f"{name}: items of the topsail suite {name}")
+        for suite in load_suites_in_scope(config):
+            suite.cases  # noqa: B018 - load and validate the case files now, for a clean usage error
+    except TopsailError as exc:
+        raise usage_error(exc) from None
+
+
+def generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "case" not in metafunc.fixturenames:
+        return
+    config = metafunc.config
+    name = suite_name_of_path(config, Path(metafunc.definition.path))
+    if name is None or _parametrized_explicitly(metafunc.definition, "case"):
+        return
+    try:
+        suite = load_suite(config, name)
+        if suite.case_files is None:
+            return
+        params = suite.case_params
+    except TopsailError as exc:
+        state_of(config).collection_errors.append(str(exc))
+        return
+    metafunc.parametrize("case", params)
+
+
+def _parametrized_explicitly(definition: pytest.Function, argname: str) -> bool:
+    for mark in definition.iter_markers("parametrize"):
+        names = mark.args[0] if mark.args else mark.kwargs.get("argnames", ())
+        if isinstance(names, str):
+            names = [part.strip() for part in names.split(",")]
+        if argname in names:
+            return True
+    return False
+
+
+def modify_items(config: pytest.Config, items: list[pytest.Item]) -> None:
+    state = config.stash.get(STATE_KEY, None)
+    if state is None:
+        return
+    if state.collection_errors:
+        raise pytest.UsageError("\n".join(dict.fromkeys(state.collection_errors)))
+    marks: dict[str, pytest.MarkDecorator] = {}
+    for item in items:
+        name = suite_name_of_path(config, Path(item.path))
+        if name is None:
+            continue
+        if name not in marks:
+            marks[name] = getattr(pytest.mark, name)
+        item.add_marker(marks[name])
+
+
+@contextmanager
+def item_context(item: pytest.Item) -> Iterator[None]:
+    """Around one item of a suite: its directory, record, and current artifact dir / config for the whole protocol."""
+    from pytest_topsail.artifacts import next_artifact_dir, using_artifact_dir
+    from pytest_topsail.config import using_config
+    from pytest_topsail.items import ITEM_DIR_KEY, ITEM_RECORD_KEY, new_record
+
+    name = suite_name_of_path(item.config, Path(item.path))
+    if name is None:
+        yield
+        return
+    suite = load_suite(item.config, name)
+    directory = next_artifact_dir(item.name, parent=suite_artifact_dir(item.config, suite))
+    item.stash[ITEM_DIR_KEY] = directory
+    item.stash[ITEM_RECORD_KEY] = new_record(item, suite.name, directory)
+    with ExitStack() as stack:
+        stack.enter_context(using_artifact_dir(directory))
+        stack.enter_context(using_config(suite.config))
+        yield
+
+
+def suite_artifact_dir(config: pytest.Config, suite: Suite) -> Path:
+    """``<artifacts>/<suite>/``, with the effective ``config.yaml`` written once per process."""
+    from pytest_topsail.artifacts import artifacts_root, write_text_atomic
+    from pytest_topsail.config import dump_yaml
+
+    state = state_of(config)
+    directory = artifacts_root(config) / suite.name
+    with state.lock:
+        if suite.name not in state.written_suite_configs:
+            directory.mkdir(parents=True, exist_ok=True)
+            write_text_atomic(directory / "config.yaml", dump_yaml(effective_document(suite)))
+            state.written_suite_configs.add(suite.name)
+    return directory
+
+
+def after_report(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
+    from pytest_topsail.items import ITEM_RECORD_KEY, finish_record, record_phase
+
+    if call.excinfo is not None and isinstance(call.excinfo.value, TopsailError) and report.failed:
+        report.longrepr = f"TopsailError: {call.excinfo.value}"
+    record = item.stash.get(ITEM_RECORD_KEY, None)
+    if record is None:
+        return
+    record_phase(record, report)
+    if call.when == "teardown":
+        finish_record(item, record)
+        report.topsail = record  # type: ignore[attr-defined]
+
+
+def terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    state = config.stash.get(STATE_KEY, None)
+    if state is None or not state.in_scope or config.option.collectonly:
+        return
+    if state.artifacts_root.is_dir():
+        terminalreporter.write_sep("-", "topsail")
+        terminalreporter.write_line(f"topsail artifacts: {state.artifacts_root}")
+
+
+class XdistHooks:
+    """Registered on the controller when pytest-xdist is active: ships the artifacts root to the workers."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def pytest_configure_node(self, node: Any) -> None:
+        state = state_of(self.config)
+        node.workerinput["topsail_artifacts"] = str(state.artifacts_root)
+        node.workerinput["topsail_run_id"] = state.run_id

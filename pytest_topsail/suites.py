@@ -1,0 +1,268 @@
+"""Suite discovery and loading: ``config.yaml`` + presets + ``--var``, cases, item -> suite.
+
+A suite is a direct subdirectory of the ``topsail_suites`` ini path (default ``suites``) holding a ``config.yaml``.
+All state lives in ``config.stash`` under :data:`STATE_KEY`; suites are loaded once per session (also on the xdist
+controller, which does not collect).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_topsail.cases import Case
+from pytest_topsail.config import (
+    PRESETS_KEY,
+    TO_APPLY_KEY,
+    Config,
+    apply_presets,
+    apply_vars,
+    closest_keys,
+    has_key,
+    load_yaml,
+    parse_var,
+    preset_names,
+)
+from pytest_topsail.errors import TopsailError
+
+CONFIG_FILE = "config.yaml"
+CASES_KEY = "cases"
+TEMPLATE_FILE = "command_args.yaml.j2"
+
+
+@dataclass
+class Suite:
+    """A loaded suite: its effective configuration and the presets applied to it."""
+
+    name: str
+    path: Path
+    config: Config
+    presets_applied: list[str]
+    presets_defined: list[str]
+    rootdir: Path
+
+    @property
+    def config_file(self) -> Path:
+        return self.path / CONFIG_FILE
+
+    @property
+    def case_files(self) -> list[str] | None:
+        """The ``cases:`` globs of the effective configuration (``None`` when the suite declares none)."""
+        globs = self.config.get(CASES_KEY, None)
+        if globs is None:
+            return None
+        return [globs] if isinstance(globs, str) else list(globs)
+
+    @functools.cached_property
+    def cases(self) -> list[Case]:
+        """The suite's cases (``cases:`` globs relative to rootdir), loaded and expanded once."""
+        from pytest_topsail.cases import load_cases
+
+        globs = self.case_files
+        if globs is None:
+            return []
+        return load_cases(globs, self.rootdir, source=f"{self._shown(self.config_file)}: cases")
+
+    @functools.cached_property
+    def case_params(self) -> list[Any]:
+        """``pytest.param`` objects for the cases (built once, shared by every test function using ``case``)."""
+        from pytest_topsail.cases import case_params
+
+        return case_params(self.cases)
+
+    def _shown(self, path: Path) -> str:
+        try:
+            return str(path.relative_to(self.rootdir))
+        except ValueError:
+            return str(path)
+
+
+@dataclass
+class TopsailState:
+    """Per-session state of the engine (kept in ``config.stash``)."""
+
+    rootdir: Path
+    suites_root: Path
+    artifacts_root: Path
+    run_id: str
+    presets: list[str]
+    overrides: list[tuple[str, Any]]
+    suites: dict[str, Suite] = field(default_factory=dict)
+    in_scope: list[str] = field(default_factory=list)
+    collection_errors: list[str] = field(default_factory=list)
+    written_suite_configs: set[str] = field(default_factory=set)
+    suite_of_path_cache: dict[Path, str | None] = field(default_factory=dict)
+    lock: threading.RLock = field(default_factory=threading.RLock)
+
+
+STATE_KEY = pytest.StashKey[TopsailState]()
+
+
+def state_of(pytest_config: pytest.Config) -> TopsailState:
+    state = pytest_config.stash.get(STATE_KEY, None)
+    if state is None:
+        state = init_state(pytest_config)
+    return state
+
+
+def init_state(pytest_config: pytest.Config) -> TopsailState:
+    """Read the options once: suites root, presets, ``--var`` overrides, artifacts root (chosen, not created)."""
+    from pytest_topsail.artifacts import choose_artifacts_root, new_run_id
+
+    workerinput = getattr(pytest_config, "workerinput", None)
+    rootdir = Path(pytest_config.rootpath)
+    ini_value = pytest_config.getini("topsail_suites") or "suites"
+    base = Path(pytest_config.inipath).parent if pytest_config.inipath else rootdir
+    if workerinput and "topsail_artifacts" in workerinput:
+        run_id = workerinput["topsail_run_id"]
+        root = Path(workerinput["topsail_artifacts"])
+    else:
+        run_id = new_run_id()
+        root = choose_artifacts_root(pytest_config.getoption("topsail_artifacts", None),
+                                     Path(pytest_config.invocation_params.dir), run_id)
+    state = TopsailState(
+        rootdir=rootdir,
+        suites_root=(base / ini_value).resolve(),
+        artifacts_root=root,
+        run_id=run_id,
+        presets=_requested_presets(pytest_config.getoption("topsail_presets", None) or []),
+        overrides=[parse_var(text) for text in pytest_config.getoption("topsail_vars", None) or []],
+    )
+    pytest_config.stash[STATE_KEY] = state
+    return state
+
+
+def _requested_presets(values: list[str]) -> list[str]:
+    names: list[str] = []
+    for value in values:
+        for name in value.split(","):
+            name = name.strip()
+            if name and name not in names:
+                names.append(name)
+    return names
+
+
+def discover_suites(suites_root: Path) -> dict[str, Path]:
+    """Suite name -> directory, for each direct subdirectory of ``suites_root`` holding a config.yaml."""
+    if not suites_root.is_dir():
+        return {}
+    found = {}
+    for entry in sorted(suites_root.iterdir()):
+        if entry.is_dir() and (entry / CONFIG_FILE).is_file():
+            found[entry.name] = entry
+    return found
+
+
+def suites_in_scope(pytest_config: pytest.Config) -> list[str]:
+    """Names of the suites the command-line paths reach (a path inside a suite, or a suite inside a path)."""
+    state = state_of(pytest_config)
+    args = [arg.split("::", 1)[0] for arg in pytest_config.args]
+    invocation = Path(pytest_config.invocation_params.dir)
+    paths = [(invocation / arg).resolve() for arg in args if arg]
+    if not any(_related(path, state.suites_root) for path in paths):
+        return []
+    return [name for name, suite_path in discover_suites(state.suites_root).items()
+            if any(_related(path, suite_path) for path in paths)]
+
+
+def _related(a: Path, b: Path) -> bool:
+    return a == b or a in b.parents or b in a.parents
+
+
+def load_suite(pytest_config: pytest.Config, name: str) -> Suite:
+    """The suite ``name`` with its presets and ``--var`` overrides applied; cached for the session."""
+    state = state_of(pytest_config)
+    with state.lock:
+        if name not in state.suites:
+            path = state.suites_root / name
+            if not (path / CONFIG_FILE).is_file():
+                raise TopsailError(f"no suite {name!r}: {path / CONFIG_FILE} not found")
+            state.suites[name] = _build_suite(name, path, state)
+        return state.suites[name]
+
+
+def _build_suite(name: str, path: Path, state: TopsailState) -> Suite:
+    config_file = path / CONFIG_FILE
+    try:
+        shown = str(config_file.relative_to(state.rootdir))
+    except ValueError:
+        shown = str(config_file)
+    document = load_yaml(config_file)
+    if document is None:
+        document = {}
+    if not isinstance(document, dict):
+        raise TopsailError(f"{shown}: the configuration must be a YAML mapping, got {type(document).__name__}")
+    presets = document.pop(PRESETS_KEY, None) or {}
+    if not isinstance(presets, dict):
+        raise TopsailError(f"{shown}: {PRESETS_KEY} must be a mapping of preset names to presets")
+    to_apply = presets.get(TO_APPLY_KEY) or []
+    if isinstance(to_apply, str):
+        to_apply = [to_apply]
+    requested = [*to_apply, *(preset for preset in state.presets if preset in presets and preset != TO_APPLY_KEY)]
+    applied = apply_presets(document, presets, requested, shown)
+    apply_vars(document, state.overrides)
+    return Suite(name=name, path=path, config=Config(document, source=shown), presets_applied=applied,
+                 presets_defined=preset_names(presets), rootdir=state.rootdir)
+
+
+def load_suites_in_scope(pytest_config: pytest.Config) -> list[Suite]:
+    """Load every suite in scope and check that each ``--preset`` and ``--var`` key is known to one of them."""
+    state = state_of(pytest_config)
+    names = suites_in_scope(pytest_config)
+    state.in_scope = names
+    suites = [load_suite(pytest_config, name) for name in names]
+    if suites:
+        check_presets_known(suites, state.presets)
+        check_vars_known(suites, state.overrides)
+    return suites
+
+
+def check_presets_known(suites: list[Suite], presets: list[str]) -> None:
+    for preset in presets:
+        if not any(preset in suite.presets_defined for suite in suites):
+            listing = "; ".join(f"{suite.name}: {', '.join(suite.presets_defined) or 'none'}" for suite in suites)
+            raise TopsailError(f"--preset {preset!r} is defined by no collected suite (presets per suite: {listing})")
+
+
+def check_vars_known(suites: list[Suite], overrides: list[tuple[str, Any]]) -> None:
+    for key, _ in overrides:
+        if any(has_key(suite.config.as_dict(resolve=False), key) for suite in suites):
+            continue
+        close: list[str] = []
+        for suite in suites:
+            close.extend(f"{suite.name}: {match}" for match in closest_keys(suite.config.as_dict(resolve=False), key))
+        hint = f"; closest existing keys: {', '.join(close)}" if close else ""
+        files = ", ".join(suite.config.source for suite in suites)
+        raise TopsailError(f"--var {key!r}: unknown configuration key in {files}{hint}")
+
+
+def suite_name_of_path(pytest_config: pytest.Config, path: Path) -> str | None:
+    """The name of the suite ``path`` belongs to, if any (cheap: no loading)."""
+    state = state_of(pytest_config)
+    cache = state.suite_of_path_cache
+    if path not in cache:
+        cache[path] = _suite_name_of_path(state.suites_root, path)
+    return cache[path]
+
+
+def _suite_name_of_path(root: Path, path: Path) -> str | None:
+    if root not in path.parents:
+        return None
+    name = path.relative_to(root).parts[0]
+    suite_dir = root / name
+    return name if suite_dir.is_dir() and (suite_dir / CONFIG_FILE).is_file() else None
+
+
+def suite_of_path(pytest_config: pytest.Config, path: Path) -> Suite | None:
+    name = suite_name_of_path(pytest_config, Path(path))
+    return load_suite(pytest_config, name) if name else None
+
+
+def suite_of_item(item: pytest.Item) -> Suite | None:
+    """The suite ``item`` belongs to (its module is at or below the suite directory), or ``None``."""
+    return suite_of_path(item.config, Path(item.path))
