@@ -32,7 +32,6 @@ from pytest_topsail.errors import TopsailError
 
 CONFIG_FILE = "config.yaml"
 CASES_KEY = "cases"
-TEMPLATE_FILE = "command_args.yaml.j2"
 
 
 @dataclass
@@ -74,6 +73,13 @@ class Suite:
         from pytest_topsail.cases import case_params
 
         return case_params(self.cases)
+
+    def command_args(self, command: str, prefix: str | None = None, suffix: str | None = None,
+                     extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Arguments of ``command`` from the suite's command_args.yaml.j2 rendered with its current configuration."""
+        from pytest_topsail.templates import command_args
+
+        return command_args(self.path, self.config, command, prefix=prefix, suffix=suffix, extra=extra)
 
     def _shown(self, path: Path) -> str:
         try:
