@@ -70,7 +70,8 @@ def kpi(
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare the decorated function as a KPI named after it (exactly one of higher_better/lower_better)."""
     if higher_better == lower_better:
-        raise TopsailError(f"KPI declared with unit {unit!r}: give exactly one of higher_better=True or lower_better=True")
+        raise TopsailError(
+            f"KPI declared with unit {unit!r}: give exactly one of higher_better=True or lower_better=True")
 
     def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
         if not KPI_NAME.match(function.__name__):
@@ -114,7 +115,8 @@ def load_suite_kpis(path: Path) -> SuiteKpis:
         if callable(value) and isinstance(getattr(value, "topsail_kpi", None), KpiSpec)
     }
     labels_model = getattr(module, "Labels", None)
-    if labels_model is not None and not (isinstance(labels_model, type) and issubclass(labels_model, pydantic.BaseModel)):
+    is_model = isinstance(labels_model, type) and issubclass(labels_model, pydantic.BaseModel)
+    if labels_model is not None and not is_model:
         raise TopsailError(f"{path}: Labels must be a pydantic BaseModel subclass")
     sys.modules.pop(module_name, None)
     return SuiteKpis(path=path, specs=specs, labels_model=labels_model)
@@ -187,8 +189,8 @@ class KpiRecorder:
         if spec is None:
             if unit is None or help is None or (higher_better is None) == (lower_better is None):
                 raise TopsailError(
-                    f"KPI {name!r} is not declared in {self.suite_kpis.path or 'the suite kpis.py'}: declare it there or "
-                    "pass unit=, help= and exactly one of higher_better=True / lower_better=True")
+                    f"KPI {name!r} is not declared in {self.suite_kpis.path or 'the suite kpis.py'}: "
+                    "declare it there or pass unit=, help= and exactly one of higher_better=True / lower_better=True")
             if not KPI_NAME.match(name):
                 raise TopsailError(f"KPI {name!r}: name must be a valid metric name")
             spec = KpiSpec(name=name, unit=unit, help=help, higher_better=bool(higher_better),

@@ -1,0 +1,183 @@
+"""KPI history in OpenSearch (opensearch-py): one document per test, ``_id`` = test uuid.
+
+Index naming follows MatrixBenchmarking: ``{index_prefix}{index}``, ``index`` defaulting to the suite name.
+The mapping (created when the index is missing) stores ``metadata``, ``kpis``, ``results`` and
+``regression_results`` as ``flat_object``. Credentials come from the settings, the environment
+(``TOPSAIL_OPENSEARCH_USERNAME`` / ``TOPSAIL_OPENSEARCH_PASSWORD``) or a secret file; they are never logged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import yaml
+
+from pytest_topsail.errors import TopsailError
+from pytest_topsail.history import check_record
+
+MAPPING = {
+    "mappings": {
+        "properties": {
+            "@timestamp": {"type": "date"},
+            "suite": {"type": "keyword"},
+            "test_uuid": {"type": "keyword"},
+            "metadata": {"type": "flat_object"},
+            "kpis": {"type": "flat_object"},
+            "results": {"type": "flat_object"},
+            "regression_results": {"type": "flat_object"},
+        }
+    }
+}
+SEARCH_SIZE = 10000
+
+
+def redact_url(url: str) -> str:
+    """The URL without user:password@, for messages."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+@dataclass(frozen=True)
+class OpenSearchSettings:
+    url: str
+    index_prefix: str = "topsail-"
+    index: str | None = None  # None: the suite name
+    username: str | None = None
+    password: str | None = None
+    verify_certs: bool = True
+    timeout: float = 30.0
+
+    def __repr__(self) -> str:  # never show credentials
+        return f"OpenSearchSettings(url={redact_url(self.url)!r}, index_prefix={self.index_prefix!r})"
+
+    @classmethod
+    def from_settings(cls, settings: dict[str, Any]) -> OpenSearchSettings:
+        values = dict(settings)
+        secret_file = values.pop("secret_file", None) or os.environ.get("TOPSAIL_OPENSEARCH_SECRET_FILE")
+        if secret_file:
+            path = Path(secret_file)
+            try:
+                secret = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            except (OSError, yaml.YAMLError) as error:
+                raise TopsailError(f"OpenSearch secret file {path}: cannot be read: {type(error).__name__}") from None
+            if not isinstance(secret, dict):
+                raise TopsailError(f"OpenSearch secret file {path}: must be a mapping (url, username, password)")
+            values = {**secret, **{k: v for k, v in values.items() if v is not None}}
+        url = values.get("url") or os.environ.get("TOPSAIL_OPENSEARCH_URL")
+        if not url:
+            raise TopsailError("history.opensearch.url: no OpenSearch URL (config, TOPSAIL_OPENSEARCH_URL or secret "
+                               "file)")
+        password_env = values.get("password_env")
+        password = values.get("password") or (os.environ.get(password_env) if password_env else None) \
+            or os.environ.get("TOPSAIL_OPENSEARCH_PASSWORD")
+        known = {"url", "index_prefix", "index", "username", "password", "password_env", "verify_certs", "timeout"}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise TopsailError(f"history.opensearch: unknown key(s) {', '.join(unknown)}")
+        return cls(
+            url=str(url), index_prefix=str(values.get("index_prefix", "topsail-")),
+            index=values.get("index"), username=values.get("username") or os.environ.get("TOPSAIL_OPENSEARCH_USERNAME"),
+            password=password, verify_certs=bool(values.get("verify_certs", True)),
+            timeout=float(values.get("timeout", 30.0)))
+
+
+def index_name(settings: OpenSearchSettings, suite: str) -> str:
+    name = settings.index or re.sub(r"[^a-z0-9-]+", "-", suite.lower())
+    return f"{settings.index_prefix}{name}"
+
+
+def test_documents(records: Iterable[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """Group KPI records into one document per (suite, test uuid)."""
+    documents: dict[tuple[str, str], dict[str, Any]] = defaultdict(dict)
+    for record in records:
+        document = documents[(record["suite"], record["test_uuid"])]
+        if not document:
+            document.update({
+                "@timestamp": datetime.fromtimestamp(float(record["timestamp"]), UTC).isoformat(),
+                "suite": record["suite"], "test_uuid": record["test_uuid"],
+                "metadata": {"nodeid": record.get("nodeid"), "test_id": record.get("test_id"),
+                             "labels": record.get("labels", {})},
+                "kpis": {}, "results": {}, "regression_results": {},
+            })
+        document["kpis"][record["name"]] = record
+    return documents
+
+
+class OpenSearchHistory:
+    def __init__(self, settings: OpenSearchSettings, client: Any = None) -> None:
+        self.settings = settings
+        self.created: set[str] = set()
+        if client is None:
+            from opensearchpy import OpenSearch
+
+            auth = (settings.username, settings.password) if settings.username else None
+            client = OpenSearch(hosts=[settings.url], http_auth=auth, verify_certs=settings.verify_certs,
+                                timeout=settings.timeout, ssl_show_warn=False)
+        self.client = client
+
+    @classmethod
+    def from_settings(cls, settings: dict[str, Any]) -> OpenSearchHistory:
+        return cls(OpenSearchSettings.from_settings(settings))
+
+    def _fail(self, action: str, error: Exception) -> TopsailError:
+        # the exception text may echo the URL with credentials: keep only its type and status
+        status = getattr(error, "status_code", "")
+        return TopsailError(f"OpenSearch {redact_url(self.settings.url)}: {action} failed: "
+                            f"{type(error).__name__} {status}".rstrip())
+
+    def ensure_index(self, index: str) -> None:
+        if index in self.created:
+            return
+        try:
+            if not self.client.indices.exists(index=index):
+                self.client.indices.create(index=index, body=MAPPING)
+        except Exception as error:
+            raise self._fail(f"creating index {index}", error) from None
+        self.created.add(index)
+
+    def add(self, records: Iterable[dict[str, Any]]) -> int:
+        from opensearchpy import helpers
+
+        documents = test_documents(check_record(r, "OpenSearch history") for r in records)
+        actions = []
+        for (suite, test_uuid), document in documents.items():
+            index = index_name(self.settings, suite)
+            self.ensure_index(index)
+            actions.append({"_op_type": "index", "_index": index, "_id": test_uuid, "_source": document})
+        try:
+            helpers.bulk(self.client, actions, refresh=True)
+        except Exception as error:
+            raise self._fail("storing KPI documents", error) from None
+        return sum(len(d["kpis"]) for d in documents.values())
+
+    def records(self, suite: str | None = None) -> list[dict[str, Any]]:
+        index = index_name(self.settings, suite) if suite else f"{self.settings.index_prefix}*"
+        try:
+            if suite and not self.client.indices.exists(index=index):
+                return []
+            answer = self.client.search(index=index, body={"query": {"match_all": {}}, "size": SEARCH_SIZE})
+        except Exception as error:
+            raise self._fail(f"searching {index}", error) from None
+        records = [record for hit in answer["hits"]["hits"] for record in hit["_source"].get("kpis", {}).values()]
+        return sorted(records, key=lambda r: float(r["timestamp"]))
+
+    def close(self) -> None:
+        close = getattr(self.client, "close", None)
+        if close:
+            close()
+
+
+def dumps_redacted(settings: OpenSearchSettings) -> str:
+    return json.dumps({"url": redact_url(settings.url), "index_prefix": settings.index_prefix})
