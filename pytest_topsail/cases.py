@@ -115,9 +115,10 @@ def expand_case(entry: Any, source: str) -> list[Case]:
     if group is not None and not isinstance(group, str):
         raise TopsailError(f"{where}: xdist_group must be a string")
     base = {key: value for key, value in entry.items() if key not in RESERVED_CASE_KEYS}
-    combos = expand_matrix(base, raw_lists=raw_lists, extra_settings=entry.get("extra_settings"),
-                           skip_if=entry.get("skip_if"), source=where)
-    varying = varying_keys(combos)
+    declared = _product(base, raw_lists, entry.get("extra_settings"), where)
+    # Ids name the keys varying over the declared matrix, so that adding a skip_if never renames other items.
+    varying = varying_keys(declared)
+    combos = _apply_skip_if(declared, entry.get("skip_if"), where)
     return [Case(name=name, id=case_id(name, settings, varying), settings=settings, source=source,
                  marks=marks, xdist_group=group, varying=tuple(varying))
             for settings in combos]
@@ -140,6 +141,12 @@ def expand_matrix(settings: Mapping[str, Any], raw_lists: Iterable[str] = (), ex
     ``extra_settings`` alternatives are deep-merged onto ``settings`` first (each alternative expanded on its own);
     ``raw_lists`` names lists kept as values; combinations matching a ``skip_if`` entry are dropped.
     """
+    combos = _product(settings, raw_lists, extra_settings, source)
+    return _apply_skip_if(combos, skip_if, source)
+
+
+def _product(settings: Mapping[str, Any], raw_lists: Iterable[str], extra_settings: Any,
+             source: str) -> list[dict[str, Any]]:
     raw = set(raw_lists)
     if extra_settings is None:
         alternatives: list[Mapping[str, Any]] = [{}]
@@ -147,13 +154,10 @@ def expand_matrix(settings: Mapping[str, Any], raw_lists: Iterable[str] = (), ex
         alternatives = extra_settings or [{}]
     else:
         raise TopsailError(f"{source}: extra_settings must be a list of mappings")
-    conditions = _skip_conditions(skip_if, source)
     combos: list[dict[str, Any]] = []
-    known_keys: set[str] = set()
     for alternative in alternatives:
         merged = deep_merge(settings, alternative)
         dimensions = _dimensions(merged, raw, "")
-        known_keys.update(_leaf_keys(merged, ""))
         if not dimensions:
             combos.append(merged)
             continue
@@ -163,14 +167,20 @@ def expand_matrix(settings: Mapping[str, Any], raw_lists: Iterable[str] = (), ex
             for key, value in zip(keys, values, strict=True):
                 _set_dotted(combo, key, value)
             combos.append(combo)
+    return combos
+
+
+def _apply_skip_if(combos: list[dict[str, Any]], skip_if: Any, source: str) -> list[dict[str, Any]]:
+    conditions = _skip_conditions(skip_if, source)
+    if not conditions:
+        return combos
+    known_keys = {key for combo in combos for key in _leaf_keys(combo, "")}
     for condition in conditions:
         unknown = [key for key in condition if key not in known_keys]
         if unknown:
             raise TopsailError(f"{source}: skip_if uses unknown key {unknown[0]!r}; settings are: "
                                f"{', '.join(sorted(known_keys)) or 'none'}")
-    if conditions:
-        combos = [combo for combo in combos if not any(_matches(combo, cond) for cond in conditions)]
-    return combos
+    return [combo for combo in combos if not any(_matches(combo, cond) for cond in conditions)]
 
 
 def _skip_conditions(skip_if: Any, source: str) -> list[dict[str, Any]]:

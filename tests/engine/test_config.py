@@ -1,0 +1,126 @@
+"""Config: dotted keys, @references, set/freeze, presets (TOPSAIL order semantics), --var parsing."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_topsail.config import Config, apply_presets, apply_vars, load_yaml, parse_var
+from pytest_topsail.errors import TopsailError
+
+BASE = {
+    "cases": ["cases/default.yaml"],
+    "cluster": {"sim": {"nodes": 100, "gpu_profile": "a100"}},
+    "tests": {"scale": {"namespace": "scale-test", "jobs": 10, "ns_ref": "@tests.scale.namespace",
+                        "hyper": {"r": 8, "alpha": 32}}},
+}
+
+
+def test_get_dotted_and_default() -> None:
+    config = Config(BASE, source="suite.yaml")
+    assert config.get("cluster.sim.nodes") == 100
+    assert config.get("cluster.sim.missing", 7) == 7
+    assert config.get("tests.scale.hyper") == {"r": 8, "alpha": 32}
+
+
+def test_missing_key_names_key_and_closest() -> None:
+    config = Config(BASE, source="suite.yaml")
+    with pytest.raises(TopsailError, match=r"suite.yaml: unknown configuration key 'cluster.sim.node'.*sim.nodes"):
+        config.get("cluster.sim.node")
+
+
+def test_reference_resolved_on_read_and_follows_set() -> None:
+    config = Config(BASE)
+    assert config.get("tests.scale.ns_ref") == "scale-test"
+    config.set("tests.scale.namespace", "other")
+    assert config.get("tests.scale.ns_ref") == "other"
+    assert config.as_dict()["tests"]["scale"]["ns_ref"] == "other"
+    assert config.as_dict(resolve=False)["tests"]["scale"]["ns_ref"] == "@tests.scale.namespace"
+
+
+def test_reference_cycle_and_dangling_reference_are_errors() -> None:
+    config = Config({"a": "@b", "b": "@a", "c": "@nope.x"}, source="f.yaml")
+    with pytest.raises(TopsailError, match="reference cycle: a -> b -> a"):
+        config.get("a")
+    with pytest.raises(TopsailError, match="'c' refers to unknown key 'nope.x'"):
+        config.get("c")
+
+
+def test_set_refuses_unknown_key_and_frozen_config() -> None:
+    config = Config(BASE, source="suite.yaml")
+    with pytest.raises(TopsailError, match="unknown configuration key 'tests.scale.new'"):
+        config.set("tests.scale.new", 1)
+    with config.frozen_region():
+        with pytest.raises(TopsailError, match="frozen"):
+            config.set("tests.scale.jobs", 1)
+    config.set("tests.scale.jobs", 11)
+    assert config.get("tests.scale.jobs") == 11
+
+
+def test_get_returns_copies() -> None:
+    config = Config(BASE)
+    config.get("tests.scale.hyper")["r"] = 999
+    assert config.get("tests.scale.hyper.r") == 8
+
+
+def test_presets_apply_in_order_with_extends_at_its_position() -> None:
+    data = Config(BASE).as_dict(resolve=False)
+    presets = {
+        "base-small": {"cluster.sim.nodes": 10, "tests.scale.jobs": 5},
+        "dgx": {"extends": ["base-small"], "cluster.sim.nodes": 1, "cluster.sim.gpu_profile": "a100-80gb"},
+        "late-extends": {"cluster.sim.nodes": 3, "extends": "base-small"},
+    }
+    assert apply_presets(data, presets, ["dgx"], "s.yaml") == ["base-small", "dgx"]
+    assert data["cluster"]["sim"] == {"nodes": 1, "gpu_profile": "a100-80gb"}
+    assert data["tests"]["scale"]["jobs"] == 5
+    data = Config(BASE).as_dict(resolve=False)
+    apply_presets(data, presets, ["late-extends"], "s.yaml")
+    assert data["cluster"]["sim"]["nodes"] == 10  # extends written last overrides the preset's own earlier key
+
+
+def test_preset_dict_and_list_values_replace_wholesale() -> None:
+    data = Config(BASE).as_dict(resolve=False)
+    apply_presets(data, {"p": {"tests.scale.hyper": {"r": 4}, "cases": ["cases/smoke.yaml"]}}, ["p"], "s.yaml")
+    assert data["tests"]["scale"]["hyper"] == {"r": 4}
+    assert data["cases"] == ["cases/smoke.yaml"]
+
+
+def test_preset_errors_name_preset_key_file() -> None:
+    presets = {"a": {"extends": ["b"]}, "b": {"extends": ["c"]}, "c": {"extends": ["a"]},
+               "newkey": {"tests.scale.jobz": 1}}
+    with pytest.raises(TopsailError, match=r"s.yaml: preset cycle: a -> b -> c -> a"):
+        apply_presets(Config(BASE).as_dict(), presets, ["a"], "s.yaml")
+    with pytest.raises(TopsailError, match=r"s.yaml: preset 'newkey' sets 'tests.scale.jobz'.*tests.scale.jobs"):
+        apply_presets(Config(BASE).as_dict(), presets, ["newkey"], "s.yaml")
+    with pytest.raises(TopsailError, match=r"unknown preset 'zzz'.*presets defined: a, b, c, newkey"):
+        apply_presets(Config(BASE).as_dict(), presets, ["zzz"], "s.yaml")
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("a.b=4", ("a.b", 4)),
+    ("a.b=[1, 2]", ("a.b", [1, 2])),
+    ("a.b={x: 1}", ("a.b", {"x": 1})),
+    ("a.b=true", ("a.b", True)),
+    ("a.b=text with = sign", ("a.b", "text with = sign")),
+    ("a.b=", ("a.b", "")),
+])
+def test_parse_var_yaml_values(text: str, expected: tuple) -> None:
+    assert parse_var(text) == expected
+
+
+@pytest.mark.parametrize("text", ["novalue", "=3", "a..b=1", "a.b=[1, 2"])
+def test_parse_var_malformed(text: str) -> None:
+    with pytest.raises(TopsailError, match="--var|invalid configuration key"):
+        parse_var(text)
+
+
+def test_apply_vars_only_existing_keys() -> None:
+    data = Config(BASE).as_dict(resolve=False)
+    assert apply_vars(data, [("tests.scale.jobs", 3), ("other.key", 1)]) == ["tests.scale.jobs"]
+    assert data["tests"]["scale"]["jobs"] == 3 and "other" not in data
+
+
+def test_load_yaml_reports_file_and_line(tmp_path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("a: 1\nb: [1, 2\nc: 3\n")
+    with pytest.raises(TopsailError, match=r"bad.yaml: malformed YAML: line \d+, column \d+"):
+        load_yaml(bad)
