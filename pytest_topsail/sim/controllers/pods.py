@@ -1,0 +1,266 @@
+"""Pod lifecycle of bound pods, kwok-style: stages with delay + seeded jitter from the profile, each overridable per
+pod by annotation (`sim.topsail.io/<stage>-delay-ms`, `-jitter-ms`).
+
+initialize (bound -> Initialized, containers ContainerCreating, podIP) -> start (containers running with startedAt,
+phase Running, log output written, Started event) -> ready (Ready/ContainersReady) ; and, when the containers'
+run time is finite, complete (terminated with exit code; Succeeded/Failed, or a restart after a back-off when the
+restartPolicy says so). Stages with no delay are folded into one status write.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_topsail.sim.controllers.base import Controller, now_seconds, set_condition
+from pytest_topsail.sim.controllers.containers import ContainerPlan, plan_containers
+from pytest_topsail.sim.controllers.scheduler import TERMINAL, pod_fault, stage_for
+from pytest_topsail.sim.store import format_time
+
+MAX_BACKOFF = 30.0  # seconds, like the kubelet's cap is 5 minutes; kept short for tests
+
+
+@dataclass
+class PodRun:
+    """What the lifecycle knows about one pod it drives."""
+
+    next_stage: str = "initialize"
+    plans: list[ContainerPlan] = field(default_factory=list)
+    run_seconds: float = math.inf
+    exit_code: int = 0
+    restarts: int = 0
+    started_at: float = 0.0
+    fault_message: str = ""
+
+
+def _owned_by_job(pod: dict[str, Any]) -> bool:
+    return any(ref.get("kind") == "Job" for ref in (pod.get("metadata") or {}).get("ownerReferences") or ())
+
+
+class PodLifecycle(Controller):
+    name = "pods"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.pods = self.store.resource_type("pods")
+        self.nodes = self.store.resource_type("nodes")
+        self.runs: dict[tuple[str, str], PodRun] = {}
+        self._ips = 0
+
+    async def on_start(self) -> None:
+        self.watch("pods", "", self._on_pod)
+        for pod in self.store.list(self.pods):
+            self._on_pod("ADDED", pod)
+
+    def _on_pod(self, event_type: str, pod: dict[str, Any]) -> None:
+        meta = pod["metadata"]
+        key = (meta.get("namespace") or "", meta["name"])
+        if event_type == "DELETED":
+            if self.runs.pop(key, None) is not None:
+                self.cancel_timer(("stage", *key))
+                self.cancel_timer(("complete", *key))
+            return
+        if key in self.runs or not (pod.get("spec") or {}).get("nodeName"):
+            return
+        status = pod.get("status") or {}
+        if status.get("phase") != "Pending" or status.get("containerStatuses"):
+            return  # not ours to start: already running or finished
+        self.runs[key] = PodRun()
+        stage = stage_for(pod, "initialize", self.profile.stages.initialize)
+        self.enqueue_after(self.delay(stage, *key, "initialize"), ("stage", *key))
+
+    async def reconcile(self, key: Hashable) -> None:
+        action, namespace, name = key  # type: ignore[misc]
+        run = self.runs.get((namespace, name))
+        pod = self.store.find(self.pods, namespace, name)
+        if run is None or pod is None:
+            return
+        status = dict(pod.get("status") or {})
+        if status.get("phase") in TERMINAL:
+            return
+        if action == "complete":
+            self._complete(pod, run, status)
+        else:
+            self._advance(pod, run, status)
+        self.store.update(self.pods, {**pod, "status": status}, subresource="status")
+
+    # stages -----------------------------------------------------------------------------------------------------------
+    def _advance(self, pod: dict[str, Any], run: PodRun, status: dict[str, Any]) -> None:
+        key = (pod["metadata"].get("namespace") or "", pod["metadata"]["name"])
+        stage = run.next_stage
+        while stage:
+            following = {"initialize": "start", "start": "ready", "ready": ""}[stage]
+            getattr(self, f"_{stage}")(pod, run, status)
+            if not following:
+                run.next_stage = ""
+                break
+            seconds = self.delay(stage_for(pod, following, getattr(self.profile.stages, following)), *key, following)
+            run.next_stage = following
+            if seconds > 0:
+                self.enqueue_after(seconds, ("stage", *key))
+                break
+            stage = following
+
+    def _initialize(self, pod: dict[str, Any], run: PodRun, status: dict[str, Any]) -> None:
+        now = now_seconds()
+        conditions = list(status.get("conditions") or ())
+        if not any(c.get("type") == "PodScheduled" for c in conditions):
+            conditions = set_condition(conditions, _cond("PodScheduled", "True", now))
+        conditions = set_condition(conditions, _cond("Initialized", "True", now))
+        for kind in ("Ready", "ContainersReady"):
+            conditions = set_condition(conditions, _cond(kind, "False", now, "ContainersNotReady",
+                                                         "containers with unready status"))
+        status["conditions"] = conditions
+        status["hostIP"] = self._host_ip(pod["spec"]["nodeName"])
+        status["hostIPs"] = [{"ip": status["hostIP"]}]
+        status["podIP"] = self._next_pod_ip()
+        status["podIPs"] = [{"ip": status["podIP"]}]
+        status["startTime"] = now
+        status["containerStatuses"] = [
+            _container_status(c, {"waiting": {"reason": "ContainerCreating"}})
+            for c in pod["spec"].get("containers") or ()
+        ]
+        self._plan(pod, run)
+
+    def _plan(self, pod: dict[str, Any], run: PodRun) -> None:
+        run.plans = plan_containers(pod)
+        durations = [p.duration for p in run.plans]
+        if any(d is None for d in durations):
+            if _owned_by_job(pod):
+                key = (pod["metadata"].get("namespace") or "", pod["metadata"]["name"])
+                complete = stage_for(pod, "complete", self.profile.stages.complete)
+                default = self.delay(complete, *key, "complete")
+            else:
+                default = math.inf
+            durations = [default if d is None else d for d in durations]
+        run.run_seconds = max(durations, default=math.inf)
+        run.exit_code = next((p.exit_code for p in run.plans if p.exit_code), 0)
+        fault = pod_fault(self.profile.faults.pods, self.seed, pod, "fail")
+        if fault is not None:
+            run.run_seconds = min(run.run_seconds, fault.after_ms / 1000.0)
+            run.exit_code = fault.exit_code
+            run.fault_message = fault.message
+
+    def _start(self, pod: dict[str, Any], run: PodRun, status: dict[str, Any]) -> None:
+        meta = pod["metadata"]
+        namespace, name = meta.get("namespace") or "", meta["name"]
+        run.started_at = time.time()
+        started = now_seconds()
+        previous = {s["name"]: s for s in status.get("containerStatuses") or ()}
+        statuses = []
+        for container in pod["spec"].get("containers") or ():
+            item = _container_status(container, {"running": {"startedAt": started}}, run.restarts, started=True)
+            last_state = previous.get(item["name"], {}).get("lastState")
+            if last_state:
+                item["lastState"] = last_state
+            statuses.append(item)
+        status["containerStatuses"] = statuses
+        status["phase"] = "Running"
+        for plan in run.plans:
+            if plan.log:
+                self.store.append_log(namespace, name, plan.name, plan.log)
+        self.store.record_event(pod, "Started", "Started container " + ", ".join(p.name for p in run.plans),
+                                source="kubelet")
+        if math.isfinite(run.run_seconds):
+            self.enqueue_after(run.run_seconds, ("complete", namespace, name))
+
+    def _ready(self, pod: dict[str, Any], run: PodRun, status: dict[str, Any]) -> None:
+        now = now_seconds()
+        status["containerStatuses"] = [{**s, "ready": "running" in s.get("state", {})}
+                                       for s in status.get("containerStatuses") or ()]
+        all_ready = all(s["ready"] for s in status["containerStatuses"])
+        conditions = list(status.get("conditions") or ())
+        for kind in ("ContainersReady", "Ready"):
+            if all_ready:
+                conditions = set_condition(conditions, _cond(kind, "True", now))
+        status["conditions"] = conditions
+
+    def _complete(self, pod: dict[str, Any], run: PodRun, status: dict[str, Any]) -> None:
+        meta = pod["metadata"]
+        key = (meta.get("namespace") or "", meta["name"])
+        self.cancel_timer(("stage", *key))
+        now = now_seconds()
+        finished = time.time()
+        exit_codes = {p.name: (run.exit_code if run.fault_message else p.exit_code) for p in run.plans}
+        if run.fault_message:
+            self.store.append_log(key[0], key[1], run.plans[0].name, run.fault_message + "\n")
+        statuses = []
+        for previous in status.get("containerStatuses") or ():
+            code = exit_codes.get(previous["name"], 0)
+            started_at = (previous.get("state", {}).get("running") or {}).get("startedAt") or format_time(finished)
+            terminated = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                          "startedAt": started_at, "finishedAt": format_time(finished), "containerID": ""}
+            statuses.append({**previous, "state": {"terminated": terminated}, "ready": False, "started": False})
+        status["containerStatuses"] = statuses
+        failed = run.exit_code != 0
+        policy = pod["spec"].get("restartPolicy", "Always")
+        if policy == "Never" or (policy == "OnFailure" and not failed):
+            status["phase"] = "Failed" if failed else "Succeeded"
+            reason = "PodFailed" if failed else "PodCompleted"
+            conditions = list(status.get("conditions") or ())
+            for kind in ("Ready", "ContainersReady"):
+                conditions = set_condition(conditions, _cond(kind, "False", now, reason))
+            status["conditions"] = conditions
+            self.runs.pop(key, None)
+            return
+        self._restart(pod, run, status, now)
+
+    def _restart(self, pod: dict[str, Any], run: PodRun, status: dict[str, Any], now: str) -> None:
+        """The kubelet restarts the containers after a back-off (base from the profile, doubling, capped)."""
+        key = (pod["metadata"].get("namespace") or "", pod["metadata"]["name"])
+        run.restarts += 1
+        status["containerStatuses"] = [
+            {**s, "lastState": s["state"], "restartCount": run.restarts,
+             "state": {"waiting": {"reason": "CrashLoopBackOff" if run.exit_code else "Completed"}}}
+            for s in status["containerStatuses"]
+        ]
+        conditions = list(status.get("conditions") or ())
+        for kind in ("Ready", "ContainersReady"):
+            conditions = set_condition(conditions, _cond(kind, "False", now, "ContainersNotReady",
+                                                         "containers with unready status"))
+        status["conditions"] = conditions
+        backoff = self.delay(self.profile.stages.restart_backoff, *key, "restart", run.restarts)
+        backoff = min(MAX_BACKOFF, max(0.01, backoff) * 2 ** (run.restarts - 1))
+        run.next_stage = "start"
+        self.enqueue_after(backoff, ("stage", *key))
+
+    # helpers --------------------------------------------------------------------------------------------------------
+    def _host_ip(self, node_name: str) -> str:
+        node = self.store.find(self.nodes, None, node_name)
+        for address in ((node or {}).get("status") or {}).get("addresses") or ():
+            if address.get("type") == "InternalIP":
+                return address["address"]
+        return "10.0.0.1"
+
+    def _next_pod_ip(self) -> str:
+        self._ips += 1
+        n = self._ips
+        return f"10.{128 + (n >> 16) % 64}.{(n >> 8) & 255}.{n & 255}"
+
+
+def _cond(kind: str, value: str, now: str, reason: str | None = None, message: str | None = None) -> dict[str, Any]:
+    cond: dict[str, Any] = {"type": kind, "status": value, "lastProbeTime": None, "lastTransitionTime": now}
+    if reason:
+        cond["reason"] = reason
+    if message:
+        cond["message"] = message
+    return cond
+
+
+def _container_status(container: dict[str, Any], state: dict[str, Any], restarts: int = 0,
+                      started: bool = False) -> dict[str, Any]:
+    image = container.get("image") or ""
+    return {
+        "name": container.get("name") or "",
+        "image": image,
+        "imageID": f"sim://{image}",
+        "containerID": f"sim://{container.get('name') or ''}" if started else "",
+        "ready": False,
+        "started": started,
+        "restartCount": restarts,
+        "state": state,
+        "lastState": {},
+    }
