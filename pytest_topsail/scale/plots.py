@@ -1,0 +1,91 @@
+"""Plotly figures of a scale run (Run:ai's plotter, on our steps and both timestamp sources).
+
+- general: total delay to scheduling (and to Ready) per job index.
+- detailed: one row per step; left, the delta against the job's submit time; right, a histogram of the delta.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from pytest_topsail.scale.timelines import SOURCE_STEPS, Timeline
+
+GENERAL_STEPS = ("Scheduled", "Ready")
+
+
+def general_figure(timelines: list[Timeline], source: str = "watch") -> go.Figure:
+    figure = go.Figure()
+    for step in GENERAL_STEPS:
+        points = [(t.index, t.delta(source, step)) for t in timelines if step in t.applicable]
+        points = [(i, d) for i, d in points if d is not None]
+        figure.add_trace(
+            go.Scatter(
+                x=[i for i, _ in points],
+                y=[d for _, d in points],
+                mode="markers",
+                name=f"submit -> {step}" if source == "watch" else f"created -> {step}",
+                marker={"size": 4},
+            )
+        )
+    base = "submission" if source == "watch" else "workload creation"
+    figure.update_layout(
+        title=f"Total delay per job: from {base} to all pods scheduled / ready ({source} times)",
+        xaxis_title="job index (submission order)",
+        yaxis_title="delay (ms)",
+        template="plotly_white",
+        height=450,
+    )
+    return figure
+
+
+def detailed_figure(timelines: list[Timeline], source: str = "watch") -> go.Figure:
+    steps = [s for s in SOURCE_STEPS[source] if any(s in t.applicable for t in timelines)]
+    figure = make_subplots(
+        rows=max(len(steps), 1),
+        cols=2,
+        column_widths=[0.7, 0.3],
+        subplot_titles=[title for step in steps for title in (f"{step}: delay vs submit time", f"{step}: histogram")],
+        horizontal_spacing=0.06,
+        vertical_spacing=0.35 / max(len(steps), 1),
+    )
+    first_submit = min((t.base["watch"] for t in timelines if t.base.get("watch") is not None), default=0.0)
+    for row, step in enumerate(steps, start=1):
+        points = [
+            ((t.base["watch"] - first_submit) / 1000.0, t.delta(source, step))
+            for t in timelines
+            if step in t.applicable and t.base.get("watch") is not None
+        ]
+        points = [(x, d) for x, d in points if d is not None]
+        figure.add_trace(
+            go.Scatter(
+                x=[x for x, _ in points],
+                y=[d for _, d in points],
+                mode="markers",
+                marker={"size": 3},
+                name=step,
+                showlegend=False,
+            ),
+            row=row,
+            col=1,
+        )
+        figure.add_trace(go.Histogram(x=[d for _, d in points], name=step, showlegend=False), row=row, col=2)
+        figure.update_yaxes(title_text="ms", row=row, col=1)
+        figure.update_xaxes(title_text="submit time (s from first)", row=row, col=1)
+        figure.update_xaxes(title_text="ms", row=row, col=2)
+    base = "submission" if source == "watch" else "workload creation"
+    figure.update_layout(
+        title=f"Per-step delay from {base} ({source} times)",
+        template="plotly_white",
+        height=260 * max(len(steps), 1) + 120,
+        bargap=0.05,
+    )
+    return figure
+
+
+def save_html(figure: go.Figure, path: Path, include_plotlyjs: str | bool = "cdn") -> Path:
+    """Write a figure as HTML (``include_plotlyjs``: "cdn" small, True self-contained, "directory" shared file)."""
+    figure.write_html(str(path), include_plotlyjs=include_plotlyjs, full_html=True)
+    return path

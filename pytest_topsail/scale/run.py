@@ -1,0 +1,232 @@
+"""One scale run end to end, without pytest: namespaces, sampler, submission, wait, artifacts, analysis, cleanup.
+
+Artifacts written in the given directory: submitted.json, sampled.json, times.csv, latency.txt, latency.json,
+summary.json, general.html, detailed.html (the figures are returned too, for the report).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, TextIO
+
+import pydantic
+
+from pytest_topsail.errors import TopsailError
+from pytest_topsail.scale.kubeapi import ApiError, RawApi
+from pytest_topsail.scale.latency import StepStats, Threshold, all_stats, check_thresholds, write_tables
+from pytest_topsail.scale.sampler import Sampler, read_sampled, write_sampled
+from pytest_topsail.scale.submitter import JobToSubmit, Pacing, SubmitResult, Submitter
+from pytest_topsail.scale.timelines import (
+    failed_jobs,
+    job_timelines,
+    pod_timelines,
+    scheduling_throughput,
+    write_times_csv,
+)
+from pytest_topsail.scale.workloads import RUN_LABEL, WorkloadSpec, job_name, job_objects
+
+# Keys a case may carry beside the scale settings (names, descriptions): ignored here.
+META_KEYS = {"name", "description"}
+
+
+class ScaleCase(pydantic.BaseModel):
+    """The settings of one scale case (validated; unknown keys are an error)."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    workload: Literal["training", "distributed", "interactive"] = "training"
+    jobs: int = pydantic.Field(10, ge=1, le=100_000)
+    gpus: int = pydantic.Field(1, ge=0)
+    workers: int = pydantic.Field(1, ge=0)
+    pvc: bool = False
+    duration_s: float | None = pydantic.Field(None, gt=0)
+    namespaces: int = pydantic.Field(1, ge=1, le=1000)
+    pacing: Literal["qps", "waves"] = "qps"
+    qps: float = pydantic.Field(0.0, ge=0)
+    burst: int = pydantic.Field(10, ge=1)
+    parallelism: int = pydantic.Field(16, ge=1, le=256)
+    wave_size: int = pydantic.Field(10, ge=1)
+    delay_s: float = pydantic.Field(0.0, ge=0)
+    wait_for: Literal["ready", "completed"] | None = None
+    timeout_s: float = pydantic.Field(120.0, gt=0)
+    cpu: str = "50m"
+    memory: str = "1Mi"
+
+    @classmethod
+    def from_settings(cls, settings: dict[str, Any], where: str) -> ScaleCase:
+        values = {k: v for k, v in settings.items() if k not in META_KEYS}
+        try:
+            return cls.model_validate(values)
+        except pydantic.ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+            raise TopsailError(f"{where}: invalid scale case settings: {problems}") from None
+
+    def workload_spec(self) -> WorkloadSpec:
+        return WorkloadSpec(
+            workload=self.workload,
+            gpus=self.gpus,
+            workers=self.workers,
+            pvc=self.pvc,
+            duration_s=self.duration_s,
+            cpu=self.cpu,
+            memory=self.memory,
+        )
+
+    def pacing_spec(self) -> Pacing:
+        return Pacing(
+            mode=self.pacing,
+            qps=self.qps,
+            burst=self.burst,
+            parallelism=self.parallelism,
+            wave_size=self.wave_size,
+            delay_s=self.delay_s,
+        )
+
+    def target(self) -> str:
+        """The step every job must reach before sampling stops."""
+        if self.wait_for:
+            return self.wait_for
+        return "completed" if self.workload_spec().completes else "ready"
+
+
+@dataclass
+class ScaleResult:
+    stats: list[StepStats]
+    figures: dict[str, Any]
+    summary: dict[str, Any]
+    violations: list[str] = field(default_factory=list)
+
+
+def create_namespaces(api: RawApi, names: list[str], run_id: str) -> None:
+    for name in names:
+        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {RUN_LABEL: run_id}}}
+        try:
+            api.create(body)
+        except ApiError as exc:
+            if exc.status != 409:
+                raise TopsailError(f"cannot create namespace {name}: {exc}") from exc
+
+
+def delete_namespaces(api: RawApi, names: list[str], wait_s: float = 30.0) -> list[str]:
+    """Delete whole namespaces (one call each, the cluster deletes their content); return those still present."""
+    for name in names:
+        api.delete(f"/api/v1/namespaces/{name}")
+    deadline = time.monotonic() + wait_s
+    remaining = list(names)
+    while remaining and time.monotonic() < deadline:
+        remaining = [n for n in remaining if namespace_exists(api, n)]
+        if remaining:
+            time.sleep(0.2)
+    return remaining
+
+
+def namespace_exists(api: RawApi, name: str) -> bool:
+    try:
+        api.request("GET", f"/api/v1/namespaces/{name}")
+        return True
+    except ApiError as exc:
+        if exc.status == 404:
+            return False
+        raise
+
+
+def build_jobs(case: ScaleCase, namespaces: list[str], run_id: str, prefix: str) -> list[JobToSubmit]:
+    spec = case.workload_spec()
+    jobs = []
+    for index in range(case.jobs):
+        namespace = namespaces[index % len(namespaces)]
+        name = job_name(prefix, index)
+        jobs.append(
+            JobToSubmit(
+                index=index,
+                name=name,
+                namespace=namespace,
+                objects=job_objects(spec, name, namespace, run_id, index),
+                expected_pods=spec.pods_per_job,
+                completes=spec.completes,
+            )
+        )
+    return jobs
+
+
+def submit_and_sample(
+    api: RawApi,
+    case: ScaleCase,
+    namespaces: list[str],
+    run_id: str,
+    directory: Path,
+    progress: TextIO | None = None,
+    prefix: str = "j",
+) -> tuple[SubmitResult, dict[str, Any], bool]:
+    """Watch, submit, wait for every job to reach its target; write submitted.json and sampled.json."""
+    sampler = Sampler(api, namespaces, run_id, case.workload_spec().kind)
+    sampler.start()
+    try:
+        submitter = Submitter(api, case.pacing_spec(), progress_stream=progress, label=run_id)
+        result = submitter.submit(build_jobs(case, namespaces, run_id, prefix))
+        result.extra["run_id"] = run_id
+        result.extra["target"] = case.target()
+        result.write(directory / "submitted.json")
+        submitted = result.to_dict()
+        reached = sampler.wait_for_jobs(submitted["jobs"], case.target(), case.timeout_s, progress_stream=progress)
+    finally:
+        sampler.stop()
+    sampled = sampler.snapshot()
+    sampled["timed_out"] = not reached
+    write_sampled(sampled, directory / "sampled.json")
+    return result, sampled, reached
+
+
+def analyse(
+    submitted: dict[str, Any],
+    sampled: dict[str, Any],
+    directory: Path,
+    thresholds: list[Threshold] | None = None,
+    plots: bool = True,
+    include_plotlyjs: str | bool = "cdn",
+) -> ScaleResult:
+    """Timelines -> times.csv, latency tables, figures, summary.json; threshold violations. Needs no cluster."""
+    target = {"ready": "Ready", "completed": "Completed"}[submitted.get("target", "ready")]
+    jobs = job_timelines(submitted, sampled)
+    pods = pod_timelines(sampled)
+    stats = all_stats(jobs, pods)
+    write_times_csv(jobs, directory / "times.csv")
+    write_tables(stats, directory)
+    failed = failed_jobs(jobs, target)
+    summary = {
+        "jobs": len(jobs),
+        "pods": len(pods),
+        "target": target,
+        "timed_out": bool(sampled.get("timed_out")),
+        "failed_jobs": failed,
+        "offered_jobs_per_s": submitted.get("offered_jobs_per_s"),
+        "submission_jobs_per_s": submitted.get("achieved_jobs_per_s", 0.0),
+        "scheduling_pods_per_s": scheduling_throughput(sampled),
+        "submit_duration_s": submitted.get("duration_s"),
+        "sampler_errors": sampled.get("errors", []),
+    }
+    figures: dict[str, Any] = {}
+    if plots:
+        from pytest_topsail.scale.plots import detailed_figure, general_figure, save_html
+
+        figures = {"general": general_figure(jobs), "detailed": detailed_figure(jobs)}
+        for name, figure in figures.items():
+            save_html(figure, directory / f"{name}.html", include_plotlyjs)
+    violations = check_thresholds(stats, thresholds or [])
+    summary["threshold_violations"] = violations
+    (directory / "summary.json").write_text(json.dumps(summary, indent=1))
+    return ScaleResult(stats=stats, figures=figures, summary=summary, violations=violations)
+
+
+def analyse_directory(directory: Path, thresholds: list[Threshold] | None = None, plots: bool = True) -> ScaleResult:
+    """Re-run the analysis on a saved run (``submitted.json`` + ``sampled.json``), e.g. to replot."""
+    directory = Path(directory)
+    try:
+        submitted = json.loads((directory / "submitted.json").read_text())
+        sampled = read_sampled(directory / "sampled.json")
+    except (OSError, ValueError) as exc:
+        raise TopsailError(f"cannot re-read the scale run in {directory}: {exc}") from exc
+    return analyse(submitted, sampled, directory, thresholds, plots)

@@ -1,0 +1,351 @@
+"""Watch the jobs and pods of a scale run and time every lifecycle step, from two sources at once.
+
+- ``watch``: the client's wall clock (epoch ms) when the watch event showing the step first arrived
+  (ClusterLoader2 style). Same clock as the submit times, millisecond precision.
+- ``object``: the timestamp the cluster wrote into the object (kube-burner / Run:ai style), captured from the object
+  as it looked when the step was first observed (a pod's Ready condition is rewritten when it completes).
+  Real API servers write these in whole seconds (the Scheduled event's ``eventTime`` has microseconds).
+
+One list then a watch per resource (pods, the workload kind, pod events), resumed from the last resourceVersion;
+a 410 Gone answer re-lists. The collected state is saved as ``sampled.json`` and ``timelines(...)`` turns it (live
+or re-read from disk) into per-job and per-pod timelines.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from pytest_topsail.scale.kubeapi import ApiError, RawApi, collection_path
+from pytest_topsail.scale.workloads import JOB_LABEL, RUN_LABEL
+
+POD_STEPS = ("created", "scheduled", "initialized", "started", "ready", "completed", "failed")
+WORKLOAD_STEPS = ("created", "ready", "completed", "failed")
+SAMPLED_VERSION = 1
+
+
+def parse_ts(value: str | None) -> float | None:
+    """RFC 3339 timestamp (whole seconds or fractional) -> epoch milliseconds."""
+    if not value:
+        return None
+    try:
+        return round(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000.0, 3)
+    except ValueError:
+        return None
+
+
+def condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    for cond in obj.get("status", {}).get("conditions") or []:
+        if cond.get("type") == kind:
+            return cond
+    return None
+
+
+def condition_true_ts(obj: dict[str, Any], kind: str) -> tuple[bool, float | None]:
+    cond = condition(obj, kind)
+    if cond is None or cond.get("status") != "True":
+        return False, None
+    return True, parse_ts(cond.get("lastTransitionTime"))
+
+
+def pod_step_states(pod: dict[str, Any]) -> dict[str, tuple[bool, float | None]]:
+    """For each pod step: (reached, object timestamp) as this version of the pod shows it."""
+    status = pod.get("status", {})
+    phase = status.get("phase")
+    statuses = status.get("containerStatuses") or []
+    n_containers = len(pod.get("spec", {}).get("containers") or []) or 1
+    started_at = [
+        parse_ts((s.get("state", {}).get("running") or s.get("state", {}).get("terminated") or {}).get("startedAt"))
+        for s in statuses
+    ]
+    started = len(statuses) >= n_containers and all(t is not None for t in started_at)
+    finished_at = [parse_ts((s.get("state", {}).get("terminated") or {}).get("finishedAt")) for s in statuses]
+    finished = max((t for t in finished_at if t is not None), default=None)
+    scheduled_cond = condition_true_ts(pod, "PodScheduled")
+    scheduled = scheduled_cond if scheduled_cond[0] else (bool(pod.get("spec", {}).get("nodeName")), None)
+    return {
+        "created": (True, parse_ts(pod.get("metadata", {}).get("creationTimestamp"))),
+        "scheduled": scheduled,
+        "initialized": condition_true_ts(pod, "Initialized"),
+        "started": (started, max((t for t in started_at if t is not None), default=None) if started else None),
+        "ready": condition_true_ts(pod, "Ready"),
+        "completed": (phase == "Succeeded", finished),
+        "failed": (phase == "Failed", finished),
+    }
+
+
+def workload_step_states(obj: dict[str, Any]) -> dict[str, tuple[bool, float | None]]:
+    """Job (Complete/Failed, completionTime), PyTorchJob (Running/Succeeded/Failed), Deployment (Available)."""
+    kind = obj.get("kind")
+    status = obj.get("status", {})
+    created = (True, parse_ts(obj.get("metadata", {}).get("creationTimestamp")))
+    failed = condition_true_ts(obj, "Failed")
+    if kind == "Job":
+        done, done_ts = condition_true_ts(obj, "Complete")
+        completed = (done, parse_ts(status.get("completionTime")) or done_ts)
+        ready = (bool(status.get("ready")) or done, None)
+    elif kind == "Deployment":
+        ready = condition_true_ts(obj, "Available")
+        completed = (False, None)
+    else:
+        ready = condition_true_ts(obj, "Running")
+        completed = condition_true_ts(obj, "Succeeded")
+    return {"created": created, "ready": ready, "completed": completed, "failed": failed}
+
+
+def trim_pod(pod: dict[str, Any]) -> dict[str, Any]:
+    metadata = pod.get("metadata", {})
+    status = pod.get("status", {})
+    return {
+        "metadata": {
+            k: metadata[k] for k in ("name", "namespace", "uid", "labels", "creationTimestamp") if k in metadata
+        },
+        "spec": {"nodeName": pod.get("spec", {}).get("nodeName")},
+        "status": {k: status[k] for k in ("phase", "conditions", "containerStatuses", "startTime") if k in status},
+    }
+
+
+def trim_workload(obj: dict[str, Any]) -> dict[str, Any]:
+    metadata = obj.get("metadata", {})
+    return {
+        "apiVersion": obj.get("apiVersion"),
+        "kind": obj.get("kind"),
+        "metadata": {
+            k: metadata[k] for k in ("name", "namespace", "uid", "labels", "creationTimestamp") if k in metadata
+        },
+        "status": obj.get("status", {}),
+    }
+
+
+def trim_event(event: dict[str, Any], observed_ms: float) -> dict[str, Any]:
+    involved = event.get("involvedObject", {})
+    return {
+        "reason": event.get("reason"),
+        "namespace": involved.get("namespace") or event.get("metadata", {}).get("namespace"),
+        "pod": involved.get("name"),
+        "eventTime": event.get("eventTime"),
+        "firstTimestamp": event.get("firstTimestamp"),
+        "count": event.get("count"),
+        "message": (event.get("message") or "")[:300],
+        "observed_ms": observed_ms,
+    }
+
+
+@dataclass
+class Tracked:
+    """One object as sampled: its latest (trimmed) version and, per step, when it was first seen reached."""
+
+    obj: dict[str, Any]
+    steps: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    deleted: bool = False
+
+    def update(self, obj: dict[str, Any], states: dict[str, tuple[bool, float | None]], now_ms: float) -> None:
+        for step, (reached, object_ms) in states.items():
+            if reached and step not in self.steps:
+                self.steps[step] = {"watch": now_ms, "object": object_ms}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"object": self.obj, "steps": self.steps, "deleted": self.deleted}
+
+
+class Sampler:
+    """List + watch pods, workloads and pod events of one run (label ``topsail.scale/run=<run_id>``)."""
+
+    def __init__(
+        self,
+        api: RawApi,
+        namespaces: list[str],
+        run_id: str,
+        workload_kind: tuple[str, str],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.api = api
+        self.namespaces = sorted(set(namespaces))
+        self.run_id = run_id
+        self.workload_kind = workload_kind
+        self.clock = clock
+        self.label_selector = f"{RUN_LABEL}={run_id}"
+        self.lock = threading.Lock()
+        self.stop_event = threading.Event()
+        self.threads: list[threading.Thread] = []
+        self.pods: dict[str, Tracked] = {}
+        self.pods_by_job: dict[str, dict[str, Tracked]] = {}
+        self.workloads: dict[str, Tracked] = {}
+        self.events: list[dict[str, Any]] = []
+        self.errors: list[str] = []
+        self.watch_restarts = 0
+        self.started_ms = 0.0
+        self.finished_ms = 0.0
+
+    def now_ms(self) -> float:
+        return round(self.clock() * 1000.0, 3)
+
+    def scope(self) -> str | None:
+        return self.namespaces[0] if len(self.namespaces) == 1 else None
+
+    def start(self, timeout_s: float = 30.0) -> None:
+        """Start the watches; return once each has listed (so nothing created afterwards can be missed)."""
+        self.started_ms = self.now_ms()
+        ns = self.scope()
+        api_version, kind = self.workload_kind
+        watches = [
+            ("pods", collection_path("v1", "Pod", ns), self.label_selector, None, self.on_pod),
+            ("workloads", collection_path(api_version, kind, ns), self.label_selector, None, self.on_workload),
+            ("events", collection_path("v1", "Event", ns), None, "involvedObject.kind=Pod", self.on_event),
+        ]
+        ready = [threading.Event() for _ in watches]
+        for (name, path, labels, fields, handler), listed in zip(watches, ready, strict=True):
+            thread = threading.Thread(
+                target=self.run_watch, args=(path, labels, fields, handler, listed), name=f"sample-{name}", daemon=True
+            )
+            thread.start()
+            self.threads.append(thread)
+        deadline = time.monotonic() + timeout_s
+        for listed in ready:
+            if not listed.wait(max(deadline - time.monotonic(), 0.0)):
+                self.stop()
+                raise ApiError(0, "Timeout", f"the sampler's first list did not answer within {timeout_s:g}s")
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        for thread in self.threads:
+            thread.join(timeout=5.0)
+        self.finished_ms = self.now_ms()
+
+    def run_watch(self, path: str, labels: str | None, fields: str | None, handler: Callable, listed: threading.Event):
+        resource_version: str | None = None
+        while not self.stop_event.is_set():
+            try:
+                if resource_version is None:
+                    listing = self.api.list(path, labels, fields)
+                    now = self.now_ms()
+                    for item in listing.get("items") or []:
+                        handler("ADDED", item, now)
+                    resource_version = listing.get("metadata", {}).get("resourceVersion") or "0"
+                    listed.set()
+                for event in self.api.watch_events(path, resource_version, labels, fields, read_timeout_s=0.5):
+                    now = self.now_ms()
+                    obj = event.get("object") or {}
+                    if event.get("type") == "ERROR":
+                        if obj.get("code") == 410:
+                            resource_version = None  # too old: list again
+                            break
+                        raise ApiError(obj.get("code") or 0, obj.get("reason", "Error"), obj.get("message", ""))
+                    resource_version = obj.get("metadata", {}).get("resourceVersion") or resource_version
+                    if event.get("type") != "BOOKMARK":
+                        handler(event["type"], obj, now)
+                    if self.stop_event.is_set():
+                        break
+                self.watch_restarts += 1
+            except ApiError as exc:
+                with self.lock:
+                    self.errors.append(f"{path}: {exc}")
+                self.stop_event.wait(0.2)
+
+    def on_pod(self, kind: str, pod: dict[str, Any], now_ms: float) -> None:
+        metadata = pod.get("metadata", {})
+        key = f"{metadata.get('namespace')}/{metadata.get('name')}"
+        with self.lock:
+            tracked = self.pods.get(key)
+            if tracked is None or tracked.obj["metadata"].get("uid") != metadata.get("uid"):
+                tracked = self.pods[key] = Tracked(obj={"metadata": {"uid": metadata.get("uid")}})
+                job = (metadata.get("labels") or {}).get(JOB_LABEL)
+                self.pods_by_job.setdefault(f"{metadata.get('namespace')}/{job}", {})[key] = tracked
+            tracked.obj = trim_pod(pod)
+            tracked.update(pod, pod_step_states(pod), now_ms)
+            tracked.deleted = kind == "DELETED"
+
+    def on_workload(self, kind: str, obj: dict[str, Any], now_ms: float) -> None:
+        metadata = obj.get("metadata", {})
+        key = f"{metadata.get('namespace')}/{metadata.get('name')}"
+        with self.lock:
+            tracked = self.workloads.get(key)
+            if tracked is None or tracked.obj["metadata"].get("uid") != metadata.get("uid"):
+                tracked = self.workloads[key] = Tracked(obj={"metadata": {"uid": metadata.get("uid")}})
+            tracked.obj = trim_workload(obj)
+            tracked.update(obj, workload_step_states(obj), now_ms)
+            tracked.deleted = kind == "DELETED"
+
+    def on_event(self, kind: str, event: dict[str, Any], now_ms: float) -> None:
+        if kind != "ADDED" or event.get("reason") not in ("Scheduled", "FailedScheduling"):
+            return
+        namespace = event.get("involvedObject", {}).get("namespace") or event.get("metadata", {}).get("namespace")
+        if namespace not in self.namespaces:
+            return
+        with self.lock:
+            self.events.append(trim_event(event, now_ms))
+
+    def wait_for_jobs(
+        self,
+        jobs: list[dict[str, Any]],
+        target: str,
+        timeout_s: float,
+        progress_stream: TextIO | None = None,
+        progress_interval_s: float = 2.0,
+    ) -> bool:
+        """Wait until every submitted job reached ``target`` ("ready" or "completed") or failed.
+
+        ``jobs``: records of ``submitted.json`` (jobName, jobNamespace, expected_pods, error). Returns False on timeout.
+        """
+        deadline = time.monotonic() + timeout_s
+        next_print = time.monotonic() + progress_interval_s
+        pending = [j for j in jobs if not j.get("error")]
+        while True:
+            with self.lock:
+                pending = [j for j in pending if not self.job_settled(j, target)]
+            if not pending:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            if progress_stream is not None and time.monotonic() >= next_print:
+                next_print = time.monotonic() + progress_interval_s
+                progress_stream.write(f"[sampler] {len(jobs) - len(pending)}/{len(jobs)} jobs {target} or failed\n")
+                progress_stream.flush()
+            time.sleep(0.05)
+
+    def job_settled(self, job: dict[str, Any], target: str) -> bool:
+        """Called with the lock held: the job reached ``target``, or it or one of its pods failed."""
+        key = f"{job['jobNamespace']}/{job['jobName']}"
+        workload = self.workloads.get(key)
+        if workload is not None and "failed" in workload.steps:
+            return True
+        pods = list(self.pods_by_job.get(key, {}).values())
+        if any("failed" in t.steps for t in pods):
+            return True
+        if target == "completed":
+            return workload is not None and "completed" in workload.steps
+        return len(pods) >= job.get("expected_pods", 1) and all(target in t.steps for t in pods)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The ``sampled.json`` document."""
+        with self.lock:
+            return {
+                "version": SAMPLED_VERSION,
+                "run_id": self.run_id,
+                "namespaces": self.namespaces,
+                "workload_kind": list(self.workload_kind),
+                "started_ms": self.started_ms,
+                "finished_ms": self.finished_ms,
+                "watch_restarts": self.watch_restarts,
+                "errors": list(self.errors),
+                "workloads": [t.to_dict() for t in self.workloads.values()],
+                "pods": [t.to_dict() for t in self.pods.values()],
+                "events": list(self.events),
+            }
+
+
+def write_sampled(document: dict[str, Any], path: Path) -> None:
+    path.write_text(json.dumps(document, separators=(",", ":")))
+
+
+def read_sampled(path: Path) -> dict[str, Any]:
+    document = json.loads(Path(path).read_text())
+    if document.get("version") != SAMPLED_VERSION:
+        raise ValueError(f"{path}: unsupported sampled.json version {document.get('version')!r}")
+    return document
