@@ -92,6 +92,7 @@ class SuiteKpis:
     path: Path | None
     specs: dict[str, KpiSpec]
     labels_model: type[pydantic.BaseModel] | None = None
+    parse: Callable[[Path], Any] | None = None  # optional parse(artifact_dir) -> data, used by --topsail-replot
 
 
 def load_suite_kpis(path: Path) -> SuiteKpis:
@@ -118,8 +119,9 @@ def load_suite_kpis(path: Path) -> SuiteKpis:
     is_model = isinstance(labels_model, type) and issubclass(labels_model, pydantic.BaseModel)
     if labels_model is not None and not is_model:
         raise TopsailError(f"{path}: Labels must be a pydantic BaseModel subclass")
+    parse = getattr(module, "parse", None)
     sys.modules.pop(module_name, None)
-    return SuiteKpis(path=path, specs=specs, labels_model=labels_model)
+    return SuiteKpis(path=path, specs=specs, labels_model=labels_model, parse=parse if callable(parse) else None)
 
 
 def flatten_labels(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -151,11 +153,14 @@ def validate_labels(labels: dict[str, Any], model: type[pydantic.BaseModel] | No
 class KpiRecorder:
     """The ``kpis`` fixture: records KPI values and figures of one test item into its item record."""
 
-    def __init__(self, record: dict[str, Any], suite_kpis: SuiteKpis, test_uuid: str | None = None) -> None:
+    def __init__(self, record: dict[str, Any], suite_kpis: SuiteKpis, test_uuid: str | None = None,
+                 hook_labels: Callable[[], dict[str, Any]] | None = None) -> None:
         self.item_record = record
         self.suite_kpis = suite_kpis
         self.test_uuid = test_uuid or str(uuid.uuid4())
         self.extra_labels: dict[str, Any] = {}
+        self._hook_labels = hook_labels
+        self._hook_labels_value: dict[str, Any] | None = None
         record.setdefault("kpis", [])
         record.setdefault("figures", [])
 
@@ -169,8 +174,11 @@ class KpiRecorder:
 
     def current_labels(self, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
         case = self.item_record.get("case") or {}
+        if self._hook_labels_value is None:
+            self._hook_labels_value = self._hook_labels() if self._hook_labels else {}
         merged = {
             **flatten_labels(case.get("settings") or {}),
+            **flatten_labels(self._hook_labels_value),
             **flatten_labels(self.item_record.get("labels") or {}),
             **flatten_labels(self.extra_labels),
             **flatten_labels(extra or {}),

@@ -1,0 +1,94 @@
+"""``--topsail-replot DIR``: rebuild item records from saved artifacts, without a cluster.
+
+An item directory holds ``item.json`` (the full record, written by the reporting plugin), or at least
+``settings.yaml`` + ``exit_code`` (+ ``kpis.json``). When the suite's ``kpis.py`` defines ``parse(artifact_dir)``,
+its result goes through the suite's KPI functions again. Missing or broken files are reported, never fatal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pytest_topsail.kpi import KpiRecorder, SuiteKpis
+
+ITEM_FILE = "item.json"
+KPIS_FILE = "kpis.json"
+
+
+def find_item_dirs(root: Path) -> list[Path]:
+    found = []
+    for directory, _, files in os.walk(root):
+        if ITEM_FILE in files or ("settings.yaml" in files and "exit_code" in files):
+            if "skip" not in files:
+                found.append(Path(directory))
+    return sorted(found)
+
+
+def _read_json(path: Path, problems: list[str]) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        problems.append(f"{path}: missing")
+    except (OSError, json.JSONDecodeError) as error:
+        problems.append(f"{path}: unreadable ({type(error).__name__}: {error})")
+    return None
+
+
+def load_item(directory: Path, root: Path, problems: list[str]) -> dict[str, Any] | None:
+    record = _read_json(directory / ITEM_FILE, []) if (directory / ITEM_FILE).is_file() else None
+    if isinstance(record, dict) and "nodeid" in record and "suite" in record:
+        record["artifact_dir"] = str(directory)
+        return record
+    relative = directory.relative_to(root).parts
+    suite = relative[0] if len(relative) >= 2 else root.name
+    try:
+        settings = yaml.safe_load((directory / "settings.yaml").read_text(encoding="utf-8")) or {}
+        exit_code = int((directory / "exit_code").read_text().strip() or 1)
+    except (OSError, ValueError, yaml.YAMLError) as error:
+        problems.append(f"{directory}: settings.yaml/exit_code unreadable ({type(error).__name__})")
+        return None
+    kpis = _read_json(directory / KPIS_FILE, problems) or []
+    name = directory.name.split("__", 1)[-1]
+    stat = directory.stat()
+    return {
+        "suite": suite, "nodeid": f"{suite}::{name}", "test_id": name, "artifact_dir": str(directory),
+        "case": {"name": name, "id": name, "settings": settings if isinstance(settings, dict) else {}},
+        "outcome": "passed" if exit_code == 0 else "failed", "start": stat.st_mtime, "end": stat.st_mtime,
+        "kpis": kpis if isinstance(kpis, list) else [], "figures": [], "labels": {},
+    }
+
+
+def reparse(record: dict[str, Any], suite_kpis: SuiteKpis, parse: Callable[[Path], Any], problems: list[str]) -> None:
+    """Run the suite's parser and KPI functions again; keeps the item's uuid and timestamps."""
+    directory = Path(record["artifact_dir"])
+    old = {k["name"]: k for k in record.get("kpis") or []}
+    test_uuid = next(iter(old.values()))["test_uuid"] if old else None
+    try:
+        data = parse(directory)
+        recorder = KpiRecorder({**record, "kpis": [], "figures": record.get("figures") or []}, suite_kpis,
+                               test_uuid=test_uuid)
+        recorder.record_from(data)
+    except Exception as error:  # a parser failure is reported; the saved kpis.json stays in use
+        problems.append(f"{directory}: parse failed ({type(error).__name__}: {error}); kept saved KPIs")
+        return
+    timestamp = min((k["timestamp"] for k in old.values()), default=record.get("end") or record.get("start"))
+    for entry in recorder.item_record["kpis"]:
+        entry["timestamp"] = old.get(entry["name"], {}).get("timestamp", timestamp)
+    record["kpis"] = recorder.item_record["kpis"]
+
+
+def load_items(root: Path, problems: list[str]) -> list[dict[str, Any]]:
+    items = []
+    for directory in find_item_dirs(root):
+        record = load_item(directory, root, problems)
+        if record is not None:
+            items.append(record)
+    if not items:
+        problems.append(f"{root}: no saved test item found (directories with item.json or settings.yaml + exit_code)")
+    return items
