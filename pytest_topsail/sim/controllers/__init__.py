@@ -24,6 +24,7 @@ CONTROLLERS: list[str] = [
     "pytest_topsail.sim.controllers.deployments:DeploymentController",
     "pytest_topsail.sim.controllers.services:ServiceController",
     "pytest_topsail.sim.controllers.pvcs:VolumeController",
+    "pytest_topsail.sim.controllers.pytorchjob:PyTorchJobController",
     "pytest_topsail.sim.controllers.olm:OlmController",
     "pytest_topsail.sim.controllers.gpu_operator:GpuOperatorController",
     "pytest_topsail.sim.controllers.rhoai:RhoaiController",

@@ -1,0 +1,172 @@
+"""``python -m pytest_topsail.sim``: run the simulated cluster in the foreground until SIGINT/SIGTERM.
+
+Binds 127.0.0.1 only, serves HTTPS with a CA made for this run, writes a kubeconfig (mode 0600) once it is ready,
+prints the URL, and removes the kubeconfig when it stops. Bad input ends with one clear message and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import signal
+import socket
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from ..errors import TopsailError
+from .kubeconfig import check_writable, write_kubeconfig
+from .server import ApiServer
+from .store import Store
+from .tls import make_certificates
+
+DEFAULT_KUBECONFIG = "topsail-sim.kubeconfig"
+PROG = "python -m pytest_topsail.sim"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=PROG, description="Simulated GPU cluster serving the Kubernetes API.")
+    parser.add_argument("--profile", type=Path, help="simulator profile YAML (node pools, stages, faults, seed)")
+    parser.add_argument("--nodes", type=int, help="number of nodes (shortcut over the profile)")
+    parser.add_argument("--gpu-profile", help="GPU profile of the nodes, e.g. a100, h100, l40s, t4")
+    parser.add_argument("--gpus-per-node", type=int, help="GPUs per node")
+    parser.add_argument("--seed", type=int, help="random seed (delays, jitter, faults, uids)")
+    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default 0: any free port)")
+    parser.add_argument("--kubeconfig", type=Path, default=Path(DEFAULT_KUBECONFIG),
+                        help=f"where to write the kubeconfig (default ./{DEFAULT_KUBECONFIG})")
+    parser.add_argument("--audit-log", type=Path, help="append one JSON line per mutating request to this file")
+    parser.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.add_argument("--parent-pipe", type=int, help=argparse.SUPPRESS)  # exit when this fd reaches EOF
+    return parser
+
+
+@dataclass
+class Options:
+    profile: Any
+    port: int
+    kubeconfig: Path
+    audit_log: Path | None
+    parent_pipe: int | None
+
+
+def prepare(args: argparse.Namespace) -> Options:
+    """Validate everything a user can get wrong before anything starts."""
+    if not 0 <= args.port <= 65535:
+        raise TopsailError(f"--port {args.port}: must be between 0 and 65535")
+    kubeconfig = args.kubeconfig.expanduser().absolute()
+    problem = check_writable(kubeconfig)
+    if problem:
+        raise TopsailError(f"--kubeconfig {kubeconfig}: cannot write the kubeconfig: {problem}")
+    audit_log = args.audit_log.expanduser().absolute() if args.audit_log else None
+    if audit_log is not None and (problem := check_writable(audit_log)):
+        raise TopsailError(f"--audit-log {audit_log}: cannot write the audit log: {problem}")
+    profile = load_run_profile(args)
+    return Options(profile, args.port, kubeconfig, audit_log, args.parent_pipe)
+
+
+def load_run_profile(args: argparse.Namespace) -> Any:
+    """The profile of this run (the one place the simulator's profile module is plugged in)."""
+    from .profile import load_profile
+
+    return load_profile(args.profile, nodes=args.nodes, gpu_profile=args.gpu_profile,
+                        gpus_per_node=args.gpus_per_node, seed=args.seed)
+
+
+async def start_run_controllers(store: Store, profile: Any) -> Any:
+    """Start the controllers of this run (the one place the controllers are plugged in); returns an object with
+    ``async stop()``."""
+    from .controllers import start_controllers
+
+    return await start_controllers(store, profile)
+
+
+def _listen(port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
+        sock.listen(1024)
+    except OSError as error:
+        sock.close()
+        raise TopsailError(f"--port {port}: cannot listen on 127.0.0.1:{port}: {error.strerror or error}") from None
+    return sock
+
+
+async def serve(options: Options) -> int:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    if options.parent_pipe is not None:
+        _watch_parent(loop, options.parent_pipe, stop)
+    seed = getattr(options.profile, "seed", 0) or 0
+    store = Store(seed=seed)
+    token = secrets.token_urlsafe(32)
+    certificates = make_certificates()
+    sock = _listen(options.port)
+    port = sock.getsockname()[1]
+    url = f"https://127.0.0.1:{port}"
+    faults = list(getattr(getattr(options.profile, "faults", None), "api", None) or ())
+    try:
+        server = ApiServer(store, token=token, api_faults=faults, seed=seed, audit_log=options.audit_log,
+                           server_address=f"127.0.0.1:{port}")
+    except OSError as error:
+        sock.close()
+        raise TopsailError(f"--audit-log {options.audit_log}: cannot open: {error.strerror or error}") from None
+    runner = web.AppRunner(server.make_app(), access_log=None, handle_signals=False, shutdown_timeout=2.0)
+    await runner.setup()
+    controllers = None
+    try:
+        await web.SockSite(runner, sock, ssl_context=certificates.server_context()).start()
+        controllers = await start_run_controllers(store, options.profile)
+        write_kubeconfig(options.kubeconfig, url, certificates.ca_pem, token)
+        print(f"topsail-sim: serving {url} (kubeconfig {options.kubeconfig}, pid {os.getpid()})", flush=True)
+        await stop.wait()
+        print("topsail-sim: stopping", flush=True)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            options.kubeconfig.unlink()
+        if controllers is not None:
+            await controllers.stop()
+        await runner.cleanup()
+        server.close()
+    return 0
+
+
+def _watch_parent(loop: asyncio.AbstractEventLoop, fd: int, stop: asyncio.Event) -> None:
+    """Stop when the parent's end of the pipe closes (the parent exited, however it died)."""
+    os.set_blocking(fd, False)
+
+    def readable() -> None:
+        try:
+            data = os.read(fd, 4096)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            loop.remove_reader(fd)
+            stop.set()
+
+    loop.add_reader(fd, readable)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        options = prepare(args)
+        return asyncio.run(serve(options))
+    except TopsailError as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

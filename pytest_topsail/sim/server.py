@@ -1,0 +1,573 @@
+"""The simulated cluster's Kubernetes REST API (aiohttp), backed by an in-process ``Store``.
+
+One catch-all route parses the Kubernetes URL layout itself (``/api/v1/namespaces/{ns}/{plural}/{name}/{sub}``,
+``/apis/{group}/{version}/...``) and dispatches on method: list/watch/get/create/update/patch/delete/deletecollection,
+the ``status`` subresource and ``pods/log``. Errors are ``kind: Status`` bodies; nothing ever answers with a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import logging
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import yaml
+from aiohttp import web
+
+from . import apierror, discovery, openapi
+from .apierror import ApiError
+from .patch import APPLY_PATCH, PATCH_TYPES
+from .resources import ResourceType
+from .selectors import (
+    FieldRequirement,
+    Requirement,
+    fields_match,
+    labels_match,
+    parse_field_selector,
+    parse_label_selector,
+)
+from .store import Store, format_micro_time
+from .table import TABLE_MARKER, table_for
+
+logger = logging.getLogger(__name__)
+
+JSON = "application/json"
+MAX_BODY = 16 * 1024 * 1024
+DEFAULT_WATCH_SECONDS = 1800
+WATCH_QUEUE_LIMIT = 100_000
+LOG_POLL_SECONDS = 0.1
+_MUTATING = {"create", "update", "patch", "delete", "deletecollection"}
+# Resources whose DELETE answers with the object rather than a Status (as the real registries do).
+_RETURN_DELETED = {("", "pods")}
+
+
+class ApiFaultSpec(Protocol):
+    """What the server needs of a profile's API fault (pytest_topsail.sim.profile.ApiFault)."""
+
+    error_rate: float
+    code: int
+    latency_ms: float
+
+    def matches(self, verb: str, resource: str, group: str = "") -> bool: ...
+
+
+@dataclass
+class _Request:
+    """A parsed resource request."""
+
+    rtype: ResourceType
+    verb: str
+    namespace: str | None
+    name: str | None
+    subresource: str | None
+
+
+@dataclass
+class _Watcher:
+    rtype: ResourceType
+    namespace: str | None
+    labels: list[Requirement]
+    fields: list[FieldRequirement]
+    lines: collections.deque = field(default_factory=collections.deque)
+    wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+    overflowed: bool = False
+    closed: bool = False
+
+    def wants(self, obj: dict[str, Any]) -> bool:
+        metadata = obj["metadata"]
+        if self.namespace is not None and metadata.get("namespace") != self.namespace:
+            return False
+        if self.labels and not labels_match(self.labels, metadata.get("labels")):
+            return False
+        return not self.fields or fields_match(self.fields, obj)
+
+    def push(self, line: bytes) -> None:
+        if len(self.lines) >= WATCH_QUEUE_LIMIT:
+            self.overflowed = True
+        else:
+            self.lines.append(line)
+        self.wakeup.set()
+
+    def close(self) -> None:
+        self.closed = True
+        self.wakeup.set()
+
+
+def status_response(error: ApiError) -> web.Response:
+    headers = {"Retry-After": "1"} if error.code in (429, 503) else None
+    return web.Response(status=error.code, body=json.dumps(error.status()).encode(), content_type=JSON,
+                        headers=headers)
+
+
+def _json_response(body: bytes | dict[str, Any], status: int = 200) -> web.Response:
+    if isinstance(body, dict):
+        body = json.dumps(body, separators=(",", ":")).encode()
+    return web.Response(status=status, body=body, content_type=JSON)
+
+
+class ApiServer:
+    """Serves one ``Store``. ``make_app()`` returns the aiohttp application; ``close()`` releases the audit log."""
+
+    def __init__(self, store: Store, *, token: str, api_faults: Sequence[ApiFaultSpec] = (), seed: int = 0,
+                 audit_log: Path | None = None, server_address: str = "127.0.0.1") -> None:
+        self.store = store
+        self._authorization = f"Bearer {token}"
+        self._faults = list(api_faults)
+        self._random = random.Random(seed)
+        self._audit = open(audit_log, "a", encoding="utf-8", buffering=1) if audit_log else None  # noqa: SIM115
+        self.server_address = server_address
+        self._watchers: dict[tuple[str, str], set[_Watcher]] = {}
+        self._discovery_cache: dict[str, bytes] = {}
+        self._discovery_generation = -1
+        store.add_listener(self._on_store_event)
+
+    def make_app(self) -> web.Application:
+        app = web.Application(client_max_size=MAX_BODY)
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        app.on_shutdown.append(self._close_watches)
+        return app
+
+    def close(self) -> None:
+        self.store.remove_listener(self._on_store_event)
+        if self._audit is not None:
+            self._audit.close()
+            self._audit = None
+
+    async def _close_watches(self, _app: web.Application) -> None:
+        for watchers in self._watchers.values():
+            for watcher in watchers:
+                watcher.close()
+
+    # ----------------------------------------------------------------- entry point
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if request.headers.get("Authorization") != self._authorization:
+            return status_response(ApiError(401, "Unauthorized", "Unauthorized"))
+        parsed: _Request | None = None
+        try:
+            parsed = self._parse(request)
+            if parsed is None:
+                return self._non_resource(request)
+            await self._apply_faults(parsed)
+            response = await self._dispatch(request, parsed)
+        except ApiError as error:
+            response = status_response(error)
+        except (json.JSONDecodeError, yaml.YAMLError, UnicodeDecodeError) as error:
+            response = status_response(apierror.bad_request(f"the request body could not be decoded: {error}"))
+        except (ConnectionResetError, asyncio.CancelledError):
+            raise
+        except Exception as error:  # an apiserver answers with a Status, never a traceback
+            logger.exception("internal error serving %s %s", request.method, request.path_qs)
+            response = status_response(ApiError(500, "InternalError", f"internal error: {type(error).__name__}"))
+        if parsed is not None and parsed.verb in _MUTATING and self._audit is not None:
+            self._write_audit(request, parsed, response)
+        return response
+
+    def _write_audit(self, request: web.Request, parsed: _Request, response: web.StreamResponse) -> None:
+        resource = parsed.rtype.plural + (f"/{parsed.subresource}" if parsed.subresource else "")
+        record = {
+            "time": format_micro_time(time.time()), "verb": parsed.verb, "group": parsed.rtype.group,
+            "resource": resource, "namespace": parsed.namespace, "name": parsed.name,
+            "userAgent": request.headers.get("User-Agent", ""), "code": response.status,
+        }
+        assert self._audit is not None
+        self._audit.write(json.dumps(record) + "\n")
+
+    async def _apply_faults(self, parsed: _Request) -> None:
+        delay = 0.0
+        failure: int | None = None
+        for fault in self._faults:
+            if not fault.matches(parsed.verb, parsed.rtype.plural, parsed.rtype.group):
+                continue
+            delay += fault.latency_ms / 1000.0
+            if failure is None and fault.error_rate > 0 and self._random.random() < fault.error_rate:
+                failure = fault.code
+        if delay:
+            await asyncio.sleep(delay)
+        if failure is not None:
+            reasons = {429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable"}
+            raise ApiError(failure, reasons.get(failure, "InternalError"),
+                           f"simulated fault: {parsed.verb} {parsed.rtype} failed with {failure}")
+
+    # ----------------------------------------------------------------- URL parsing
+    def _parse(self, request: web.Request) -> _Request | None:
+        parts = [p for p in request.path.split("/") if p]
+        if len(parts) >= 2 and parts[0] == "api":
+            group, version, rest = "", parts[1], parts[2:]
+        elif len(parts) >= 3 and parts[0] == "apis":
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            return None
+        if not rest:
+            return None
+        namespace = None
+        if rest[0] == "namespaces" and len(rest) >= 3 and rest[2] not in ("status", "finalize"):
+            namespace, rest = rest[1], rest[2:]
+        if len(rest) > 3:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        plural, name, subresource = rest[0], (rest[1] if len(rest) > 1 else None), (rest[2] if len(rest) > 2 else None)
+        rtype = self.store.type_for(group, version, plural)
+        if rtype is None or (namespace is not None and not rtype.namespaced):
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if subresource is not None and subresource not in rtype.subresources:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        verb = self._verb(request, name)
+        return _Request(rtype, verb, namespace, name, subresource)
+
+    @staticmethod
+    def _verb(request: web.Request, name: str | None) -> str:
+        method = request.method
+        if method == "GET":
+            if name is not None:
+                return "get"
+            return "watch" if request.query.get("watch") in ("true", "1") else "list"
+        verbs = {"POST": "create", "PUT": "update", "PATCH": "patch",
+                 "DELETE": "delete" if name is not None else "deletecollection"}
+        if method not in verbs:
+            raise apierror.method_not_allowed(f"the server does not allow this method ({method}) on the resource")
+        return verbs[method]
+
+    # ----------------------------------------------------------------- non-resource paths
+    def _non_resource(self, request: web.Request) -> web.Response:
+        path = request.path.rstrip("/") or "/"
+        if request.method != "GET":
+            return status_response(apierror.method_not_allowed("the server does not allow this method"))
+        if path in ("/healthz", "/readyz", "/livez"):
+            return web.Response(text="ok")
+        if path == "/version":
+            return _json_response(discovery.version_info())
+        if path.startswith("/openapi/"):
+            document = openapi.document(self.store, path, self.server_address)
+            if document is None:
+                return status_response(ApiError(404, "NotFound", "the server could not find the requested resource"))
+            return _json_response(document)
+        body = self._discovery(path)
+        if body is None:
+            return status_response(ApiError(404, "NotFound", "the server could not find the requested resource"))
+        return _json_response(body)
+
+    def _discovery(self, path: str) -> bytes | None:
+        if self._discovery_generation != self.store.types_generation:
+            self._discovery_cache.clear()
+            self._discovery_generation = self.store.types_generation
+        if path in self._discovery_cache:
+            return self._discovery_cache[path]
+        types, preferred = self.store.types(), self.store.preferred_types()
+        parts = [p for p in path.split("/") if p]
+        document: dict[str, Any] | None = None
+        if parts == ["api"]:
+            document = discovery.api_versions(self.server_address)
+        elif parts == ["api", "v1"]:
+            document = discovery.api_resource_list(types, "", "v1")
+        elif parts == ["apis"]:
+            document = discovery.api_group_list(types, preferred)
+        elif len(parts) == 2 and parts[0] == "apis":
+            document = discovery.api_group(types, preferred, parts[1])
+        elif len(parts) == 3 and parts[0] == "apis":
+            document = discovery.api_resource_list(types, parts[1], parts[2])
+        if document is None:
+            return None
+        body = json.dumps(document, separators=(",", ":")).encode()
+        self._discovery_cache[path] = body
+        return body
+
+    # ----------------------------------------------------------------- resource requests
+    async def _dispatch(self, request: web.Request, parsed: _Request) -> web.StreamResponse:
+        verb, rtype = parsed.verb, parsed.rtype
+        if parsed.subresource == "log":
+            if verb != "get":
+                raise apierror.method_not_allowed("pods/log supports only GET")
+            return await self._log(request, parsed)
+        if parsed.subresource not in (None, "status"):
+            raise ApiError(404, "NotFound", f"the simulated cluster does not serve {rtype.plural}/"
+                                            f"{parsed.subresource}")
+        if rtype.namespaced and parsed.namespace is None and verb in ("create", "get", "update", "patch", "delete",
+                                                                       "deletecollection"):
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if request.query.get("dryRun"):
+            raise apierror.bad_request("dryRun is not supported by the simulated cluster")
+        if verb == "list":
+            return self._list(request, parsed)
+        if verb == "watch":
+            return await self._watch(request, parsed)
+        if verb == "get":
+            obj = self.store.get(rtype, parsed.namespace, parsed.name or "")
+            if TABLE_MARKER in request.headers.get("Accept", "") and parsed.subresource is None:
+                return _json_response(table_for(rtype, [obj], obj["metadata"]["resourceVersion"],
+                                                request.query.get("includeObject", "Metadata")))
+            return _json_response(self._serialize(rtype, obj))
+        if verb == "create":
+            body = await self._body(request)
+            obj = self.store.create(rtype, body, parsed.namespace)
+            return _json_response(self._serialize(rtype, obj), 201)
+        if verb == "update":
+            return await self._update(request, parsed)
+        if verb == "patch":
+            return await self._patch(request, parsed)
+        if verb == "delete":
+            return await self._delete(request, parsed)
+        return await self._delete_collection(request, parsed)
+
+    async def _body(self, request: web.Request) -> Any:
+        raw = await request.read()
+        if not raw:
+            raise apierror.bad_request("the request body is empty")
+        content_type = request.content_type
+        if content_type.endswith("yaml"):
+            return yaml.safe_load(raw.decode())
+        if "protobuf" in content_type:
+            raise apierror.unsupported_media_type(content_type)
+        return json.loads(raw)
+
+    def _serialize(self, rtype: ResourceType, obj: dict[str, Any]) -> bytes:
+        if obj.get("apiVersion") != rtype.api_version:
+            return json.dumps({**obj, "apiVersion": rtype.api_version}, separators=(",", ":")).encode()
+        return self.store.to_json(rtype, obj)
+
+    def _selectors(self, request: web.Request) -> tuple[list[Requirement], list[FieldRequirement]]:
+        return (parse_label_selector(request.query.get("labelSelector")),
+                parse_field_selector(request.query.get("fieldSelector")))
+
+    def _list(self, request: web.Request, parsed: _Request) -> web.Response:
+        rtype = parsed.rtype
+        labels, fields = self._selectors(request)
+        items = self.store.list(rtype, parsed.namespace, labels, fields)
+        resource_version = str(self.store.resource_version)
+        if TABLE_MARKER in request.headers.get("Accept", ""):
+            return _json_response(table_for(rtype, items, resource_version,
+                                            request.query.get("includeObject", "Metadata")))
+        head = json.dumps({"kind": rtype.list_kind, "apiVersion": rtype.api_version,
+                           "metadata": {"resourceVersion": resource_version}}, separators=(",", ":")).encode()
+        body = head[:-1] + b',"items":[' + b",".join(self._serialize(rtype, obj) for obj in items) + b"]}"
+        return _json_response(body)
+
+    async def _update(self, request: web.Request, parsed: _Request) -> web.Response:
+        body = await self._body(request)
+        if not isinstance(body, dict):
+            raise apierror.bad_request("the body of the request is not a JSON object")
+        metadata = dict(body.get("metadata") or {})
+        if metadata.get("name") != parsed.name:
+            raise apierror.bad_request(f"the name of the object ({metadata.get('name')}) does not match the name on "
+                                       f"the URL ({parsed.name})")
+        if parsed.rtype.namespaced:
+            if metadata.get("namespace") not in (None, "", parsed.namespace):
+                raise apierror.bad_request("the namespace of the provided object does not match the namespace sent "
+                                           "on the request")
+            metadata["namespace"] = parsed.namespace
+        obj = self.store.update(parsed.rtype, {**body, "metadata": metadata}, parsed.subresource)
+        return _json_response(self._serialize(parsed.rtype, obj))
+
+    async def _patch(self, request: web.Request, parsed: _Request) -> web.Response:
+        content_type = request.content_type
+        if content_type not in PATCH_TYPES:
+            raise apierror.unsupported_media_type(content_type)
+        raw = await request.read()
+        if not raw:
+            raise apierror.bad_request("the request body is empty")
+        patch = yaml.safe_load(raw.decode()) if content_type == APPLY_PATCH else json.loads(raw)
+        existed = self.store.find(parsed.rtype, parsed.namespace, parsed.name or "") is not None
+        obj = self.store.patch(parsed.rtype, parsed.namespace, parsed.name or "", patch, content_type,
+                               parsed.subresource)
+        return _json_response(self._serialize(parsed.rtype, obj), 200 if existed else 201)
+
+    async def _delete_options(self, request: web.Request) -> tuple[str | None, dict[str, str] | None]:
+        options: dict[str, Any] = {}
+        raw = await request.read()
+        if raw.strip():
+            loaded = json.loads(raw)
+            options = loaded if isinstance(loaded, dict) else {}
+        policy = request.query.get("propagationPolicy") or options.get("propagationPolicy")
+        if policy is None and options.get("orphanDependents") is not None:
+            policy = "Orphan" if options["orphanDependents"] else "Background"
+        if policy is None and request.query.get("orphanDependents") is not None:
+            policy = "Orphan" if request.query["orphanDependents"] == "true" else "Background"
+        return policy, options.get("preconditions")
+
+    async def _delete(self, request: web.Request, parsed: _Request) -> web.Response:
+        policy, preconditions = await self._delete_options(request)
+        rtype = parsed.rtype
+        obj = self.store.delete(rtype, parsed.namespace, parsed.name or "", propagation_policy=policy,
+                                preconditions=preconditions)
+        pending = bool(obj["metadata"].get("deletionTimestamp")) and self.store.find(
+            rtype, parsed.namespace, parsed.name or "") is not None
+        if pending:
+            return _json_response(self._serialize(rtype, obj), 202 if rtype.key != ("", "namespaces") else 200)
+        if rtype.key in _RETURN_DELETED or rtype.crd_name:
+            return _json_response(self._serialize(rtype, obj))
+        details = {"name": parsed.name, "kind": rtype.plural, "uid": obj["metadata"]["uid"]}
+        if rtype.group:
+            details["group"] = rtype.group
+        return _json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                               "details": details})
+
+    async def _delete_collection(self, request: web.Request, parsed: _Request) -> web.Response:
+        policy, _ = await self._delete_options(request)
+        labels, fields = self._selectors(request)
+        deleted = []
+        for obj in self.store.list(parsed.rtype, parsed.namespace, labels, fields):
+            metadata = obj["metadata"]
+            if self.store.find(parsed.rtype, metadata.get("namespace"), metadata["name"]) is not None:
+                deleted.append(self.store.delete(parsed.rtype, metadata.get("namespace"), metadata["name"],
+                                                 propagation_policy=policy))
+        head = json.dumps({"kind": parsed.rtype.list_kind, "apiVersion": parsed.rtype.api_version,
+                           "metadata": {"resourceVersion": str(self.store.resource_version)}}).encode()
+        items = b",".join(json.dumps(obj, separators=(",", ":")).encode() for obj in deleted)
+        return _json_response(head[:-1] + b',"items":[' + items + b"]}")
+
+    # ----------------------------------------------------------------- watch
+    def _on_store_event(self, event_type: str, rtype: ResourceType, obj: dict[str, Any]) -> None:
+        watchers = self._watchers.get(rtype.key)
+        if not watchers:
+            return
+        lines: dict[str, bytes] = {}
+        for watcher in watchers:
+            if watcher.wants(obj):
+                version = watcher.rtype.api_version
+                if version not in lines:
+                    lines[version] = self._event_line(event_type, watcher.rtype, obj)
+                watcher.push(lines[version])
+
+    def _event_line(self, event_type: str, rtype: ResourceType, obj: dict[str, Any]) -> bytes:
+        return b'{"type":"' + event_type.encode() + b'","object":' + self._serialize(rtype, obj) + b"}\n"
+
+    async def _watch(self, request: web.Request, parsed: _Request) -> web.StreamResponse:
+        rtype = parsed.rtype
+        labels, fields = self._selectors(request)
+        try:
+            timeout = float(request.query.get("timeoutSeconds") or DEFAULT_WATCH_SECONDS)
+        except ValueError:
+            raise apierror.bad_request("timeoutSeconds must be a number") from None
+        since = request.query.get("resourceVersion") or "0"
+        if not since.isdigit():
+            raise apierror.bad_request(f"invalid resourceVersion {since!r}")
+        watcher = _Watcher(rtype, parsed.namespace, labels, fields)
+        # Snapshot and subscription happen with no await in between, so no event is lost or duplicated.
+        error: ApiError | None = None
+        if since == "0":
+            initial = [self._event_line("ADDED", rtype, obj)
+                       for obj in self.store.list(rtype, parsed.namespace, labels, fields)]
+        else:
+            try:
+                initial = [self._event_line(event_type, rtype, obj)
+                           for event_type, obj in self.store.events_since(rtype, int(since)) if watcher.wants(obj)]
+            except ApiError as gone:
+                initial, error = [], gone
+        response = web.StreamResponse(headers={"Content-Type": JSON})
+        response.enable_chunked_encoding()
+        if error is not None:
+            await response.prepare(request)
+            await response.write(b'{"type":"ERROR","object":' + json.dumps(error.status()).encode() + b"}\n")
+            await response.write_eof()
+            return response
+        self._watchers.setdefault(rtype.key, set()).add(watcher)
+        try:
+            await response.prepare(request)
+            if initial:
+                await response.write(b"".join(initial))
+            await self._pump(watcher, response, time.monotonic() + timeout)
+            await response.write_eof()
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            watchers = self._watchers.get(rtype.key)
+            if watchers is not None:
+                watchers.discard(watcher)
+        return response
+
+    @staticmethod
+    async def _pump(watcher: _Watcher, response: web.StreamResponse, deadline: float) -> None:
+        while not watcher.closed:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            if not watcher.lines:
+                watcher.wakeup.clear()
+                try:
+                    await asyncio.wait_for(watcher.wakeup.wait(), remaining)
+                except TimeoutError:
+                    return
+            if watcher.lines:
+                batch = b"".join(watcher.lines)
+                watcher.lines.clear()
+                await response.write(batch)
+            if watcher.overflowed:
+                return  # the client resumes from its last resourceVersion
+
+    # ----------------------------------------------------------------- pod logs
+    async def _log(self, request: web.Request, parsed: _Request) -> web.StreamResponse:
+        namespace, name = parsed.namespace or "", parsed.name or ""
+        pod = self.store.get(parsed.rtype, namespace, name)
+        container = self._log_container(pod, request.query.get("container"))
+        self._check_container_started(pod, container)
+        text = self.store.read_log(namespace, name, container)
+        tail = request.query.get("tailLines")
+        if tail is not None and tail.isdigit():
+            lines = text.splitlines(keepends=True)
+            text = "".join(lines[len(lines) - int(tail):]) if int(tail) else ""
+        if request.query.get("follow") != "true":
+            return web.Response(text=text, content_type="text/plain")
+        response = web.StreamResponse(headers={"Content-Type": "text/plain"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        await response.write(text.encode())
+        sent = len(self.store.read_log(namespace, name, container))
+        try:
+            while True:
+                current = self.store.find(parsed.rtype, namespace, name)
+                full = self.store.read_log(namespace, name, container)
+                if len(full) > sent:
+                    await response.write(full[sent:].encode())
+                    sent = len(full)
+                if current is None or current["metadata"]["uid"] != pod["metadata"]["uid"] or \
+                        _container_terminated(current, container):
+                    break
+                await asyncio.sleep(LOG_POLL_SECONDS)
+            await response.write_eof()
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        return response
+
+    @staticmethod
+    def _log_container(pod: dict[str, Any], wanted: str | None) -> str:
+        names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
+        names += [c.get("name") for c in (pod.get("spec") or {}).get("initContainers") or []]
+        pod_name = pod["metadata"]["name"]
+        if wanted:
+            if wanted not in names:
+                raise apierror.bad_request(f"container {wanted} is not valid for pod {pod_name}")
+            return wanted
+        if len(names) == 1 or (names and len((pod.get("spec") or {}).get("containers") or []) == 1):
+            return names[0]
+        raise apierror.bad_request(f"a container name must be specified for pod {pod_name}, choose one of: "
+                                   f"[{' '.join(names)}]")
+
+    @staticmethod
+    def _check_container_started(pod: dict[str, Any], container: str) -> None:
+        status = pod.get("status") or {}
+        for entry in (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or []):
+            if entry.get("name") == container:
+                state = entry.get("state") or {}
+                if "running" in state or "terminated" in state or entry.get("lastState", {}).get("terminated"):
+                    return
+                reason = (state.get("waiting") or {}).get("reason", "ContainerCreating")
+                break
+        else:
+            reason = "ContainerCreating"
+        raise apierror.bad_request(f'container "{container}" in pod "{pod["metadata"]["name"]}" is waiting to '
+                                   f"start: {reason}")
+
+
+def _container_terminated(pod: dict[str, Any], container: str) -> bool:
+    status = pod.get("status") or {}
+    if status.get("phase") in ("Succeeded", "Failed"):
+        return True
+    for entry in status.get("containerStatuses") or []:
+        if entry.get("name") == container:
+            return "terminated" in (entry.get("state") or {})
+    return False
