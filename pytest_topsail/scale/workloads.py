@@ -118,7 +118,8 @@ def pytorchjob_object(spec: WorkloadSpec, name: str, namespace: str, labels: dic
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
         "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
-        "spec": {"runPolicy": {"cleanPodPolicy": "None"}, "pytorchReplicaSpecs": replicas},
+        # backoffLimit 0: a crashed pod fails the job (counted as failed), like the training Job's backoffLimit 0.
+        "spec": {"runPolicy": {"cleanPodPolicy": "None", "backoffLimit": 0}, "pytorchReplicaSpecs": replicas},
     }
 
 

@@ -7,8 +7,10 @@ PyTorchJob, after the profile's `jobs.sync` delay, it creates one pod per replic
 the distributed environment (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK) in the `pytorch` container. It keeps
 `status.replicaStatuses` (active/succeeded/failed per replica type), startTime, completionTime and the conditions
 Created -> Running (all pods running) -> Succeeded (the master succeeded) or Failed (a pod failed and will not be
-restarted). On completion, `runPolicy.cleanPodPolicy` All/Running deletes pods; None (the default) keeps them.
-Not simulated: per-replica Services, elastic policy, gang scheduling, backoffLimit, activeDeadlineSeconds, suspend.
+restarted: restartPolicy Never, or the containers' restarts reached `runPolicy.backoffLimit`, where 0 means the first
+restart fails the job, as in the training operator). On completion, `runPolicy.cleanPodPolicy` All/Running deletes
+pods; None (the default) keeps them.
+Not simulated: per-replica Services, elastic policy, gang scheduling, activeDeadlineSeconds, suspend.
 """
 
 from __future__ import annotations
@@ -186,8 +188,12 @@ class PyTorchJobController(Controller):
             p for p in pods.values()
             if phase(p) == "Failed" and (p.get("spec") or {}).get("restartPolicy", "Never") == "Never"
         ]
+        message = ""
         if failed:
             message = f"PyTorchJob {name} has failed because pod {failed[0]['metadata']['name']} failed."
+        elif past_backoff_limit(job, pods.values()):
+            message = f"PyTorchJob {name} has failed because it has reached the specified backoff limit."
+        if message:
             conditions = self._set(conditions, "Running", "PyTorchJobFailed", message, now, "False")
             conditions = self._set(conditions, "Failed", "PyTorchJobFailed", message, now)
             status["completionTime"] = now
@@ -242,6 +248,20 @@ class PyTorchJobController(Controller):
                     self.store.delete(self.pods, pod["metadata"]["namespace"], pod["metadata"]["name"])
                 except ApiError:
                     pass
+
+
+def past_backoff_limit(job: dict[str, Any], pods) -> bool:
+    """The restarts of the job's restartable pods reached `runPolicy.backoffLimit` (unset: never)."""
+    limit = ((job.get("spec") or {}).get("runPolicy") or {}).get("backoffLimit")
+    if limit is None:
+        return False
+    restarts = sum(
+        int(status.get("restartCount") or 0)
+        for pod in pods
+        if (pod.get("spec") or {}).get("restartPolicy") in ("OnFailure", "Always")
+        for status in (pod.get("status") or {}).get("containerStatuses") or ()
+    )
+    return restarts > 0 if int(limit) == 0 else restarts >= int(limit)
 
 
 def _finished(job: dict[str, Any]) -> str | None:
