@@ -1,0 +1,144 @@
+"""Verdicts against the SQLite history across sessions: regression / improvement / accepted / no_history,
+direction honoured, ignored KPIs skipped, comparison and ignored keys, fail_on_regression, replot."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import yaml
+
+from tests.report.conftest import Project, read_json
+
+Noisy = Callable[..., list[float]]
+
+
+def verdicts_of(project: Project, session: str) -> dict[tuple[str, str], dict]:
+    verdicts = read_json(project.artifacts(session) / "verdicts.json")
+    return {(v["nodeid"].split("[")[-1].rstrip("]"), v["kpi"]): v for v in verdicts}
+
+
+def seed(project: Project, noisy: Noisy, count: int = 20, **labels: str) -> None:
+    for size in (1, 2):
+        path = project.seed_history({"throughput": noisy(100.0 * size, 0.02, count, seed=size),
+                                     "latency": noisy(10.0, 0.02, count, seed=10 + size),
+                                     "avg_tokens": noisy(512.0, 0.02, count, seed=20 + size)},
+                                    size=size, labels=labels)
+        project.import_history(path)
+
+
+def test_step_change_in_one_kpi_is_a_regression_of_that_kpi_only(project: Project, noisy: Noisy) -> None:
+    seed(project, noisy)
+    project.set_values(throughput=70.0, avg_tokens=300.0)  # throughput -30 %; avg_tokens is ignored for regression
+    result = project.run()
+    assert result.ret == 1, "fail_on_regression is set in the suite config"
+    verdicts = verdicts_of(project, "s1")
+    for size in ("run-size=1", "run-size=2"):
+        throughput = verdicts[(size, "throughput")]
+        assert throughput["status"] == "regression"
+        assert -32 < throughput["change_percent"] < -28 and throughput["pvalue"] < 0.001
+        assert throughput["history_size"] == 20
+        assert verdicts[(size, "latency")]["status"] == "accepted"
+        assert verdicts[(size, "avg_tokens")]["status"] == "ignored"
+    result.stdout.fnmatch_lines([
+        "*session failed: KPI regressions (fail_on_regression)*",
+        "REGRESSION demo throughput=70 tokens/s -3?.?% p=* vs 20 previous (image=v1, ocp_version=4.16, size=1)*",
+        "REGRESSION demo throughput=140 tokens/s -2?.?% p=* vs 20 previous (image=v1, ocp_version=4.16, size=2)*",
+    ])
+    summary = yaml.safe_load((project.artifacts("s1") / "regression_summary.yaml").read_text())
+    assert summary["failures"] == summary["significant_performance_decrease"] == 2
+    assert summary["accepted"] == 2 and summary["not_analyzed"] == 2 and summary["no_history"] == 0
+    assert summary["message"] == "2 KPI regression(s) detected" and len(summary["regressions"]) == 2
+
+
+def test_direction_is_honoured_and_an_improvement_never_fails(project: Project, noisy: Noisy) -> None:
+    seed(project, noisy)
+    project.set_values(throughput=130.0, latency=7.0)  # both better: higher throughput, lower latency
+    result = project.run()
+    assert result.ret == 0
+    verdicts = verdicts_of(project, "s1")
+    assert verdicts[("run-size=1", "throughput")]["status"] == "improvement"
+    assert verdicts[("run-size=1", "latency")]["status"] == "improvement"
+    summary = yaml.safe_load((project.artifacts("s1") / "regression_summary.yaml").read_text())
+    assert summary["failures"] == 0 and summary["significant_performance_increase"] == 4
+    assert summary["message"] == "no regression; 4 improvement(s)"
+
+
+def test_a_lower_better_kpi_going_up_is_a_regression(project: Project, noisy: Noisy) -> None:
+    seed(project, noisy)
+    project.set_values(latency=13.0, throughput=100.5)
+    result = project.run()
+    assert result.ret == 1
+    verdicts = verdicts_of(project, "s1")
+    assert verdicts[("run-size=1", "latency")]["status"] == "regression"
+    assert verdicts[("run-size=1", "latency")]["change_percent"] > 25
+    assert verdicts[("run-size=1", "throughput")]["status"] == "accepted"
+
+
+def test_history_follows_labels_minus_comparison_and_ignored_keys(project: Project, noisy: Noisy) -> None:
+    seed(project, noisy, image="v0", ocp_version="4.14")  # differs only in a comparison key and an ignored key
+    project.set_values(throughput=70.0)
+    project.run()
+    assert verdicts_of(project, "s1")[("run-size=1", "throughput")]["history_size"] == 20
+
+    project.set_labels(accelerator="h100")  # a new label: no record matches it
+    result = project.run()
+    assert result.ret == 0
+    verdicts = verdicts_of(project, "s2")
+    assert {v["status"] for key, v in verdicts.items() if key[1] != "avg_tokens"} == {"no_history"}
+
+
+def test_sessions_build_the_history_and_a_failed_test_stores_nothing(project: Project) -> None:
+    project.run()
+    project.write("suites/demo/test_fail.py", "def test_broken(case, kpis):\n"
+                  "    kpis.record('latency', 99)\n    assert False\n")
+    project.run()
+    verdicts = verdicts_of(project, "s2")
+    assert verdicts[("run-size=1", "latency")]["history_size"] == 1
+    assert verdicts[("run-size=1", "latency")]["method"] == "short history: change vs mean"
+    project.run()
+    # 2 passing items x 3 KPIs per session; the failed test's KPIs never reach the history
+    from pytest_topsail.history.sqlite import SqliteHistory
+
+    store = SqliteHistory(project.history)
+    records = store.records("demo")
+    store.close()
+    assert len(records) == 3 * 3 * 2
+    assert all("test_broken" not in r["nodeid"] for r in records)
+
+
+def test_short_history_fallback_compares_with_the_mean(project: Project) -> None:
+    for throughput in (100.0, 101.0, 99.0):
+        project.set_values(throughput=throughput)
+        project.run()
+    project.set_values(throughput=80.0)
+    result = project.run()
+    verdict = verdicts_of(project, "s4")[("run-size=1", "throughput")]
+    assert verdict["status"] == "regression" and verdict["history_size"] == 3
+    assert round(verdict["change_percent"], 1) == -20.0 and verdict["pvalue"] is None
+    assert result.ret == 1
+
+
+def test_replot_rebuilds_kpis_verdicts_and_report_without_running_tests(project: Project) -> None:
+    project.run()
+    saved = project.artifacts("s1")
+    item = saved / "demo/001__test_train_run-size=1"
+    results = read_json(item / "results.json")
+    (item / "results.json").write_text(json.dumps({**results, "latency": 11.5}))
+    (saved / "demo/002__test_train_run-size=2/results.json").unlink()  # parse fails: reported, saved KPIs kept
+    (saved / "report.html").unlink()
+    result = project.pytester.runpytest("suites", "-p", "no:cacheprovider", "--topsail-replot", str(saved))
+    assert result.ret == 0
+    output = result.stdout.str()
+    assert "test_train" not in output.split("topsail KPIs and regressions")[0], "no test ran"
+    result.stdout.fnmatch_lines(["problem: *002__test_train_run-size=2: parse failed (FileNotFoundError*"])
+    kpis = {k["name"]: k["value"] for k in read_json(item / "kpis.json")}
+    assert kpis["latency"] == 11.5
+    assert (saved / "report.html").is_file()
+    assert "latency{image=\"v1\",ocp_version=\"4.16\",size=\"1\"" in (saved / "kpis.prom").read_text()
+
+
+def test_replot_of_a_missing_directory_is_a_usage_error(project: Project) -> None:
+    result = project.pytester.runpytest("suites", "--topsail-replot", "nowhere")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["*--topsail-replot nowhere: not a directory*"])
