@@ -44,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--audit-log", type=Path, help="append one JSON line per mutating request to this file")
     parser.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     parser.add_argument("--parent-pipe", type=int, help=argparse.SUPPRESS)  # exit when this fd reaches EOF
+    parser.add_argument("--parent-death-signal", action="store_true", help=argparse.SUPPRESS)  # prctl PDEATHSIG
     return parser
 
 
@@ -53,7 +54,8 @@ class Options:
     port: int
     kubeconfig: Path
     audit_log: Path | None
-    parent_pipe: int | None
+    parent_pipe: int | None = None
+    controllers: list[str] | None = None  # "module:Class" specs; None = all of controllers.CONTROLLERS
 
 
 def prepare(args: argparse.Namespace) -> Options:
@@ -79,12 +81,12 @@ def load_run_profile(args: argparse.Namespace) -> Any:
                         gpus_per_node=args.gpus_per_node, seed=args.seed)
 
 
-async def start_run_controllers(store: Store, profile: Any) -> Any:
+async def start_run_controllers(store: Store, profile: Any, specs: list[str] | None = None) -> Any:
     """Start the controllers of this run (the one place the controllers are plugged in); returns an object with
     ``async stop()``."""
     from .controllers import start_controllers
 
-    return await start_controllers(store, profile)
+    return await start_controllers(store, profile, specs)
 
 
 def _listen(port: int) -> socket.socket:
@@ -99,11 +101,14 @@ def _listen(port: int) -> socket.socket:
     return sock
 
 
-async def serve(options: Options) -> int:
+async def serve(options: Options, stop: asyncio.Event | None = None) -> int:
+    """Serve until SIGINT/SIGTERM, or until ``stop`` is set when given (then no signal handler is installed, so
+    that tests can run the server on a thread)."""
     loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
+    if stop is None:
+        stop = asyncio.Event()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
     if options.parent_pipe is not None:
         _watch_parent(loop, options.parent_pipe, stop)
     seed = getattr(options.profile, "seed", 0) or 0
@@ -125,7 +130,7 @@ async def serve(options: Options) -> int:
     controllers = None
     try:
         await web.SockSite(runner, sock, ssl_context=certificates.server_context()).start()
-        controllers = await start_run_controllers(store, options.profile)
+        controllers = await start_run_controllers(store, options.profile, options.controllers)
         write_kubeconfig(options.kubeconfig, url, certificates.ca_pem, token)
         print(f"topsail-sim: serving {url} (kubeconfig {options.kubeconfig}, pid {os.getpid()})", flush=True)
         await stop.wait()
@@ -158,8 +163,21 @@ def _watch_parent(loop: asyncio.AbstractEventLoop, fd: int, stop: asyncio.Event)
     loop.add_reader(fd, readable)
 
 
+def _ask_for_parent_death_signal() -> None:
+    """Linux: SIGTERM when the parent (the thread that started us) dies; a no-op elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.parent_death_signal:
+        _ask_for_parent_death_signal()
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
