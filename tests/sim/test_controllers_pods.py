@@ -1,0 +1,177 @@
+"""Pod lifecycle stages and simulated containers, driven through the in-process store."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from controller_harness import condition_status, phase, profile, run, running_sim, wait_for
+
+
+def _terminated(pod: dict) -> dict:
+    return pod["status"]["containerStatuses"][0]["state"]["terminated"]
+
+
+def test_a_long_running_pod_becomes_running_and_ready():
+    async def scenario():
+        async with running_sim(profile()) as sim:
+            sim.create_pod("server", command=["sleep", "infinity"])
+            pod = await wait_for(lambda: condition_status(sim.pod("server"), "Ready") == "True" and sim.pod("server"),
+                                 "pod Ready")
+            return pod, sim.event_reasons("server")
+
+    pod, reasons = run(scenario)
+    status = pod["status"]
+    assert status["phase"] == "Running"
+    for kind in ("PodScheduled", "Initialized", "ContainersReady", "Ready"):
+        assert condition_status(pod, kind) == "True", kind
+    container = status["containerStatuses"][0]
+    assert container["name"] == "main"
+    assert container["ready"] is True
+    assert container["restartCount"] == 0
+    assert container["state"]["running"]["startedAt"].endswith("Z")
+    assert status["podIP"].startswith("10.")
+    assert status["hostIP"].startswith("10.")
+    assert status["startTime"].endswith("Z")
+    assert reasons == ["Scheduled", "Started"]
+
+
+def test_sleep_then_echo_succeeds_with_its_output_as_log():
+    async def scenario():
+        async with running_sim(profile()) as sim:
+            started = time.monotonic()
+            sim.create_pod("task", command=["sh", "-c", "sleep 0.3; echo step one && echo done"],
+                           restart_policy="Never")
+            await wait_for(lambda: phase(sim.pod("task")) == "Running", "Running")
+            pod = await wait_for(lambda: phase(sim.pod("task")) == "Succeeded" and sim.pod("task"), "Succeeded")
+            return pod, time.monotonic() - started, sim.store.read_log("default", "task", "main")
+
+    pod, elapsed, log = run(scenario)
+    assert 0.3 <= elapsed < 5
+    assert _terminated(pod)["exitCode"] == 0
+    assert _terminated(pod)["reason"] == "Completed"
+    assert condition_status(pod, "Ready") == "False"
+    assert log == "step one\ndone\n"
+
+
+def test_exit_code_from_the_command_fails_the_pod():
+    async def scenario():
+        async with running_sim(profile()) as sim:
+            sim.create_pod("broken", command=["/bin/bash", "-c", "echo oops; exit 3"], restart_policy="Never")
+            sim.create_pod("falsy", command=["false"], restart_policy="Never")
+            return [await wait_for(lambda n=n: phase(sim.pod(n)) == "Failed" and sim.pod(n), f"{n} Failed")
+                    for n in ("broken", "falsy")]
+
+    broken, falsy = run(scenario)
+    assert (_terminated(broken)["exitCode"], _terminated(broken)["reason"]) == (3, "Error")
+    assert _terminated(falsy)["exitCode"] == 1
+
+
+def test_annotations_set_duration_exit_code_and_log():
+    annotations = {"sim.topsail.io/duration-seconds": "0.2", "sim.topsail.io/exit-code": "42",
+                   "sim.topsail.io/log": "epoch 1 loss 0.5"}
+
+    async def scenario():
+        async with running_sim(profile()) as sim:
+            sim.create_pod("annotated", command=["sleep", "infinity"], annotations=annotations,
+                           restart_policy="Never")
+            sim.create_pod("forever", command=["sleep", "1"],
+                           annotations={"sim.topsail.io/duration-seconds": "infinity"}, restart_policy="Never")
+            pod = await wait_for(lambda: phase(sim.pod("annotated")) == "Failed" and sim.pod("annotated"), "Failed")
+            await wait_for(lambda: phase(sim.pod("forever")) == "Running", "Running")
+            return pod, sim.store.read_log("default", "annotated", "main"), sim.pod("forever")
+
+    pod, log, forever = run(scenario)
+    assert _terminated(pod)["exitCode"] == 42
+    assert log == "epoch 1 loss 0.5\n"
+    assert phase(forever) == "Running"  # "sleep 1" would have ended during the wait above; the annotation wins
+
+
+def test_a_container_without_a_duration_runs_until_deleted():
+    async def scenario():
+        async with running_sim(profile()) as sim:
+            sim.create_pod("daemon", command=["/usr/bin/server", "--port", "8080"])
+            await wait_for(lambda: phase(sim.pod("daemon")) == "Running", "Running")
+            await asyncio.sleep(0.3)
+            return sim.pod("daemon")
+
+    assert phase(run(scenario)) == "Running"
+
+
+def test_restart_policy_always_restarts_a_crashing_container_with_back_off():
+    async def scenario():
+        async with running_sim(profile()) as sim:
+            sim.create_pod("crasher", command=["sh", "-c", "sleep 0.05; exit 2"])
+
+            def restarted_twice():
+                statuses = sim.pod("crasher")["status"].get("containerStatuses") or [{}]
+                return statuses[0].get("restartCount", 0) >= 2 and statuses[0]
+
+            return await wait_for(restarted_twice, "two restarts"), phase(sim.pod("crasher"))
+
+    container, pod_phase = run(scenario)
+    assert pod_phase == "Running"
+    assert container["lastState"]["terminated"]["exitCode"] == 2
+
+
+def test_profile_stage_delays_hold_the_pod_in_each_state():
+    stages = {"schedule": {"delay_ms": 0}, "initialize": {"delay_ms": 200}, "start": {"delay_ms": 200},
+              "ready": {"delay_ms": 200}}
+
+    async def scenario():
+        async with running_sim(profile(stages=stages)) as sim:
+            sim.create_pod("slow", command=["sleep", "infinity"])
+            start = time.monotonic()
+            seen: dict[str, float] = {}
+
+            def progress():
+                pod = sim.pod("slow")
+                if condition_status(pod, "Initialized") == "True":
+                    seen.setdefault("initialized", time.monotonic() - start)
+                if phase(pod) == "Running":
+                    seen.setdefault("running", time.monotonic() - start)
+                if condition_status(pod, "Ready") == "True":
+                    seen.setdefault("ready", time.monotonic() - start)
+                    return True
+                return False
+
+            await wait_for(progress, "pod Ready")
+            return seen
+
+    seen = run(scenario)
+    assert 0.2 <= seen["initialized"] < seen["running"] < seen["ready"]
+    assert seen["running"] >= 0.4
+    assert seen["ready"] >= 0.6
+
+
+def test_per_pod_annotations_override_stage_delays():
+    stages = {"start": {"delay_ms": 0}}
+    slow = {"sim.topsail.io/start-delay-ms": "400"}
+
+    async def scenario():
+        async with running_sim(profile(stages=stages)) as sim:
+            start = time.monotonic()
+            sim.create_pod("slow", command=["sleep", "infinity"], annotations=slow)
+            sim.create_pod("fast", command=["sleep", "infinity"])
+            await wait_for(lambda: phase(sim.pod("fast")) == "Running", "fast Running")
+            fast_done = time.monotonic() - start
+            slow_phase_then = phase(sim.pod("slow"))
+            await wait_for(lambda: phase(sim.pod("slow")) == "Running", "slow Running")
+            return fast_done, slow_phase_then, time.monotonic() - start
+
+    fast_done, slow_phase_then, slow_done = run(scenario)
+    assert fast_done < 0.35
+    assert slow_phase_then == "Pending"
+    assert slow_done >= 0.4
+
+
+def test_deleting_a_pod_stops_its_lifecycle():
+    async def scenario():
+        async with running_sim(profile(stages={"start": {"delay_ms": 200}})) as sim:
+            sim.create_pod("gone", command=["sleep", "infinity"])
+            await wait_for(lambda: sim.pod("gone")["spec"].get("nodeName"), "bound")
+            sim.store.delete(sim.pods, "default", "gone")
+            await asyncio.sleep(0.3)
+            return sim.event_reasons("gone")
+
+    assert run(scenario) == ["Scheduled"]  # no Started event: the lifecycle stopped with the pod
