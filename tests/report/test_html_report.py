@@ -1,0 +1,113 @@
+"""The HTML report: self-contained, every text escaped, and in headless Chromium offline: no network request,
+no JavaScript error, every figure rendered, links to the items' artifacts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+from tests.report.chromium import CHROMIUM, visit_page
+from tests.report.conftest import Project
+
+PAYLOAD = '<img src="http://127.0.0.1:9/pwned.png" onerror="window.pwned=1">'
+SCRIPT_PAYLOAD = "</script><script>window.pwned=2</script>"
+
+TEST = f"""
+import json
+import pathlib
+
+PAYLOAD = {PAYLOAD!r}
+SCRIPT_PAYLOAD = {SCRIPT_PAYLOAD!r}
+
+
+def test_train(case, kpis, request):
+    values = json.loads((pathlib.Path(str(request.config.rootpath)) / "values.json").read_text())
+    kpis.labels(note=PAYLOAD)
+    kpis.record_from({{**values, "size": case.settings["size"]}})
+    kpis.record("odd_kpi", 1.5, unit=PAYLOAD, help=PAYLOAD, higher_better=True)
+    figure = {{"data": [{{"type": "scatter", "x": [1, 2, 3], "y": [3, 1, 2], "name": SCRIPT_PAYLOAD}}],
+              "layout": {{"title": {{"text": "latency " + SCRIPT_PAYLOAD}}}}}}
+    kpis.add_figure("latency plot " + PAYLOAD, figure)
+"""
+
+READY = "document.body.dataset.status === 'done'"
+FINAL = """({
+  expected: Number(document.body.dataset.figuresExpected),
+  rendered: Number(document.body.dataset.figuresRendered),
+  holders: document.querySelectorAll("div[data-figure]").length,
+  drawn: Array.from(document.querySelectorAll("div[data-figure]")).filter(d => d.querySelector("svg.main-svg")).length,
+  errors: JSON.parse(document.body.dataset.errors || "[]"),
+  violations: JSON.parse(document.body.dataset.violations || "[]"),
+  images: document.images.length,
+  pwned: window.pwned || null,
+  links: Array.from(document.querySelectorAll("table.kpis a")).map(a => a.href),
+  verdictRows: Array.from(document.querySelectorAll("table.verdicts tr[class^=verdict-]")).map(r => r.className),
+  regressionColor: (() => { const c = document.querySelector("tr.verdict-regression td.status");
+                            return c ? getComputedStyle(c).backgroundColor : null; })(),
+  text: document.body.innerText,
+})"""
+
+
+@pytest.fixture
+def report(project: Project) -> Path:
+    """Three sessions: two to build history, a third whose throughput regressed."""
+    project.write("suites/demo/test_demo.py", TEST)
+    for throughput in (100.0, 101.0):
+        project.set_values(throughput=throughput)
+        assert project.run().ret == 0
+    project.set_values(throughput=60.0)
+    assert project.run("--topsail-report", "out/report.html").ret == 1
+    return project.path / "out" / "report.html"
+
+
+def test_report_is_one_offline_file_with_every_text_escaped(report: Path) -> None:
+    html = report.read_text()
+    assert PAYLOAD not in html and SCRIPT_PAYLOAD not in html
+    assert "&lt;img src=&#34;http://127.0.0.1:9/pwned.png&#34;" in html
+    assert "<script src" not in html and "<link" not in html and "https://cdn" not in html
+    assert html.count('id="plotly-bundle"') == 1
+    assert "default-src 'none'" in html
+    assert report.stat().st_size < 3_000_000
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
+def test_report_renders_in_headless_chromium_offline(report: Path, project: Project) -> None:
+    visit = visit_page(report, READY, FINAL)
+    page = visit.result
+    assert visit.requests == [report.resolve().as_uri()], "no request besides the report itself"
+    assert visit.exceptions == [] and visit.console_errors == []
+    assert page["errors"] == [] and page["violations"] == []
+    # history trends for 4 KPIs (throughput, latency, avg_tokens, odd_kpi) + one suite figure per item
+    assert page["expected"] == page["rendered"] == page["holders"] == page["drawn"] == 6
+    assert page["images"] == 0 and page["pwned"] is None
+    assert PAYLOAD in page["text"], "the hostile text is shown as text"
+    linked = [Path(unquote(urlsplit(link).path)) for link in page["links"]]
+    assert len(linked) == 2 and all(path.is_dir() and (path / "kpis.json").is_file() for path in linked)
+    assert linked[0].parent == project.artifacts("s3") / "demo"
+    assert "verdict-regression" in page["verdictRows"] and "verdict-accepted" in page["verdictRows"]
+    assert page["regressionColor"] == "rgb(214, 39, 40)"
+    assert "2 KPI regression(s) detected" in page["text"]
+
+
+def test_report_lists_unreadable_figures_as_problems(project: Project) -> None:
+    project.write("suites/demo/test_demo.py", """
+        def test_train(case, kpis, artifact_dir):
+            kpis.record("latency", 3)
+            path = kpis.add_figure("broken", {"data": []})
+            path.write_text("{not json")
+        """)
+    assert project.run().ret == 0
+    html = (project.artifacts("s1") / "report.html").read_text()
+    assert "Problems" in html and "broken.json: cannot be read (JSONDecodeError)" in html
+
+
+def test_report_without_figures_embeds_no_plotly(project: Project) -> None:
+    project.write("suites/demo/test_demo.py", "def test_train(case, kpis):\n    kpis.record('latency', 3)\n")
+    assert project.run().ret == 0
+    html = (project.artifacts("s1") / "report.html").read_text()
+    assert 'id="plotly-bundle"' not in html and len(html) < 50_000
+    summary = json.loads((project.artifacts("s1") / "verdicts.json").read_text())
+    assert {v["status"] for v in summary} == {"no_history"}
