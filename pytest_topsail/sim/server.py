@@ -69,7 +69,7 @@ class _Request:
     subresource: str | None
 
 
-@dataclass
+@dataclass(eq=False)  # identity hash: watchers live in sets
 class _Watcher:
     rtype: ResourceType
     namespace: str | None
@@ -242,22 +242,31 @@ class ApiServer:
             return web.Response(text="ok")
         if path == "/version":
             return _json_response(discovery.version_info())
-        if path.startswith("/openapi/"):
-            document = openapi.document(self.store, path, self.server_address)
-            if document is None:
-                return status_response(ApiError(404, "NotFound", "the server could not find the requested resource"))
-            return _json_response(document)
-        body = self._discovery(path)
+        body = self._openapi(path) if path.startswith("/openapi/") else self._discovery(path)
         if body is None:
             return status_response(ApiError(404, "NotFound", "the server could not find the requested resource"))
         return _json_response(body)
 
-    def _discovery(self, path: str) -> bytes | None:
+    def _cached_document(self, path: str) -> bytes | None:
+        """A discovery or OpenAPI body served before for the current set of resource types."""
         if self._discovery_generation != self.store.types_generation:
             self._discovery_cache.clear()
             self._discovery_generation = self.store.types_generation
-        if path in self._discovery_cache:
-            return self._discovery_cache[path]
+        return self._discovery_cache.get(path)
+
+    def _openapi(self, path: str) -> bytes | None:
+        body = self._cached_document(path)
+        if body is None:
+            document = openapi.document(self.store, path, self.server_address)
+            if document is None:
+                return None
+            body = self._discovery_cache[path] = json.dumps(document, separators=(",", ":")).encode()
+        return body
+
+    def _discovery(self, path: str) -> bytes | None:
+        cached = self._cached_document(path)
+        if cached is not None:
+            return cached
         types, preferred = self.store.types(), self.store.preferred_types()
         parts = [p for p in path.split("/") if p]
         document: dict[str, Any] | None = None
