@@ -1,0 +1,159 @@
+"""kubectl against the simulated cluster: the commands a suite author types."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+
+POD = """
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  labels: {{app: {app}}}
+spec:
+  containers:
+  - name: main
+    image: busybox
+    command: ["sh", "-c", "echo hello from {name}; sleep infinity"]
+"""
+
+JOB = """
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {name}
+spec:
+  completions: 2
+  parallelism: 2
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: work
+        image: busybox
+        command: ["sleep", "0.2"]
+"""
+
+CRD = """
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget, shortNames: [wd]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+"""
+
+WIDGET = """
+apiVersion: example.com/v1
+kind: Widget
+metadata:
+  name: w1
+spec:
+  size: {size}
+  colours: [red, blue]
+"""
+
+
+@pytest.fixture(scope="module")
+def kubectl(cluster_sim: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    cache = tmp_path_factory.mktemp("kubectl-cache")
+
+    def run(*args: str, stdin: str | None = None, check: bool = True, binary: str = "kubectl") -> Any:
+        return cluster_sim.kubectl("--cache-dir", str(cache), *args, stdin=stdin, check=check, binary=binary)
+
+    return run
+
+
+def test_get_nodes_shows_ready_gpu_nodes(kubectl: Any) -> None:
+    lines = kubectl("get", "nodes", "--no-headers").stdout.splitlines()
+    assert len(lines) == 2
+    assert all(line.split()[1] == "Ready" for line in lines)
+
+
+def test_apply_creates_then_updates(kubectl: Any, tmp_path: Path) -> None:
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(POD.format(name="applied", app="first"))
+    assert kubectl("apply", "-f", str(manifest)).stdout.strip() == "pod/applied created"
+    manifest.write_text(POD.format(name="applied", app="second"))
+    assert kubectl("apply", "-f", str(manifest)).stdout.strip() == "pod/applied configured"
+    pod = json.loads(kubectl("get", "pod", "applied", "-o", "json").stdout)
+    assert pod["metadata"]["labels"] == {"app": "second"}
+    assert "kubectl.kubernetes.io/last-applied-configuration" in pod["metadata"]["annotations"]
+    assert kubectl("apply", "-f", str(manifest)).stdout.strip() == "pod/applied unchanged"
+
+
+def test_apply_from_stdin_with_kubectl_1_32(kubectl: Any) -> None:
+    binary = shutil.which("kubectl.1.32") or shutil.which("kubectl.1.32", path="/usr/lib/google-cloud-sdk/bin")
+    if binary is None:
+        pytest.skip("kubectl.1.32 is not installed")
+    result = kubectl("apply", "-f", "-", stdin=POD.format(name="from-stdin", app="x1"), binary=binary)
+    assert result.stdout.strip() == "pod/from-stdin created"
+
+
+def test_create_wait_ready_logs_and_delete_a_pod(kubectl: Any) -> None:
+    assert kubectl("create", "-f", "-", stdin=POD.format(name="talker", app="t")).stdout.strip() == \
+        "pod/talker created"
+    duplicate = kubectl("create", "-f", "-", stdin=POD.format(name="talker", app="t"), check=False)
+    assert duplicate.returncode != 0 and "AlreadyExists" in duplicate.stderr
+    kubectl("wait", "--for=condition=Ready", "pod/talker", "--timeout=30s")
+    assert kubectl("logs", "talker").stdout == "hello from talker\n"
+    assert kubectl("delete", "pod", "talker", "--wait=true", "--timeout=30s").stdout.strip() == \
+        'pod "talker" deleted'
+    missing = kubectl("get", "pod", "talker", check=False)
+    assert missing.returncode != 0 and 'pods "talker" not found' in missing.stderr
+
+
+def test_wait_for_a_job_to_complete(kubectl: Any) -> None:
+    kubectl("create", "-f", "-", stdin=JOB.format(name="short"))
+    kubectl("wait", "--for=condition=complete", "job/short", "--timeout=30s")
+    job = json.loads(kubectl("get", "job", "short", "-o", "json").stdout)
+    assert job["status"]["succeeded"] == 2
+
+
+def test_get_pods_all_namespaces_as_json(kubectl: Any) -> None:
+    kubectl("apply", "-f", "-", stdin=POD.format(name="listed", app="l"))
+    document = json.loads(kubectl("get", "pods", "-A", "-o", "json").stdout)
+    assert document["kind"] == "List"
+    assert "listed" in {item["metadata"]["name"] for item in document["items"]}
+    assert all(item["kind"] == "Pod" for item in document["items"])
+
+
+def test_api_resources_and_raw_apis(kubectl: Any) -> None:
+    resources = kubectl("api-resources", "--no-headers").stdout
+    names = {line.split()[0] for line in resources.splitlines()}
+    assert {"pods", "nodes", "namespaces", "deployments", "jobs", "customresourcedefinitions"} <= names
+    groups = json.loads(kubectl("get", "--raw", "/apis").stdout)
+    assert groups["kind"] == "APIGroupList"
+    assert {"apps", "batch", "apiextensions.k8s.io"} <= {g["name"] for g in groups["groups"]}
+
+
+def test_custom_resource_apply_create_then_update(kubectl: Any, wait_until: Any) -> None:
+    kubectl("apply", "-f", "-", stdin=CRD)
+    wait_until(lambda: "widgets" in kubectl("api-resources", "--api-group=example.com").stdout, what="widgets")
+    assert kubectl("apply", "-f", "-", stdin=WIDGET.format(size=1)).stdout.strip() == "widget.example.com/w1 created"
+    assert kubectl("apply", "-f", "-", stdin=WIDGET.format(size=3)).stdout.strip() == \
+        "widget.example.com/w1 configured"
+    widget = json.loads(kubectl("get", "wd", "w1", "-o", "json").stdout)
+    assert widget["spec"] == {"size": 3, "colours": ["red", "blue"]}
+    assert kubectl("delete", "widget", "w1").stdout.strip() == 'widget.example.com "w1" deleted'
+
+
+def test_get_unknown_resource_is_a_clear_error(kubectl: Any) -> None:
+    result = kubectl("get", "gizmos", check=False)
+    assert result.returncode != 0
+    assert 'the server doesn\'t have a resource type "gizmos"' in result.stderr
