@@ -1,12 +1,14 @@
 """One scale run end to end, without pytest: namespaces, sampler, submission, wait, artifacts, analysis, cleanup.
 
 Artifacts written in the given directory: submitted.json, sampled.json, times.csv, latency.txt, latency.json,
-summary.json, general.html, detailed.html (the figures are returned too, for the report).
+summary.json, general.html, detailed.html (the figures are returned too, for the report), cleanup.json.
+``run_case`` is the whole sequence; ``analyse_directory`` re-runs the analysis on saved documents.
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -230,3 +232,65 @@ def analyse_directory(directory: Path, thresholds: list[Threshold] | None = None
     except (OSError, ValueError) as exc:
         raise TopsailError(f"cannot re-read the scale run in {directory}: {exc}") from exc
     return analyse(submitted, sampled, directory, thresholds, plots)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How ``run_case`` runs a case (from the suite configuration, not from the case)."""
+
+    namespace_prefix: str = "scale"
+    thresholds: tuple[Threshold, ...] = ()
+    keep: bool = False
+    plots: bool = True
+    include_plotlyjs: str | bool = "cdn"
+    cleanup_timeout_s: float = 60.0
+
+
+def new_run_id() -> str:
+    """A short random id (6 hex digits, like the Run:ai tool's job names): labels and namespaces of one run."""
+    return secrets.token_hex(3)
+
+
+def run_case(
+    api: RawApi,
+    case: ScaleCase,
+    directory: Path,
+    options: RunOptions,
+    progress: TextIO | None = None,
+    run_id: str | None = None,
+) -> ScaleResult:
+    """Create the run's namespaces, submit and sample, analyse, then delete the namespaces unless ``options.keep``.
+
+    Namespaces are ``<prefix>-<run id>-<n>`` so that concurrent runs (xdist workers) never share one.
+    """
+    run_id = run_id or new_run_id()
+    namespaces = [f"{options.namespace_prefix}-{run_id}-{n}" for n in range(case.namespaces)]
+    create_namespaces(api, namespaces, run_id)
+    try:
+        result, sampled, _ = submit_and_sample(api, case, namespaces, run_id, directory, progress)
+        analysis = analyse(
+            result.to_dict(), sampled, directory, list(options.thresholds), options.plots, options.include_plotlyjs
+        )
+    finally:
+        cleanup = cleanup_namespaces(api, namespaces, options, progress)
+        (directory / "cleanup.json").write_text(json.dumps(cleanup, indent=1))
+    analysis.summary["cleanup"] = cleanup
+    return analysis
+
+
+def cleanup_namespaces(
+    api: RawApi, namespaces: list[str], options: RunOptions, progress: TextIO | None
+) -> dict[str, Any]:
+    """Delete the run's namespaces (one request each: the cluster deletes their jobs and pods)."""
+    if options.keep:
+        return {"kept": namespaces, "duration_s": 0.0}
+    started = time.monotonic()
+    try:
+        remaining = delete_namespaces(api, namespaces, options.cleanup_timeout_s)
+    except ApiError as exc:
+        return {"deleted": [], "error": str(exc), "duration_s": round(time.monotonic() - started, 3)}
+    duration = round(time.monotonic() - started, 3)
+    if progress is not None:
+        progress.write(f"[cleanup] deleted {len(namespaces) - len(remaining)}/{len(namespaces)} namespaces "
+                       f"in {duration:.2f}s\n")
+    return {"deleted": [n for n in namespaces if n not in remaining], "remaining": remaining, "duration_s": duration}

@@ -22,12 +22,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from pytest_topsail.errors import TopsailError
 from pytest_topsail.scale.kubeapi import ApiError, RawApi, collection_path
 from pytest_topsail.scale.workloads import JOB_LABEL, RUN_LABEL
 
 POD_STEPS = ("created", "scheduled", "initialized", "started", "ready", "completed", "failed")
 WORKLOAD_STEPS = ("created", "ready", "completed", "failed")
 SAMPLED_VERSION = 1
+MAX_KEPT_ERRORS = 50  # further sampler errors are counted, not kept
 
 
 def parse_ts(value: str | None) -> float | None:
@@ -179,6 +181,7 @@ class Sampler:
         self.workloads: dict[str, Tracked] = {}
         self.events: list[dict[str, Any]] = []
         self.errors: list[str] = []
+        self.error_count = 0
         self.watch_restarts = 0
         self.started_ms = 0.0
         self.finished_ms = 0.0
@@ -189,7 +192,7 @@ class Sampler:
     def scope(self) -> str | None:
         return self.namespaces[0] if len(self.namespaces) == 1 else None
 
-    def start(self, timeout_s: float = 30.0) -> None:
+    def start(self, timeout_s: float = 15.0) -> None:
         """Start the watches; return once each has listed (so nothing created afterwards can be missed)."""
         self.started_ms = self.now_ms()
         ns = self.scope()
@@ -210,7 +213,11 @@ class Sampler:
         for listed in ready:
             if not listed.wait(max(deadline - time.monotonic(), 0.0)):
                 self.stop()
-                raise ApiError(0, "Timeout", f"the sampler's first list did not answer within {timeout_s:g}s")
+                last = self.errors[-1] if self.errors else "no answer"
+                raise TopsailError(
+                    f"scale sampler: the first list of pods/{kind}/events did not succeed within {timeout_s:g}s "
+                    f"(last error: {last})"
+                )
 
     def stop(self) -> None:
         self.stop_event.set()
@@ -245,7 +252,9 @@ class Sampler:
                 self.watch_restarts += 1
             except ApiError as exc:
                 with self.lock:
-                    self.errors.append(f"{path}: {exc}")
+                    self.error_count += 1
+                    if len(self.errors) < MAX_KEPT_ERRORS:
+                        self.errors.append(f"{path}: {exc}")
                 self.stop_event.wait(0.2)
 
     def on_pod(self, kind: str, pod: dict[str, Any], now_ms: float) -> None:
@@ -334,6 +343,7 @@ class Sampler:
                 "finished_ms": self.finished_ms,
                 "watch_restarts": self.watch_restarts,
                 "errors": list(self.errors),
+                "error_count": self.error_count,
                 "workloads": [t.to_dict() for t in self.workloads.values()],
                 "pods": [t.to_dict() for t in self.pods.values()],
                 "events": list(self.events),

@@ -16,6 +16,7 @@ Two sources, each with its own base (see docs/scale.md):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,12 +75,25 @@ def scheduled_event_times(events: list[dict[str, Any]]) -> dict[str, float]:
     return times
 
 
+def on_grid_of(event_ms: float, created_ms: float | None) -> float:
+    """The Scheduled event's time on the precision of the creationTimestamp it is compared with.
+
+    eventTime has microseconds; a real API server writes creationTimestamp in whole seconds. Kept as is, a pod created
+    at 10:00:00.900 (stamped 10:00:00) and scheduled at 10:00:00.950 would show 950 ms. Flooring the event time to
+    whole seconds when the creationTimestamp is whole keeps every object-source delta on one 1 s grid (kube-burner
+    does not floor; its schedulingLatency carries this bias).
+    """
+    if created_ms is not None and created_ms % 1000.0 == 0.0:
+        return math.floor(event_ms / 1000.0) * 1000.0
+    return event_ms
+
+
 def pod_step_time(pod: dict[str, Any], step: str, source: str, event_times: dict[str, float]) -> float | None:
     if step == "scheduled" and source == "object":
         metadata = pod["object"].get("metadata", {})
         event_ts = event_times.get(f"{metadata.get('namespace')}/{metadata.get('name')}")
         if event_ts is not None:
-            return event_ts
+            return on_grid_of(event_ts, (pod["steps"].get("created") or {}).get("object"))
     return (pod["steps"].get(step) or {}).get(source)
 
 

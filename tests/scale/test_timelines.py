@@ -68,3 +68,12 @@ def test_times_csv_has_one_header_aligned_columns_and_ms_values(make_run, tmp_pa
     assert frame["Ready_watch_ms"].iloc[1] == 51.0 and pd.isna(frame["Ready_watch_ms"].iloc[0])
     assert frame["submit_offset_ms"].iloc[3] == 30.0
     assert "Completed_watch_ms" in frame.columns and frame["Completed_watch_ms"].isna().all()
+
+
+def test_scheduled_event_time_is_floored_to_whole_seconds_when_creation_is(make_run):
+    submitted, sampled = make_run(jobs=3, whole_seconds=True)
+    for pod in sampled["pods"]:
+        pod["steps"]["created"]["object"] = float(int(pod["steps"]["created"]["object"] // 1000) * 1000)
+    for timeline in pod_timelines(sampled):
+        delta = timeline.delta("object", "Scheduled")
+        assert delta is not None and delta >= 0 and delta % 1000 == 0

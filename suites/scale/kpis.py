@@ -1,0 +1,64 @@
+"""KPIs of the scale suite, computed from a ``ScaleResult`` (pytest_topsail.scale.run).
+
+- ``job_<step>_<metric>_ms``: per job, from submission to the step (watch observation times, ms), P50/P95/P99/max/avg.
+  A step the workload never reaches (Completed of a job that runs forever) records nothing; a step with more than 10%
+  errors (missing or negative deltas) records nothing either, and its thresholds fail instead.
+- ``pod_<step>_object_p99_ms``: kube-burner's podLatency P99 (object timestamps, from each pod's creationTimestamp).
+- ``submission_jobs_per_s``, ``scheduling_pods_per_s``: throughputs; ``failed_jobs``: submit + runtime + unfinished.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pytest_topsail.kpi import kpi
+from pytest_topsail.scale.latency import METRICS, find
+from pytest_topsail.scale.run import ScaleResult, analyse_directory
+from pytest_topsail.scale.timelines import JOB_STEPS, POD_STEPS
+
+
+def step_kpi(step: str, metric: str, source: str, level: str) -> Callable[[ScaleResult], float | None]:
+    def value(result: ScaleResult) -> float | None:
+        stats = find(result.stats, step, source, level)
+        return None if stats is None else stats.metric(metric)
+
+    return value
+
+
+def declare(name: str, function: Callable[[ScaleResult], Any], help_text: str) -> None:
+    function.__name__ = name
+    globals()[name] = kpi(unit="ms", help=help_text, lower_better=True, format="{:.1f}")(function)
+
+
+for _step in JOB_STEPS:
+    for _metric in METRICS:
+        declare(f"job_{_step.lower()}_{_metric.lower()}_ms", step_kpi(_step, _metric, "watch", "job"),
+                f"{_metric} of the delay from job submission to {_step} (watch observation times)")
+for _step in POD_STEPS:
+    declare(f"pod_{_step.lower()}_object_p99_ms", step_kpi(_step, "P99", "object", "pod"),
+            f"P99 of the delay from pod creationTimestamp to {_step} (object timestamps, kube-burner podLatency)")
+
+
+@kpi(unit="jobs/s", help="Jobs submitted per second (first request to last answer)", higher_better=True,
+     format="{:.1f}")
+def submission_jobs_per_s(result: ScaleResult) -> float:
+    return result.summary["submission_jobs_per_s"]
+
+
+@kpi(unit="pods/s", help="Pods scheduled per second (first pod created to last pod scheduled)", higher_better=True,
+     format="{:.1f}")
+def scheduling_pods_per_s(result: ScaleResult) -> float:
+    return result.summary["scheduling_pods_per_s"]
+
+
+@kpi(unit="jobs", help="Jobs that failed to submit, failed while running, or never reached their target step",
+     lower_better=True, format="{:.0f}")
+def failed_jobs(result: ScaleResult) -> float:
+    return result.summary["failed_jobs"]["total"]
+
+
+def parse(artifact_dir: Path) -> ScaleResult:
+    """--topsail-replot: the analysis again from the saved submitted.json and sampled.json (figures rewritten)."""
+    return analyse_directory(Path(artifact_dir))

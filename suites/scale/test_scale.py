@@ -1,0 +1,38 @@
+"""The scale test: submit N GPU jobs, time every lifecycle step, report latencies as KPIs, enforce thresholds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_topsail.cases import Case
+from pytest_topsail.config import Config
+from pytest_topsail.kpi import KpiRecorder
+from pytest_topsail.scale.kubeapi import RawApi
+from pytest_topsail.scale.run import RunOptions, ScaleCase, ScaleResult, run_case
+
+
+def test_scale(case: Case, scale_api: RawApi, scale_options: RunOptions, scale_progress: Any, artifact_dir: Path,
+               kpis: KpiRecorder, topsail_config: Config) -> None:
+    settings = ScaleCase.from_settings(case.settings, where=f"{case.source}")
+    result = run_case(scale_api, settings, artifact_dir, scale_options, progress=scale_progress)
+    kpis.record_from(result)
+    for name, figure in result.figures.items():
+        kpis.add_figure(f"{case.id}: {name}", figure)
+    problems = run_problems(result, int(topsail_config.get("tests.scale.max_failed_jobs", 0)))
+    if problems:
+        pytest.fail("\n".join(problems + [f"latency table: {artifact_dir / 'latency.txt'}"]), pytrace=False)
+
+
+def run_problems(result: ScaleResult, max_failed_jobs: int) -> list[str]:
+    summary = result.summary
+    problems = list(result.violations)
+    failed = summary["failed_jobs"]
+    if failed["total"] > max_failed_jobs:
+        problems.append(f"{failed['total']} failed jobs (submit {failed['submit']}, runtime {failed['runtime']}, "
+                        f"never {summary['target']} {failed['unfinished']}) > max_failed_jobs {max_failed_jobs}")
+    if summary["timed_out"]:
+        problems.append(f"not every job reached {summary['target']} or failed within the case's timeout_s")
+    return problems
