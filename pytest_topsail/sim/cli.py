@@ -56,6 +56,7 @@ class Options:
     audit_log: Path | None
     parent_pipe: int | None = None
     controllers: list[str] | None = None  # "module:Class" specs; None = all of controllers.CONTROLLERS
+    watch_log_size: int = 20_000  # watch events kept per resource; older resourceVersions get 410 Gone
 
 
 def prepare(args: argparse.Namespace) -> Options:
@@ -112,7 +113,7 @@ async def serve(options: Options, stop: asyncio.Event | None = None) -> int:
     if options.parent_pipe is not None:
         _watch_parent(loop, options.parent_pipe, stop)
     seed = getattr(options.profile, "seed", 0) or 0
-    store = Store(seed=seed)
+    store = Store(seed=seed, watch_log_size=options.watch_log_size)
     token = secrets.token_urlsafe(32)
     certificates = make_certificates()
     sock = _listen(options.port)

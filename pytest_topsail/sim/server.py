@@ -44,8 +44,12 @@ DEFAULT_WATCH_SECONDS = 1800
 WATCH_QUEUE_LIMIT = 100_000
 LOG_POLL_SECONDS = 0.1
 _MUTATING = {"create", "update", "patch", "delete", "deletecollection"}
-# Resources whose DELETE answers with the object rather than a Status (as the real registries do).
-_RETURN_DELETED = {("", "pods")}
+# Resources whose DELETE answers with the object rather than a Status, as the real registries do (their OpenAPI
+# declares the object as the DELETE response; the official client deserializes it so).
+_RETURN_DELETED = {("", "pods"), ("", "persistentvolumeclaims"), ("", "persistentvolumes"), ("", "services"),
+                   ("", "serviceaccounts"), ("", "resourcequotas"), ("", "podtemplates"),
+                   ("storage.k8s.io", "storageclasses"), ("storage.k8s.io", "csidrivers"),
+                   ("storage.k8s.io", "csinodes"), ("storage.k8s.io", "volumeattachments")}
 
 
 class ApiFaultSpec(Protocol):
@@ -406,7 +410,7 @@ class ApiServer:
         pending = bool(obj["metadata"].get("deletionTimestamp")) and self.store.find(
             rtype, parsed.namespace, parsed.name or "") is not None
         if pending:
-            return _json_response(self._serialize(rtype, obj), 202 if rtype.key != ("", "namespaces") else 200)
+            return _json_response(self._serialize(rtype, obj))  # 200 with the object, as the apiserver does
         if rtype.key in _RETURN_DELETED or rtype.crd_name:
             return _json_response(self._serialize(rtype, obj))
         details = {"name": parsed.name, "kind": rtype.plural, "uid": obj["metadata"]["uid"]}

@@ -31,12 +31,13 @@ class InProcessSim:
     """A simulator served from a thread of the test process."""
 
     def __init__(self, directory: Path, profile: dict[str, Any] | None = None,
-                 controllers: list[str] | None = None, audit_log: bool = True) -> None:
+                 controllers: list[str] | None = None, audit_log: bool = True,
+                 watch_log_size: int = 20_000) -> None:
         self.kubeconfig_path = directory / "kubeconfig"
         self.audit_log_path = directory / "audit.jsonl" if audit_log else None
         self._options = Options(profile=Profile.from_dict(profile or {"node_pools": []}), port=0,
                                 kubeconfig=self.kubeconfig_path, audit_log=self.audit_log_path,
-                                controllers=controllers)
+                                controllers=controllers, watch_log_size=watch_log_size)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._thread = threading.Thread(target=self._run, name="topsail-sim-test", daemon=True)
@@ -70,6 +71,22 @@ class InProcessSim:
         if self._loop is not None and self._stop is not None:
             self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(15)
+
+    def raw(self, method: str, path: str, body: bytes | str | None = None,
+            content_type: str = "application/json", authorized: bool = True) -> Any:
+        """One HTTP request as a hand-written client would send it (CA-verified); returns the requests.Response."""
+        import base64
+
+        import requests
+
+        ca_file = self.kubeconfig_path.with_name("ca.crt")
+        if not ca_file.exists():
+            cluster = yaml.safe_load(self.kubeconfig_path.read_text())["clusters"][0]["cluster"]
+            ca_file.write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
+        headers = {"Content-Type": content_type}
+        if authorized:
+            headers["Authorization"] = f"Bearer {self.token()}"
+        return requests.request(method, self.url + path, data=body, headers=headers, verify=str(ca_file), timeout=30)
 
     def token(self) -> str:
         return yaml.safe_load(self.kubeconfig_path.read_text())["users"][0]["user"]["token"]
