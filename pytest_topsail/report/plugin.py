@@ -100,31 +100,19 @@ def _hook_labels(item: pytest.Item) -> dict[str, Any]:
     return labels
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> None:
-    """KPI values as junit properties: added before the teardown report copies ``item.user_properties``."""
-    if call.when != "teardown":
-        return
-    from pytest_topsail.items import ITEM_RECORD_KEY
-    from pytest_topsail.report.junit import kpi_properties
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """KPI values as report properties: on the teardown report for junit (which reads only that one), on the
+    call report for pytest-html's row. Added to the reports, never to ``item.user_properties``."""
+    report = yield
+    if call.when in ("call", "teardown"):
+        from pytest_topsail.items import ITEM_RECORD_KEY
+        from pytest_topsail.report.junit import kpi_properties
 
-    record = item.stash.get(ITEM_RECORD_KEY, None)
-    if record and record.get("kpis"):
-        item.user_properties.extend(kpi_properties(record["kpis"]))
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_html_results_table_header(cells: list[str]) -> None:
-    cells.append("<th>KPIs</th>")
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_html_results_table_row(report: pytest.TestReport, cells: list[str]) -> None:
-    import html
-
-    values = [f"{name[4:]}={value}" for name, value in getattr(report, "user_properties", [])
-              if str(name).startswith(("kpi.", "verdict."))]
-    cells.append(f"<td>{html.escape('; '.join(values))}</td>")
+        record = item.stash.get(ITEM_RECORD_KEY, None)
+        if record and record.get("kpis"):
+            report.user_properties.extend(kpi_properties(record["kpis"]))
+    return report
 
 
 @dataclass
@@ -239,6 +227,29 @@ class ReportSession:
             return list(load_suite(self.config, suite).presets_applied)
         except TopsailError:
             return []
+
+    # ------------------------------------------------------------ pytest-html (optional)
+
+    def suites_in_scope(self) -> bool:
+        from pytest_topsail.suites import STATE_KEY
+
+        state = self.config.stash.get(STATE_KEY, None)
+        return bool(state and state.in_scope) or bool(self.config.getoption("topsail_replot", None))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_table_header(self, cells: list[str]) -> None:
+        if self.suites_in_scope():
+            cells.append("<th>KPIs</th>")
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_table_row(self, report: pytest.TestReport, cells: list[str]) -> None:
+        if not self.suites_in_scope():
+            return
+        import html
+
+        values = [f"{name.split('.', 1)[1]}={value}" for name, value in getattr(report, "user_properties", [])
+                  if str(name).startswith(("kpi.", "verdict."))]
+        cells.append(f"<td>{html.escape('; '.join(values))}</td>")
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:

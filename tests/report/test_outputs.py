@@ -111,3 +111,20 @@ def test_labels_not_matching_the_suite_model_fail_the_test(project: Project) -> 
     result = project.run()
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(["*kpis.py: KPI labels do not match the suite's Labels model: image: *"])
+
+
+def test_pytest_html_gets_a_kpi_column_when_installed(project: Project) -> None:
+    pytest.importorskip("pytest_html")
+    result = project.run("--html=ph.html")
+    assert result.ret == 0
+    page = (project.path / "ph.html").read_text()
+    assert "<th>KPIs</th>" in page
+    assert "throughput=200 tokens/s" in page and "latency=10 ms" in page
+
+
+def test_pytest_html_report_of_a_run_without_suite_has_no_kpi_column(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("pytest_html")
+    pytester.makeini("[pytest]\n")
+    pytester.makepyfile(test_plain="def test_plain():\n    assert True\n")
+    assert pytester.runpytest("-p", "no:cacheprovider", "--html=ph.html").ret == 0
+    assert "KPIs" not in (pytester.path / "ph.html").read_text()
