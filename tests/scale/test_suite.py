@@ -1,0 +1,96 @@
+"""The scale suite run as a user runs it: `pytest suites/scale --preset ...` in a subprocess, on the simulator."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SMOKE_ITEMS = 4  # cases/scale/smoke.yaml: training x 2 pacings, distributed, interactive
+RESULT_FILES = ("submitted.json", "sampled.json", "times.csv", "latency.txt", "latency.json", "general.html",
+                "detailed.html", "kpis.json", "cleanup.json")
+
+
+def run_pytest(tmp: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--artifacts", str(tmp / "artifacts"),
+               "--topsail-history", str(tmp / "history.sqlite"), *args]
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("ARTIFACT_DIR", None)
+    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def item_dirs(artifacts: Path) -> list[Path]:
+    return sorted(p for p in (artifacts / "scale").iterdir() if p.is_dir())
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    tmp = tmp_path_factory.mktemp("smoke")
+    return run_pytest(tmp, "suites/scale", "--preset", "smoke", "-q"), tmp / "artifacts"
+
+
+def test_smoke_preset_passes_and_writes_the_results_of_every_item(smoke_run):
+    result, artifacts = smoke_run
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert f"{SMOKE_ITEMS} passed" in result.stdout
+    dirs = item_dirs(artifacts)
+    assert [d.name.split("__", 1)[1] for d in dirs] == [
+        "test_scale_training-pacing=qps", "test_scale_training-pacing=waves", "test_scale_distributed",
+        "test_scale_interactive"]
+    for directory in dirs:
+        for name in RESULT_FILES:
+            assert (directory / name).stat().st_size > 0, directory / name
+    distributed = json.loads((dirs[2] / "sampled.json").read_text())
+    assert distributed["workload_kind"] == ["kubeflow.org/v1", "PyTorchJob"]
+    assert len(distributed["pods"]) == 10  # 5 jobs x (master + 1 worker)
+    kpis = {k["name"]: k for k in json.loads((dirs[0] / "kpis.json").read_text())}
+    assert kpis["job_ready_p99_ms"]["unit"] == "ms" and kpis["job_ready_p99_ms"]["higher_better"] is False
+    assert kpis["job_completed_p50_ms"]["value"] >= 500  # the training jobs sleep 0.5 s
+    assert kpis["submission_jobs_per_s"]["value"] > 0 and kpis["failed_jobs"]["value"] == 0
+    assert kpis["job_ready_p99_ms"]["labels"]["workload"] == "training"
+    assert (artifacts / "report.html").is_file()
+    cleanup = json.loads((dirs[0] / "cleanup.json").read_text())
+    assert cleanup["remaining"] == [] and len(cleanup["deleted"]) == 1
+
+
+def test_replot_rebuilds_kpis_and_figures_from_sampled_json(smoke_run, tmp_path):
+    result, artifacts = smoke_run
+    assert result.returncode == 0
+    first = item_dirs(artifacts)[0]
+    saved = {k["name"]: k["value"] for k in json.loads((first / "kpis.json").read_text())}
+    (first / "general.html").unlink()
+    (first / "times.csv").unlink()
+    replot = run_pytest(tmp_path, "--topsail-replot", str(artifacts), "suites/scale")
+    assert replot.returncode == 0, replot.stdout[-3000:] + replot.stderr[-2000:]
+    assert (first / "general.html").stat().st_size > 0 and (first / "times.csv").stat().st_size > 0
+    metrics = (artifacts / "kpis.prom").read_text()
+    assert "job_ready_p99_ms" in metrics
+    assert saved["job_ready_p99_ms"] > 0
+
+
+def test_smoke_preset_passes_with_two_xdist_workers(tmp_path):
+    result = run_pytest(tmp_path, "suites/scale", "--preset", "smoke", "-n", "2", "-q")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert f"{SMOKE_ITEMS} passed" in result.stdout
+    dirs = item_dirs(tmp_path / "artifacts")
+    assert len(dirs) == SMOKE_ITEMS
+    namespaces = {json.loads((d / "cleanup.json").read_text())["deleted"][0] for d in dirs}
+    assert len(namespaces) == SMOKE_ITEMS  # every item ran in its own namespace
+    assert (tmp_path / "artifacts" / "kpis.prom").read_text().count("job_ready_p99_ms{") == SMOKE_ITEMS
+
+
+def test_a_slowed_stage_fails_the_item_naming_step_metric_value_and_threshold(tmp_path):
+    result = run_pytest(tmp_path, "suites/scale", "--preset", "smoke", "--preset", "slow-ready",
+                        "-k", "interactive", "-q")
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "1 failed" in result.stdout
+    message = next(line for line in result.stdout.splitlines() if "exceeds threshold" in line)
+    assert message.startswith("job step Ready (watch) P99 = ")
+    value = float(message.split(" = ")[1].split(" ms")[0])
+    assert value >= 1500  # the Ready stage was slowed by 1.5 s
+    assert message.endswith("exceeds threshold 1000 ms")
