@@ -124,6 +124,17 @@ def start_in_process(tmp_path_factory: pytest.TempPathFactory, name: str, **kwar
         sim.stop()
 
 
+@pytest.fixture(scope="session")
+def start_sim() -> Any:
+    """``yield from start_sim(tmp_path_factory, name, **InProcessSim options)`` in a module's own fixture."""
+    return start_in_process
+
+
+@pytest.fixture(scope="session")
+def no_controllers() -> list[str]:
+    return NO_CONTROLLERS
+
+
 @pytest.fixture(scope="module")
 def api_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessSim]:
     """No controllers, no nodes: only the API semantics."""
