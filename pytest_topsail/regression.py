@@ -40,6 +40,8 @@ class RegressionSettings:
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any] | None, where: str = "regression") -> RegressionSettings:
+        if values is not None and not isinstance(values, Mapping):
+            raise TopsailError(f"{where}: must be a mapping, not {type(values).__name__}")
         values = dict(values or {})
         known = {f for f in cls.__dataclass_fields__}
         unknown = sorted(set(values) - known)

@@ -152,7 +152,11 @@ class ReportSession:
         if suite not in self.suites:
             config = self.suite_config(suite)
             regression = config.get("regression", {}) if config is not None else {}
-            settings = RegressionSettings.from_mapping(regression, where=f"suite {suite}: regression")
+            try:
+                settings = RegressionSettings.from_mapping(regression, where=f"suite {suite}: regression")
+            except TopsailError as error:
+                self.errors.append(f"{error}; default regression settings used")
+                settings = RegressionSettings()
             location = self.config.getoption("topsail_history", None)
             if not location and config is not None:
                 location = config.get("history.location", None)
@@ -343,6 +347,9 @@ class ReportSession:
             store.close()
         self.stores.clear()
 
+    def all_problems(self) -> list[str]:
+        return list(dict.fromkeys(self.problems + self.errors))
+
     def write_report(self, root: Path) -> None:
         from pytest_topsail.report.html import ReportInput, render_report
 
@@ -352,7 +359,8 @@ class ReportSession:
             {h.store_location for h in self.suites.values()}))}
         try:
             render_report(ReportInput(title="pytest-topsail report", records=self.records, verdicts=self.verdicts,
-                                      summary=self.summary, run_info=run_info, problems=self.problems), path)
+                                      summary=self.summary, run_info=run_info,
+                                      problems=self.all_problems()), path)
         except OSError as error:
             self.errors.append(f"report {path}: cannot be written ({error})")
             return
@@ -363,7 +371,7 @@ class ReportSession:
             return
         from pytest_topsail.report.terminal import write_summary
 
-        write_summary(terminalreporter, self.verdicts, self.summary, self.outputs, self.problems + self.errors,
+        write_summary(terminalreporter, self.verdicts, self.summary, self.outputs, self.all_problems(),
                       self.failing, verbose=self.config.get_verbosity() > 0)
 
 

@@ -128,3 +128,22 @@ def test_pytest_html_report_of_a_run_without_suite_has_no_kpi_column(pytester: p
     pytester.makepyfile(test_plain="def test_plain():\n    assert True\n")
     assert pytester.runpytest("-p", "no:cacheprovider", "--html=ph.html").ret == 0
     assert "KPIs" not in (pytester.path / "ph.html").read_text()
+
+
+def test_a_bad_regression_section_fails_the_session_naming_the_key(project: Project) -> None:
+    project.write("suites/demo/config.yaml", "cases: [cases/demo.yaml]\nregression: {windw_len: 3}\n")
+    result = project.run()
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["problem: suite demo: regression: unknown key(s) windw_len; known: *"
+                                 "; default regression settings used"])
+    assert "Traceback" not in result.stdout.str()
+    assert "windw_len" in (project.artifacts("s1") / "report.html").read_text()
+
+
+def test_an_unusable_history_file_is_reported_not_a_traceback(project: Project) -> None:
+    (project.path / "not-a-dir").write_text("")
+    result = project.run("--topsail-history", "not-a-dir/history.sqlite")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["problem: KPI history *not-a-dir/history.sqlite: cannot be opened*"])
+    assert "Traceback" not in result.stdout.str()
+    assert (project.artifacts("s1") / "kpis.prom").is_file(), "the other outputs are still written"
