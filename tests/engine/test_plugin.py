@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -182,13 +183,24 @@ def test_show_config_prints_effective_config_and_exits_zero(make_project) -> Non
     assert not (pytester.path / "artifacts").exists()
 
 
+def _output_lines(result: pytest.RunResult) -> list[str]:
+    """Output without the lines that differ between any two runs (timing) or name the installed plugins."""
+    lines = result.stdout.lines + result.stderr.lines
+    return [re.sub(r" in [0-9.]+s", "", line) for line in lines if not line.startswith(("plugins:", "rootdir:"))]
+
+
 def test_run_without_suite_is_untouched(make_project) -> None:
     pytester = scale_project(make_project)
-    result = pytester.runpytest("tests")
+    result = pytester.runpytest("tests", "-rA")
     result.assert_outcomes(passed=1)
-    assert "topsail" not in result.stdout.str() + result.stderr.str()
+    # pytest's own header lists installed plugins ("plugins: topsail-0.1.0, ..."); nothing else may mention us.
+    assert [line for line in _output_lines(result) if "topsail" in line] == []
     assert not (pytester.path / "artifacts").exists()
     assert not (pytester.path / "records.jsonl").exists()
+    (pytester.path / "conftest.py").unlink()  # it implements our hook, which needs the plugin
+    with_plugin = pytester.runpytest("tests", "-rA")
+    without_plugin = pytester.runpytest("tests", "-rA", "-p", "no:topsail")
+    assert _output_lines(with_plugin) == _output_lines(without_plugin)
 
 
 def test_preset_not_checked_when_no_suite_is_collected(make_project) -> None:
