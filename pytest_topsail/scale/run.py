@@ -173,6 +173,10 @@ def submit_and_sample(
         result.extra["target"] = case.target()
         result.write(directory / "submitted.json")
         submitted = result.to_dict()
+        if progress is not None:
+            offered = "unlimited" if result.offered_jobs_per_s is None else f"{result.offered_jobs_per_s:g}"
+            progress.write(f"[{run_id}] offered {offered} jobs/s, achieved {result.achieved_jobs_per_s:.1f} jobs/s, "
+                           f"{result.failed} failed; waiting for {case.target()}\n")
         reached = sampler.wait_for_jobs(submitted["jobs"], case.target(), case.timeout_s, progress_stream=progress)
     finally:
         sampler.stop()
