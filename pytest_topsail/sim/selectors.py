@@ -134,3 +134,31 @@ def parse_field_selector(selector: str | dict[str, str] | None) -> list[FieldReq
 
 def fields_match(requirements: list[FieldRequirement], obj: dict[str, Any]) -> bool:
     return all(r.matches(obj) for r in requirements)
+
+
+# Field selectors each built-in resource supports (besides metadata.name and metadata.namespace), as the apiserver.
+SUPPORTED_FIELDS: dict[tuple[str, str], frozenset[str]] = {
+    ("", "pods"): frozenset({"spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
+                             "spec.hostNetwork", "status.phase", "status.podIP", "status.podIPs",
+                             "status.nominatedNodeName"}),
+    ("", "events"): frozenset({"involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
+                               "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
+                               "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"}),
+    ("", "nodes"): frozenset({"spec.unschedulable"}),
+    ("", "namespaces"): frozenset({"status.phase"}),
+    ("", "secrets"): frozenset({"type"}),
+    ("", "replicationcontrollers"): frozenset({"status.replicas"}),
+    ("", "persistentvolumeclaims"): frozenset(),
+    ("apps", "replicasets"): frozenset({"status.replicas"}),
+    ("batch", "jobs"): frozenset({"status.successful"}),
+}
+_ALWAYS_SUPPORTED = frozenset({"metadata.name", "metadata.namespace"})
+
+
+def check_field_selector(group: str, plural: str, requirements: list[FieldRequirement]) -> None:
+    """400 for a field the apiserver cannot select on for this resource."""
+    supported = _ALWAYS_SUPPORTED | SUPPORTED_FIELDS.get((group, plural), frozenset())
+    for requirement in requirements:
+        path = ".".join(requirement.path)
+        if path not in supported:
+            raise bad_request(f"field label not supported: {path}")

@@ -28,6 +28,7 @@ from .resources import ResourceType
 from .selectors import (
     FieldRequirement,
     Requirement,
+    check_field_selector,
     fields_match,
     labels_match,
     parse_field_selector,
@@ -316,6 +317,8 @@ class ApiServer:
                                                 request.query.get("includeObject", "Metadata")))
             return _json_response(self._serialize(rtype, obj))
         if verb == "create":
+            if parsed.name is not None:
+                raise apierror.method_not_allowed("the server does not allow this method on the requested resource")
             body = await self._body(request)
             obj = self.store.create(rtype, body, parsed.namespace)
             return _json_response(self._serialize(rtype, obj), 201)
@@ -343,13 +346,15 @@ class ApiServer:
             return json.dumps({**obj, "apiVersion": rtype.api_version}, separators=(",", ":")).encode()
         return self.store.to_json(rtype, obj)
 
-    def _selectors(self, request: web.Request) -> tuple[list[Requirement], list[FieldRequirement]]:
-        return (parse_label_selector(request.query.get("labelSelector")),
-                parse_field_selector(request.query.get("fieldSelector")))
+    @staticmethod
+    def _selectors(request: web.Request, rtype: ResourceType) -> tuple[list[Requirement], list[FieldRequirement]]:
+        fields = parse_field_selector(request.query.get("fieldSelector"))
+        check_field_selector(rtype.group, rtype.plural, fields)
+        return parse_label_selector(request.query.get("labelSelector")), fields
 
     def _list(self, request: web.Request, parsed: _Request) -> web.Response:
         rtype = parsed.rtype
-        labels, fields = self._selectors(request)
+        labels, fields = self._selectors(request, rtype)
         items = self.store.list(rtype, parsed.namespace, labels, fields)
         resource_version = str(self.store.resource_version)
         if TABLE_MARKER in request.headers.get("Accept", ""):
@@ -421,7 +426,7 @@ class ApiServer:
 
     async def _delete_collection(self, request: web.Request, parsed: _Request) -> web.Response:
         policy, _ = await self._delete_options(request)
-        labels, fields = self._selectors(request)
+        labels, fields = self._selectors(request, parsed.rtype)
         deleted = []
         for obj in self.store.list(parsed.rtype, parsed.namespace, labels, fields):
             metadata = obj["metadata"]
@@ -451,7 +456,7 @@ class ApiServer:
 
     async def _watch(self, request: web.Request, parsed: _Request) -> web.StreamResponse:
         rtype = parsed.rtype
-        labels, fields = self._selectors(request)
+        labels, fields = self._selectors(request, rtype)
         try:
             timeout = float(request.query.get("timeoutSeconds") or DEFAULT_WATCH_SECONDS)
         except ValueError:
