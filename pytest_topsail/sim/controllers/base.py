@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Hashable
 from datetime import UTC, datetime
@@ -35,9 +37,15 @@ def now_rfc3339() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+_last_second: list[Any] = [-1, ""]  # (whole second, its text): formatting is costly and repeats within a second
+
+
 def now_seconds() -> str:
     """RFC 3339 UTC to the second, as the apiserver writes metav1.Time fields such as lastTransitionTime."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    second = int(time.time())
+    if second != _last_second[0]:
+        _last_second[:] = [second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")]
+    return _last_second[1]
 
 
 def stable_fraction(seed: int, *parts: object) -> float:
@@ -78,6 +86,42 @@ def set_condition(conditions: list[dict[str, Any]], new: dict[str, Any]) -> list
     return result
 
 
+Handler = Callable[[str, dict[str, Any]], None]
+
+
+class _Dispatch:
+    """The one store listener of all controllers of a store: hands each event to the handlers registered for its
+    resource type only, so that the cost of an event does not grow with the number of controllers."""
+
+    def __init__(self) -> None:
+        self.handlers: dict[tuple[str, str], list[Handler]] = {}
+
+    def __call__(self, event_type: str, rtype: Any, obj: dict[str, Any]) -> None:
+        for handler in self.handlers.get(rtype.key, ()):
+            handler(event_type, obj)
+
+    def add(self, key: tuple[str, str], handler: Handler) -> None:
+        self.handlers[key] = [*self.handlers.get(key, ()), handler]  # copy on write: safe during a dispatch
+
+    def remove(self, key: tuple[str, str], handler: Handler) -> None:
+        remaining = [h for h in self.handlers.get(key, ()) if h is not handler]
+        if remaining:
+            self.handlers[key] = remaining
+        else:
+            self.handlers.pop(key, None)
+
+
+_dispatchers: weakref.WeakKeyDictionary[Any, _Dispatch] = weakref.WeakKeyDictionary()
+
+
+def _dispatch_for(store: Any) -> _Dispatch:
+    dispatch = _dispatchers.get(store)
+    if dispatch is None:
+        dispatch = _dispatchers[store] = _Dispatch()
+        store.add_listener(dispatch)
+    return dispatch
+
+
 class Controller:
     """Base class: subclasses set `name`, register watches in `on_start` and implement `reconcile(key)`."""
 
@@ -92,7 +136,8 @@ class Controller:
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._timers: dict[Hashable, asyncio.TimerHandle] = {}
-        self._listeners: list[Callable[..., None]] = []
+        self._handlers: list[tuple[tuple[str, str], Handler]] = []
+        self._listeners: list[Callable[..., None]] = []  # raw store listeners a subclass added itself
         self._stopped = False
 
     # lifecycle -----------------------------------------------------------------------------------------------------
@@ -102,10 +147,13 @@ class Controller:
 
     async def stop(self) -> None:
         self._stopped = True
+        dispatch = _dispatchers.get(self.store)
+        for key, handler in self._handlers:
+            if dispatch is not None:
+                dispatch.remove(key, handler)
+        self._handlers.clear()
         for listener in self._listeners:
-            remove = getattr(self.store, "remove_listener", None)
-            if remove is not None:
-                remove(listener)
+            self.store.remove_listener(listener)
         self._listeners.clear()
         for handle in self._timers.values():
             handle.cancel()
@@ -125,20 +173,22 @@ class Controller:
         """Bring the object named by `key` to its wanted state. Raise nothing a user did not cause."""
 
     # watching ------------------------------------------------------------------------------------------------------
-    def watch(self, plural: str, group: str, handler: Callable[[str, dict[str, Any]], None]) -> None:
+    def watch(self, plural: str, group: str, handler: Handler) -> None:
         """Call `handler(event_type, obj)` for every committed change of one resource type (synchronously)."""
-        rtype = self.store.resource_type(plural, group)
-        wanted = rtype.key
+        self.watch_key((group, self.store.resource_type(plural, group).plural), handler)
 
-        def listener(event_type: str, changed_type: Any, obj: dict[str, Any]) -> None:
-            if changed_type.key == wanted and not self._stopped:
+    def watch_key(self, key: tuple[str, str], handler: Handler) -> None:
+        """Like `watch`, by (group, plural), for a type that may only be registered later (by a CRD)."""
+
+        def guarded(event_type: str, obj: dict[str, Any]) -> None:
+            if not self._stopped:
                 try:
                     handler(event_type, obj)
                 except Exception:  # a bug in one controller must not break the store's commit
                     log.exception("sim %s: handling %s event failed", self.name, event_type)
 
-        self.store.add_listener(listener)
-        self._listeners.append(listener)
+        _dispatch_for(self.store).add(key, guarded)
+        self._handlers.append((key, guarded))
 
     # work queue ----------------------------------------------------------------------------------------------------
     def enqueue(self, key: Hashable) -> None:
