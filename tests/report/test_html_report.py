@@ -53,24 +53,24 @@ FINAL = """({
 
 @pytest.fixture
 def report(project: Project) -> Path:
-    """Three sessions: two to build history, a third whose throughput regressed."""
+    """Two sessions: the first builds history, the second's throughput regressed (short-history rule)."""
     project.write("suites/demo/test_demo.py", TEST)
-    for throughput in (100.0, 101.0):
-        project.set_values(throughput=throughput)
-        assert project.run().ret == 0
+    assert project.run().ret == 0
     project.set_values(throughput=60.0)
     assert project.run("--topsail-report", "out/report.html").ret == 1
     return project.path / "out" / "report.html"
 
 
-def test_report_is_one_offline_file_with_every_text_escaped(report: Path) -> None:
-    html = report.read_text()
+def test_report_is_one_offline_file_with_every_text_escaped(project: Project) -> None:
+    project.write("suites/demo/test_demo.py", TEST)
+    assert project.run().ret == 0
+    html = (project.artifacts("s1") / "report.html").read_text()
     assert PAYLOAD not in html and SCRIPT_PAYLOAD not in html
     assert "&lt;img src=&#34;http://127.0.0.1:9/pwned.png&#34;" in html
     assert "<script src" not in html and "<link" not in html and "https://cdn" not in html
     assert html.count('id="plotly-bundle"') == 1
     assert "default-src 'none'" in html
-    assert report.stat().st_size < 3_000_000
+    assert len(html) < 3_000_000
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
@@ -86,7 +86,7 @@ def test_report_renders_in_headless_chromium_offline(report: Path, project: Proj
     assert PAYLOAD in page["text"], "the hostile text is shown as text"
     linked = [Path(unquote(urlsplit(link).path)) for link in page["links"]]
     assert len(linked) == 2 and all(path.is_dir() and (path / "kpis.json").is_file() for path in linked)
-    assert linked[0].parent == project.artifacts("s3") / "demo"
+    assert linked[0].parent == project.artifacts("s2") / "demo"
     assert "verdict-regression" in page["verdictRows"] and "verdict-accepted" in page["verdictRows"]
     assert page["regressionColor"] == "rgb(214, 39, 40)"
     assert "2 KPI regression(s) detected" in page["text"]
@@ -111,3 +111,26 @@ def test_report_without_figures_embeds_no_plotly(project: Project) -> None:
     assert 'id="plotly-bundle"' not in html and len(html) < 50_000
     summary = json.loads((project.artifacts("s1") / "verdicts.json").read_text())
     assert {v["status"] for v in summary} == {"no_history"}
+
+
+def test_trend_figure_marks_the_change_points(tmp_path: Path) -> None:
+    import random
+    import re
+
+    from pytest_topsail.regression import RegressionSettings, judge
+    from pytest_topsail.report.html import ReportInput, render_report
+
+    rng = random.Random(3)
+    values = [rng.gauss(100, 1) for _ in range(15)] + [rng.gauss(80, 1) for _ in range(15)]
+    history = [{"name": "speed", "value": v, "timestamp": float(t), "test_uuid": f"u{t}", "higher_better": True,
+                "unit": "x", "labels": {}} for t, v in enumerate(values)]
+    current = {**history[-1], "value": 60.0, "timestamp": 99.0, "test_uuid": "now", "suite": "demo",
+               "nodeid": "suites/demo/test_demo.py::test_train[a]"}
+    verdict = judge(current, history, RegressionSettings())
+    assert verdict.status == "regression" and verdict.change_points == [15, 30]
+    path = render_report(ReportInput(title="t", records=[], verdicts=[verdict], summary={}), tmp_path / "r.html")
+    figures = re.findall(r'<script type="application/json" id="fig-\d+-json">(.*?)</script>', path.read_text())
+    traces = json.loads(figures[0])["data"]
+    marks = [t for t in traces if t["name"].endswith("change points")]
+    assert len(marks) == 1 and marks[0]["y"] == [values[15], 60.0]
+    assert [t for t in traces if t["name"].endswith(": regression")][0]["marker"]["color"] == "#d62728"
