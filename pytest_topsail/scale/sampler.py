@@ -30,6 +30,7 @@ POD_STEPS = ("created", "scheduled", "initialized", "started", "ready", "complet
 WORKLOAD_STEPS = ("created", "ready", "completed", "failed")
 SAMPLED_VERSION = 1
 MAX_KEPT_ERRORS = 50  # further sampler errors are counted, not kept
+FATAL_LIST_STATUSES = {401, 403, 404}  # retrying the first list cannot help
 
 
 def parse_ts(value: str | None) -> float | None:
@@ -182,6 +183,7 @@ class Sampler:
         self.events: list[dict[str, Any]] = []
         self.errors: list[str] = []
         self.error_count = 0
+        self.fatal: str | None = None
         self.watch_restarts = 0
         self.started_ms = 0.0
         self.finished_ms = 0.0
@@ -218,6 +220,10 @@ class Sampler:
                     f"scale sampler: the first list of pods/{kind}/events did not succeed within {timeout_s:g}s "
                     f"(last error: {last})"
                 )
+        if self.fatal:
+            self.stop()
+            raise TopsailError(f"scale sampler: cannot list {self.fatal} (is the {kind} kind installed, "
+                               "and may these credentials list it?)")
 
     def stop(self) -> None:
         self.stop_event.set()
@@ -255,6 +261,10 @@ class Sampler:
                     self.error_count += 1
                     if len(self.errors) < MAX_KEPT_ERRORS:
                         self.errors.append(f"{path}: {exc}")
+                if resource_version is None and exc.status in FATAL_LIST_STATUSES and not listed.is_set():
+                    self.fatal = f"{path}: {exc.status} {exc.reason}"  # e.g. the PyTorchJob CRD is not installed
+                    listed.set()
+                    return
                 self.stop_event.wait(0.2)
 
     def on_pod(self, kind: str, pod: dict[str, Any], now_ms: float) -> None:

@@ -1,0 +1,53 @@
+"""The scale library end to end against the simulator (one simulator process for the module)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from pytest_topsail.errors import TopsailError
+from pytest_topsail.scale.kubeapi import RawApi, api_client_from_kubeconfig
+from pytest_topsail.scale.run import RunOptions, ScaleCase, namespace_exists, run_case
+from pytest_topsail.scale.sampler import Sampler
+from pytest_topsail.sim.launcher import SimCluster
+
+
+@pytest.fixture(scope="module")
+def api() -> Iterator[RawApi]:
+    with SimCluster(nodes=4, gpu_profile="a100", seed=3) as sim:
+        raw = RawApi(api_client_from_kubeconfig(str(sim.kubeconfig_path), pool_size=8))
+        yield raw
+        raw.client.close()
+
+
+def test_distributed_jobs_with_pvcs_are_timed_to_ready_and_cleaned_up(api, tmp_path):
+    case = ScaleCase(workload="distributed", jobs=3, workers=2, gpus=1, pvc=True, parallelism=4, timeout_s=30)
+    result = run_case(api, case, tmp_path, RunOptions(namespace_prefix="t", plots=False), run_id="abc123")
+    assert result.summary["failed_jobs"]["total"] == 0 and not result.summary["timed_out"]
+    assert result.summary["pods"] == 9
+    submitted = json.loads((tmp_path / "submitted.json").read_text())
+    assert submitted["requests"] == 6  # a PVC then a PyTorchJob per job
+    ready = next(s for s in result.stats if s.level == "job" and s.source == "watch" and s.step == "Ready")
+    scheduled = next(s for s in result.stats if s.level == "job" and s.source == "watch" and s.step == "Scheduled")
+    assert ready.errors == 0 and ready.P50 is not None and ready.P50 >= scheduled.P50 > 0
+    cleanup = json.loads((tmp_path / "cleanup.json").read_text())
+    assert cleanup["deleted"] == ["t-abc123-0"] and not namespace_exists(api, "t-abc123-0")
+
+
+def test_kept_namespaces_stay(api, tmp_path):
+    case = ScaleCase(workload="interactive", jobs=2, timeout_s=30)
+    run_case(api, case, tmp_path, RunOptions(namespace_prefix="k", keep=True, plots=False), run_id="keep01")
+    assert namespace_exists(api, "k-keep01-0")
+    pods = api.list("/api/v1/namespaces/k-keep01-0/pods")["items"]
+    assert len(pods) == 2
+
+
+def test_sampling_a_kind_the_cluster_does_not_serve_fails_fast_naming_it(api):
+    sampler = Sampler(api, ["default"], "nope", ("example.com/v1", "Widget"))
+    started = time.monotonic()
+    with pytest.raises(TopsailError, match="cannot list /apis/example.com/v1/namespaces/default/widgets: 404"):
+        sampler.start(timeout_s=10)
+    assert time.monotonic() - started < 5
