@@ -48,6 +48,8 @@ def show_config(config: pytest.Config) -> int:
 
     try:
         suites = load_suites_in_scope(config)
+        for suite in suites:
+            suite.validate()
     except TopsailError as exc:
         raise usage_error(exc) from None
     out = sys.stdout
@@ -72,7 +74,7 @@ def configure(config: pytest.Config) -> None:
         for name in discover_suites(state.suites_root):
             config.addinivalue_line("markers", f"{name}: items of the topsail suite {name}")
         for suite in load_suites_in_scope(config):
-            suite.cases  # noqa: B018 - load and validate the case files now, for a clean usage error
+            suite.validate()
     except TopsailError as exc:
         raise usage_error(exc) from None
 

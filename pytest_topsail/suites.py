@@ -74,12 +74,27 @@ class Suite:
 
         return case_params(self.cases)
 
+    @property
+    def template_file(self) -> Path:
+        from pytest_topsail.templates import TEMPLATE_FILE
+
+        return self.path / TEMPLATE_FILE
+
+    def validate(self) -> None:
+        """Load the cases and render ``command_args.yaml.j2`` now: bad input is reported before any test runs."""
+        from pytest_topsail.templates import render_command_args
+
+        self.cases  # noqa: B018 - loads, expands and checks the case files (cached)
+        if self.template_file.is_file():
+            render_command_args(self.template_file, self.config, shown=self._shown(self.template_file))
+
     def command_args(self, command: str, prefix: str | None = None, suffix: str | None = None,
                      extra: dict[str, Any] | None = None) -> dict[str, Any]:
         """Arguments of ``command`` from the suite's command_args.yaml.j2 rendered with its current configuration."""
         from pytest_topsail.templates import command_args
 
-        return command_args(self.path, self.config, command, prefix=prefix, suffix=suffix, extra=extra)
+        return command_args(self.path, self.config, command, prefix=prefix, suffix=suffix, extra=extra,
+                            shown=self._shown(self.template_file))
 
     def _shown(self, path: Path) -> str:
         try:

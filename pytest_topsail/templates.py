@@ -44,11 +44,13 @@ def _log_warning(message: str) -> str:
     return ""
 
 
-def render_template(path: Path, context: Mapping[str, Any]) -> str:
-    """Render ``path`` with ``context``; undefined variables and ``raise_exception`` name the file and line."""
+def render_template(path: Path, context: Mapping[str, Any], shown: str | None = None) -> str:
+    """Render ``path`` with ``context``; undefined variables and ``raise_exception`` name the file (as ``shown``)
+    and line."""
     import jinja2
 
     path = Path(path)
+    shown = shown or str(path)
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(path.parent)), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, autoescape=False)
     env.filters.update(or_env=_or_env, raise_exception=_raise_exception, log_warning=_log_warning)
@@ -56,15 +58,25 @@ def render_template(path: Path, context: Mapping[str, Any]) -> str:
     try:
         template = env.get_template(path.name)
     except jinja2.TemplateNotFound:
-        raise TopsailError(f"{path}: template not found") from None
+        raise TopsailError(f"{shown}: template not found") from None
     except jinja2.TemplateSyntaxError as exc:
-        raise TopsailError(f"{path}:{exc.lineno}: template syntax error: {exc.message}") from None
+        raise TopsailError(f"{shown}:{exc.lineno}: template syntax error: {exc.message}") from None
     try:
         return template.render(**context)
     except jinja2.UndefinedError as exc:
-        raise TopsailError(f"{path}:{_template_line(exc, template.filename)}: undefined variable: {exc}") from None
+        line = _template_line(exc, template.filename)
+        raise TopsailError(f"{shown}:{line}: undefined variable ({exc}){_source_line(path, line)}") from None
     except TemplateRaised as exc:
-        raise TopsailError(f"{path}:{_template_line(exc, template.filename)}: {exc}") from None
+        raise TopsailError(f"{shown}:{_template_line(exc, template.filename)}: {exc}") from None
+
+
+def _source_line(path: Path, line: str) -> str:
+    """``: <the template line>`` to show which variable is undefined (Jinja2 only names the last attribute)."""
+    if not line.isdigit():
+        return ""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    number = int(line)
+    return f" in: {lines[number - 1].strip()}" if 0 < number <= len(lines) else ""
 
 
 def _template_line(exc: BaseException, filename: str | None) -> str:
@@ -73,22 +85,23 @@ def _template_line(exc: BaseException, filename: str | None) -> str:
     return str(lines[-1]) if lines else "?"
 
 
-def render_command_args(path: Path, config: Config) -> dict[str, dict[str, Any]]:
+def render_command_args(path: Path, config: Config, shown: str | None = None) -> dict[str, dict[str, Any]]:
     """Render the template with the configuration and parse it: ``{"group command": {kwargs}}``."""
     import yaml
 
-    text = render_template(path, config.as_dict())
+    shown = shown or str(path)
+    text = render_template(path, config.as_dict(), shown)
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (rendered line {mark.line + 1})" if mark is not None else ""
-        raise TopsailError(f"{path}: the rendered template is not valid YAML{where}: "
+        raise TopsailError(f"{shown}: the rendered template is not valid YAML{where}: "
                            f"{getattr(exc, 'problem', exc)}") from None
     if document is None:
         return {}
     if not isinstance(document, dict) or not all(isinstance(value, dict | None) for value in document.values()):
-        raise TopsailError(f"{path}: the rendered template must map 'group command' keys to mappings of arguments")
+        raise TopsailError(f"{shown}: the rendered template must map 'group command' keys to mappings of arguments")
     return {str(key): dict(value or {}) for key, value in document.items()}
 
 
@@ -129,7 +142,9 @@ def _unresolved(value: Any, path: str) -> list[str]:
 
 
 def command_args(suite_path: Path, config: Config, command: str, prefix: str | None = None,
-                 suffix: str | None = None, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                 suffix: str | None = None, extra: Mapping[str, Any] | None = None,
+                 shown: str | None = None) -> dict[str, Any]:
     """Render ``<suite_path>/command_args.yaml.j2`` with ``config`` now, and return ``command``'s arguments."""
     path = Path(suite_path) / TEMPLATE_FILE
-    return lookup(render_command_args(path, config), command, prefix, suffix, extra, source=str(path))
+    shown = shown or str(path)
+    return lookup(render_command_args(path, config, shown), command, prefix, suffix, extra, source=shown)
