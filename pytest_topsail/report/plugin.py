@@ -170,11 +170,12 @@ class ReportSession:
     def store(self, location: str, suite: str) -> Any:
         from pytest_topsail.history import open_history
 
-        if location not in self.stores:
+        key = f"opensearch of suite {suite}" if location == "opensearch" else location  # settings are per suite
+        if key not in self.stores:
             config = self.suite_config(suite)
             opensearch = config.get("history.opensearch", {}) if config is not None else {}
-            self.stores[location] = open_history(location, opensearch)
-        return self.stores[location]
+            self.stores[key] = open_history(location, opensearch)
+        return self.stores[key]
 
     def history_for(self, suite: str, kpi: dict[str, Any]) -> list[dict[str, Any]]:
         history = self.suite_history(suite)
@@ -332,15 +333,15 @@ class ReportSession:
             session.exitstatus = pytest.ExitCode.OK
 
     def store_history(self) -> None:
-        by_store: dict[str, list[dict[str, Any]]] = {}
+        by_store: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for record in self.records:
             if record.get("outcome") != "passed" or not record.get("kpis"):
                 continue  # a failed test's KPIs would poison the history
             location = self.suite_history(record["suite"]).store_location
-            by_store.setdefault(location, []).extend(record["kpis"])
-        for location, kpis in by_store.items():
+            by_store.setdefault((location, record["suite"]), []).extend(record["kpis"])
+        for (location, suite), kpis in by_store.items():
             try:
-                self.store(location, kpis[0]["suite"]).add(kpis)
+                self.store(location, suite).add(kpis)
             except TopsailError as error:
                 self.errors.append(str(error))
         for store in self.stores.values():
