@@ -1,0 +1,118 @@
+"""KPI declaration, the recorder, labels, OpenMetrics text and the LTS payload as functions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pydantic
+import pytest
+
+from pytest_topsail.errors import TopsailError
+from pytest_topsail.kpi import KpiRecorder, SuiteKpis, flatten_labels, kpi, load_suite_kpis
+from pytest_topsail.lts import build_payload
+from pytest_topsail.report.openmetrics import render
+
+
+def test_a_kpi_needs_exactly_one_direction() -> None:
+    with pytest.raises(TopsailError, match="exactly one of higher_better=True or lower_better=True"):
+        kpi(unit="s", help="h")
+    with pytest.raises(TopsailError, match="exactly one of"):
+        kpi(unit="s", help="h", higher_better=True, lower_better=True)
+
+
+def test_kpis_py_is_loaded_by_path_with_its_labels_model(tmp_path: Path) -> None:
+    path = tmp_path / "kpis.py"
+    path.write_text("import pydantic\nfrom pytest_topsail.kpi import kpi\n\n"
+                    "class Labels(pydantic.BaseModel):\n    gpus: int\n\n"
+                    "@kpi(unit='s', help='Runtime', lower_better=True, format='{:.2f}')\n"
+                    "def train_runtime(r):\n    return r['runtime']\n\n"
+                    "def helper():\n    pass\n")
+    suite = load_suite_kpis(path)
+    assert list(suite.specs) == ["train_runtime"]
+    spec = suite.specs["train_runtime"]
+    assert (spec.unit, spec.higher_better, spec.render(3.14159)) == ("s", False, "3.14")
+    assert suite.labels_model is not None and suite.labels_model.__name__ == "Labels"
+    assert load_suite_kpis(tmp_path / "missing.py").specs == {}
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("def broken(:\n", r"kpis.py: failed to load: SyntaxError"),
+    ("from pytest_topsail.kpi import kpi\n@kpi(unit='s', help='h')\ndef x(r):\n    return 1\n",
+     r"kpis.py: KPI declared with unit 's': give exactly one of"),
+    ("Labels = dict\n", r"kpis.py: Labels must be a pydantic BaseModel subclass"),
+])
+def test_a_broken_kpis_py_is_named_in_the_error(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "kpis.py"
+    path.write_text(text)
+    with pytest.raises(TopsailError, match=message):
+        load_suite_kpis(path)
+
+
+class Labels(pydantic.BaseModel):
+    gpus: int
+
+
+@kpi(unit="tokens/s", help="Throughput", higher_better=True)
+def tps(results: dict) -> float:
+    return results["tps"]
+
+
+def recorder(**record: object) -> KpiRecorder:
+    base = {"suite": "ft", "nodeid": "suites/ft/test_ft.py::t[a]", "test_id": "t[a]", "artifact_dir": None,
+            "case": {"name": "a", "id": "a", "settings": {"gpus": "8", "hyper": {"r": 4, "modules": ["q", "v"]}}},
+            "labels": {"cluster": "sim"}}
+    return KpiRecorder({**base, **record}, SuiteKpis(None, {"tps": tps.topsail_kpi}, labels_model=Labels),
+                       hook_labels=lambda: {"ocp": "4.16"})
+
+
+def test_recorded_kpis_carry_metadata_and_merged_validated_labels() -> None:
+    kpis = recorder()
+    kpis.labels(dataset="alpaca")
+    entry = kpis.record("tps", "12.5", labels={"run": 2})
+    assert entry["value"] == 12.5 and entry["unit"] == "tokens/s" and entry["higher_better"] is True
+    assert entry["labels"] == {"gpus": 8, "hyper.r": 4, "hyper.modules": '["q", "v"]', "ocp": "4.16",
+                               "cluster": "sim", "dataset": "alpaca", "run": 2}
+    kpis.record("tps", 13)
+    assert [k["value"] for k in kpis.item_record["kpis"]] == [13.0], "recording again replaces the value"
+
+
+def test_recorder_refuses_what_cannot_be_a_kpi() -> None:
+    kpis = recorder()
+    with pytest.raises(TopsailError, match="KPI 'tps': value 'fast' is not a number"):
+        kpis.record("tps", "fast")
+    with pytest.raises(TopsailError, match="is not a finite number"):
+        kpis.record("tps", float("nan"))
+    with pytest.raises(TopsailError, match="KPI 'odd' is not declared in the suite kpis.py"):
+        kpis.record("odd", 1)
+    with pytest.raises(TopsailError, match="KPI labels do not match the suite's Labels model: gpus: "):
+        recorder(case={"name": "a", "id": "a", "settings": {"gpus": "many"}}).record("tps", 1)
+
+
+def test_record_from_runs_every_kpi_function_and_names_a_failing_one() -> None:
+    kpis = recorder()
+    assert kpis.record_from({"tps": 5}) == {"tps": 5.0}
+    with pytest.raises(TopsailError, match=r"KPI function tps\(\) failed: KeyError"):
+        kpis.record_from({})
+
+
+def test_flatten_labels_makes_scalars() -> None:
+    assert flatten_labels({"a": {"b": {"c": 1}}, "l": [1, 2], "n": None}) == {"a.b.c": 1, "l": "[1, 2]", "n": None}
+
+
+def test_openmetrics_escapes_label_values_and_sanitizes_names() -> None:
+    entry = {"name": "tps", "value": 2, "unit": "tokens/s", "help": "line\nbreak", "suite": "ft", "test_id": "t",
+             "labels": {"hyper.r": 4, "9lives": True, "note": 'say "hi"\\ok\n'}}
+    text = render([entry])
+    assert "# HELP tps line\\nbreak\n" in text
+    assert 'tps{_9lives="true",hyper_r="4",note="say \\"hi\\"\\\\ok\\n",suite="ft",test_id="t"} 2.0\n' in text
+    assert text.endswith("# EOF\n")
+
+
+def test_strict_lts_payload_refuses_a_malformed_record() -> None:
+    record = {"suite": "ft", "nodeid": "n", "start": 1.0, "end": 2.0, "outcome": "failed", "case": None,
+              "kpis": [{"name": "tps", "value": 1.0, "unit": "x", "help": "h", "timestamp": 1.0, "test_uuid": "u",
+                        "higher_better": True, "labels": {"bad": {"nested": 1}}}]}
+    lenient = build_payload(record, presets=["smoke"], config={})
+    assert lenient["metadata"]["exit_code"] == 1 and lenient["metadata"]["presets"] == ["smoke"]
+    with pytest.raises(TopsailError, match=r"LTS payload of n \(lts.strict is set\): kpis.tps.labels.bad"):
+        build_payload(record, presets=[], config={}, strict=True)
