@@ -1,1 +1,8 @@
 """Root conftest: loads the cluster-preparation fixtures (fixtures/) as plugins."""
+
+pytest_plugins = [
+    "fixtures.cluster",
+    "fixtures.gpu_operator",
+    "fixtures.rhoai",
+    "fixtures.namespaces",
+]
