@@ -1,5 +1,10 @@
 """Helpers of the controller behaviour tests: an in-process Store with the controllers started from a profile,
-objects to create, and waits with a timeout (no pytest-asyncio: each test runs its scenario with asyncio.run)."""
+objects to create, and waits with a timeout (no pytest-asyncio: each test runs its scenario with `run`).
+
+`run(scenario, virtual_time=True)` runs the scenario on an event loop whose clock jumps to the next timer whenever
+nothing else is ready: stage delays then take no real time and their effects can be asserted exactly, whatever the
+load of the machine (controllers schedule every delay with the loop's call_later).
+"""
 
 from __future__ import annotations
 
@@ -44,6 +49,7 @@ class Sim:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        self.timeline: Timeline | None = None
         self.nodes = store.resource_type("nodes")
         self.pods = store.resource_type("pods")
         self.events = store.resource_type("events")
@@ -100,9 +106,12 @@ def phase(obj: dict[str, Any]) -> str | None:
 @asynccontextmanager
 async def running_sim(prof: Profile, specs: list[str] | None = None):
     store = Store(seed=prof.seed)
+    timeline = Timeline(store)
     controllers = await start_controllers(store, prof, CORE if specs is None else specs)
+    sim = Sim(store)
+    sim.timeline = timeline
     try:
-        yield Sim(store)
+        yield sim
     finally:
         await controllers.stop()
 
@@ -119,5 +128,58 @@ async def wait_for(predicate: Callable[[], Any], what: str, timeout: float = WAI
         await asyncio.sleep(0.01)
 
 
-def run(scenario: Callable[[], Awaitable[Any]]) -> Any:
-    return asyncio.run(asyncio.wait_for(scenario(), WAIT_SECONDS * 3))
+class VirtualTimeLoop(asyncio.SelectorEventLoop):
+    """An event loop whose time only moves when it has nothing to do but wait for a timer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._virtual_now = 0.0
+
+    def time(self) -> float:
+        return self._virtual_now
+
+    def _run_once(self) -> None:
+        # CPython's loop keeps ready callbacks in _ready and timers in the heap _scheduled (stable in 3.11-3.13).
+        if not self._ready and not self._stopping:  # type: ignore[attr-defined]
+            pending = [h.when() for h in self._scheduled if not h.cancelled()]  # type: ignore[attr-defined]
+            if pending:
+                self._virtual_now = max(self._virtual_now, min(pending))
+        super()._run_once()  # type: ignore[misc]
+
+
+def now() -> float:
+    """The running loop's clock (virtual seconds under `run(..., virtual_time=True)`)."""
+    return asyncio.get_running_loop().time()
+
+
+def run(scenario: Callable[[], Awaitable[Any]], *, virtual_time: bool = False) -> Any:
+    factory = VirtualTimeLoop if virtual_time else None
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(asyncio.wait_for(scenario(), WAIT_SECONDS * 3))
+
+
+class Timeline:
+    """Records, at commit time on the loop's clock, each change of a pod's phase / Ready and of a node's Ready."""
+
+    def __init__(self, store: Store) -> None:
+        self.entries: list[tuple[float, str, str, str]] = []  # (time, kind, name, what)
+        self._last: dict[tuple[str, str], str] = {}
+        store.add_listener(self)
+
+    def __call__(self, event_type: str, rtype: Any, obj: dict[str, Any]) -> None:
+        if rtype.kind not in ("Pod", "Node") or event_type == "DELETED":
+            return
+        state = f"{phase(obj) or '-'}/ready={condition_status(obj, 'Ready')}"
+        if rtype.kind == "Pod":
+            state += f"/node={obj['spec'].get('nodeName')}"
+        key = (rtype.kind, obj["metadata"]["name"])
+        if self._last.get(key) != state:
+            self._last[key] = state
+            self.entries.append((round(now(), 6), rtype.kind, obj["metadata"]["name"], state))
+
+    def first(self, kind: str, name: str, predicate: Callable[[str], bool]) -> float:
+        """When the object first was in a state for which predicate(state) holds."""
+        for when, entry_kind, entry_name, state in self.entries:
+            if entry_kind == kind and entry_name == name and predicate(state):
+                return when
+        raise AssertionError(f"{kind} {name} never reached the state; timeline: {self.entries}")

@@ -84,24 +84,21 @@ def test_node_fault_turns_nodes_not_ready_and_the_scheduler_avoids_them():
 
     async def scenario():
         async with running_sim(prof) as sim:
-            start = time.monotonic()
-
             def not_ready():
                 return [n["metadata"]["name"] for n in sim.store.list(sim.nodes)
                         if condition_status(n, "Ready") == "False"]
 
-            await wait_for(lambda: len(sim.store.list(sim.nodes)) == 4 and not not_ready(), "all Ready")
             broken = await wait_for(not_ready, "a node NotReady")
-            elapsed = time.monotonic() - start
+            when = sim.timeline.first("Node", broken[0], lambda s: "ready=False" in s and "ready=True" not in s)
             for index in range(9):
                 sim.create_pod(f"p{index}", command=["sleep", "infinity"])
             nodes = {await wait_for(lambda i=index: sim.pod(f"p{i}")["spec"].get("nodeName"), "bound")
                      for index in range(9)}
-            return broken, elapsed, nodes, sim.store.get(sim.nodes, None, broken[0])
+            return broken, when, nodes, sim.store.get(sim.nodes, None, broken[0])
 
-    broken, elapsed, nodes, broken_node = run(scenario)
+    broken, when, nodes, broken_node = run(scenario, virtual_time=True)
     assert len(broken) == 1 and broken[0].startswith("b-")
-    assert elapsed >= 0.15
+    assert when == 0.15
     assert broken[0] not in nodes
     assert len(nodes) == 3
     assert "node.kubernetes.io/not-ready" in [t["key"] for t in broken_node["spec"]["taints"]]
@@ -154,33 +151,44 @@ def test_api_fault_matching_by_verb_group_and_resource():
     assert not by_plural.matches("list", "nodes", "")
 
 
-def _timeline(seed: int) -> dict[str, tuple[str, float]]:
-    """Per pod: the node it ran on and the seconds from creation to Running, with 0-1 s of seeded jitter."""
-    stages = {"schedule": {"delay_ms": 0}, "initialize": {"delay_ms": 0}, "start": {"delay_ms": 0, "jitter_ms": 1000}}
-    prof = profile(seed=seed, stages=stages, node_pools=[{"name": "gpu", "count": 3, "gpus_per_node": 2}])
+def _timeline(seed: int) -> list[tuple[float, str, str, str]]:
+    """Every change of the pods' and nodes' phase, readiness and node, with the time it happened (virtual clock):
+    pods with seeded jitter on every stage, a Job, a fault failing some pods and one turning a node NotReady."""
+    jitter = {"delay_ms": 10, "jitter_ms": 500}
+    stages = {"schedule": jitter, "initialize": jitter, "start": jitter, "ready": jitter,
+              "complete": {"delay_ms": 300, "jitter_ms": 300}}
+    faults = {"pods": [{"action": "fail", "fraction": 0.3, "after_ms": 200}],
+              "nodes": [{"count": 1, "after_ms": 400}]}
+    prof = profile(seed=seed, stages=stages, faults=faults, nodes={"ready": {"jitter_ms": 100}},
+                   node_pools=[{"name": "gpu", "count": 3, "gpus_per_node": 2}])
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": "default"},
+           "spec": {"completions": 3, "parallelism": 2, "backoffLimit": 10, "template": {"spec": {
+               "containers": [{"name": "c", "image": "x"}], "restartPolicy": "Never"}}}}
 
     async def scenario():
         async with running_sim(prof) as sim:
+            await wait_for(lambda: all(condition_status(n, "Ready") == "True" for n in sim.store.list(sim.nodes)),
+                           "nodes Ready")
             names = [f"p{index}" for index in range(6)]
-            start = time.monotonic()
-            running: dict[str, float] = {}
             for name in names:
-                sim.create_pod(name, command=["sleep", "infinity"], requests={"nvidia.com/gpu": "1"})
+                sim.create_pod(name, command=["sleep", "infinity"], requests={"nvidia.com/gpu": "1"},
+                               restart_policy="Never")
+            sim.store.create(sim.jobs, job)
 
-            def all_running():
-                for name in names:
-                    if name not in running and phase(sim.pod(name)) == "Running":
-                        running[name] = time.monotonic() - start
-                return len(running) == len(names)
+            def settled():
+                job_done = any(c["type"] in ("Complete", "Failed") for c in
+                               sim.store.get(sim.jobs, "default", "train").get("status", {}).get("conditions") or ())
+                return job_done and all(phase(sim.pod(n)) in ("Running", "Failed") for n in names)
 
-            await wait_for(all_running, "all Running")
-            return {n: (sim.pod(n)["spec"]["nodeName"], running[n]) for n in names}
-    return run(scenario)
+            await wait_for(settled, "pods started and the job finished")
+            return sim.timeline.entries
+    return run(scenario, virtual_time=True)
 
 
 def test_the_same_seed_gives_the_same_timeline():
     first, again, other = _timeline(11), _timeline(11), _timeline(12)
-    assert {n: node for n, (node, _) in first.items()} == {n: node for n, (node, _) in again.items()}
-    for name, (_, seconds) in first.items():
-        assert abs(seconds - again[name][1]) < 0.15, name
-    assert max(abs(seconds - other[name][1]) for name, (_, seconds) in first.items()) > 0.15
+    assert len(first) > 40
+    assert first == again
+    assert other != first
+    assert [e[2] for e in other if e[1] == "Pod" and e[2].startswith("train-")] != \
+        [e[2] for e in first if e[1] == "Pod" and e[2].startswith("train-")]  # job pod names come from the seed

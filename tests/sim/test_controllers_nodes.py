@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from controller_harness import condition_status, profile, run, running_sim, wait_for
 
 
@@ -49,15 +47,15 @@ def test_nodes_turn_ready_after_the_profile_delay():
 
     async def scenario():
         async with running_sim(prof) as sim:
-            started = time.monotonic()
-            created = sim.store.list(sim.nodes)
-            assert [condition_status(n, "Ready") for n in created] == ["False", "False"]
+            created = [condition_status(n, "Ready") for n in sim.store.list(sim.nodes)]
             await wait_for(lambda: all(condition_status(n, "Ready") == "True" for n in sim.store.list(sim.nodes)),
                            "nodes Ready")
-            return time.monotonic() - started
+            ready_at = [sim.timeline.first("Node", f"gpu-000{i}", lambda s: "ready=True" in s) for i in range(2)]
+            return created, ready_at
 
-    elapsed = run(scenario)
-    assert 0.25 <= elapsed < 3.0
+    created, ready_at = run(scenario, virtual_time=True)
+    assert created == ["False", "False"]
+    assert ready_at == [0.3, 0.3]
 
 
 def test_not_ready_nodes_of_a_pool_stay_not_ready_with_the_not_ready_taint():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 from controller_harness import condition_status, phase, profile, run, running_sim, wait_for
 
@@ -39,15 +38,15 @@ def test_a_long_running_pod_becomes_running_and_ready():
 def test_sleep_then_echo_succeeds_with_its_output_as_log():
     async def scenario():
         async with running_sim(profile()) as sim:
-            started = time.monotonic()
             sim.create_pod("task", command=["sh", "-c", "sleep 0.3; echo step one && echo done"],
                            restart_policy="Never")
-            await wait_for(lambda: phase(sim.pod("task")) == "Running", "Running")
             pod = await wait_for(lambda: phase(sim.pod("task")) == "Succeeded" and sim.pod("task"), "Succeeded")
-            return pod, time.monotonic() - started, sim.store.read_log("default", "task", "main")
+            running = sim.timeline.first("Pod", "task", lambda s: s.startswith("Running"))
+            succeeded = sim.timeline.first("Pod", "task", lambda s: s.startswith("Succeeded"))
+            return pod, succeeded - running, sim.store.read_log("default", "task", "main")
 
-    pod, elapsed, log = run(scenario)
-    assert 0.3 <= elapsed < 5
+    pod, ran_for, log = run(scenario, virtual_time=True)
+    assert ran_for == 0.3
     assert _terminated(pod)["exitCode"] == 0
     assert _terminated(pod)["reason"] == "Completed"
     assert condition_status(pod, "Ready") == "False"
@@ -115,54 +114,40 @@ def test_restart_policy_always_restarts_a_crashing_container_with_back_off():
 
 
 def test_profile_stage_delays_hold_the_pod_in_each_state():
-    stages = {"schedule": {"delay_ms": 0}, "initialize": {"delay_ms": 200}, "start": {"delay_ms": 200},
-              "ready": {"delay_ms": 200}}
+    stages = {"schedule": {"delay_ms": 100}, "initialize": {"delay_ms": 200}, "start": {"delay_ms": 300},
+              "ready": {"delay_ms": 400}}
 
     async def scenario():
         async with running_sim(profile(stages=stages)) as sim:
             sim.create_pod("slow", command=["sleep", "infinity"])
-            start = time.monotonic()
-            seen: dict[str, float] = {}
+            await wait_for(lambda: condition_status(sim.pod("slow"), "Ready") == "True", "pod Ready")
+            return [(when, state) for when, kind, name, state in sim.timeline.entries if name == "slow"]
 
-            def progress():
-                pod = sim.pod("slow")
-                if condition_status(pod, "Initialized") == "True":
-                    seen.setdefault("initialized", time.monotonic() - start)
-                if phase(pod) == "Running":
-                    seen.setdefault("running", time.monotonic() - start)
-                if condition_status(pod, "Ready") == "True":
-                    seen.setdefault("ready", time.monotonic() - start)
-                    return True
-                return False
-
-            await wait_for(progress, "pod Ready")
-            return seen
-
-    seen = run(scenario)
-    assert 0.2 <= seen["initialized"] < seen["running"] < seen["ready"]
-    assert seen["running"] >= 0.4
-    assert seen["ready"] >= 0.6
+    timeline = run(scenario, virtual_time=True)
+    assert [when for when, _ in timeline] == [0.0, 0.1, 0.3, 0.6, 1.0]
+    assert [state.split("/node=")[0] for _, state in timeline] == [
+        "Pending/ready=None",  # created
+        "Pending/ready=None",  # bound (schedule)
+        "Pending/ready=False",  # initialized, containers being created (initialize)
+        "Running/ready=False",  # containers started (start)
+        "Running/ready=True",  # ready (ready)
+    ]
 
 
 def test_per_pod_annotations_override_stage_delays():
-    stages = {"start": {"delay_ms": 0}}
-    slow = {"sim.topsail.io/start-delay-ms": "400"}
+    stages = {"start": {"delay_ms": 0}, "initialize": {"delay_ms": 100, "jitter_ms": 50}}
+    slow = {"sim.topsail.io/start-delay-ms": "400", "sim.topsail.io/initialize-jitter-ms": "0"}
 
     async def scenario():
         async with running_sim(profile(stages=stages)) as sim:
-            start = time.monotonic()
             sim.create_pod("slow", command=["sleep", "infinity"], annotations=slow)
             sim.create_pod("fast", command=["sleep", "infinity"])
-            await wait_for(lambda: phase(sim.pod("fast")) == "Running", "fast Running")
-            fast_done = time.monotonic() - start
-            slow_phase_then = phase(sim.pod("slow"))
             await wait_for(lambda: phase(sim.pod("slow")) == "Running", "slow Running")
-            return fast_done, slow_phase_then, time.monotonic() - start
+            return [sim.timeline.first("Pod", n, lambda s: s.startswith("Running")) for n in ("slow", "fast")]
 
-    fast_done, slow_phase_then, slow_done = run(scenario)
-    assert fast_done < 0.35
-    assert slow_phase_then == "Pending"
-    assert slow_done >= 0.4
+    slow_running, fast_running = run(scenario, virtual_time=True)
+    assert slow_running == 0.5  # initialize 100 ms without jitter, then start 400 ms
+    assert 0.1 <= fast_running < 0.15  # initialize 100 ms + the profile's jitter, start 0
 
 
 def test_deleting_a_pod_stops_its_lifecycle():
