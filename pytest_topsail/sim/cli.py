@@ -42,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--kubeconfig", type=Path, default=Path(DEFAULT_KUBECONFIG),
                         help=f"where to write the kubeconfig (default ./{DEFAULT_KUBECONFIG})")
     parser.add_argument("--audit-log", type=Path, help="append one JSON line per mutating request to this file")
+    parser.add_argument("--api-only", action="store_true",
+                        help="serve the API without controllers: nothing schedules or runs pods (API benchmarks)")
     parser.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     parser.add_argument("--parent-pipe", type=int, help=argparse.SUPPRESS)  # exit when this fd reaches EOF
     parser.add_argument("--parent-death-signal", action="store_true", help=argparse.SUPPRESS)  # prctl PDEATHSIG
@@ -71,7 +73,8 @@ def prepare(args: argparse.Namespace) -> Options:
     if audit_log is not None and (problem := check_writable(audit_log)):
         raise TopsailError(f"--audit-log {audit_log}: cannot write the audit log: {problem}")
     profile = load_run_profile(args)
-    return Options(profile, args.port, kubeconfig, audit_log, args.parent_pipe)
+    return Options(profile, args.port, kubeconfig, audit_log, args.parent_pipe,
+                   controllers=[] if args.api_only else None)
 
 
 def load_run_profile(args: argparse.Namespace) -> Any:
