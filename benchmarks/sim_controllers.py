@@ -168,13 +168,16 @@ class _RunningWatch(threading.Thread):
         import kubernetes
 
         self.api, self.count = api, count
+        # Watching from the version before the first create: no transition is missed, however late the watch starts.
+        self.since = api.list_namespaced_pod(NAMESPACE).metadata.resource_version
         self.watch = kubernetes.watch.Watch()
         self.running: set[str] = set()
         self.done = threading.Event()
         self.finished_at = 0.0
 
     def run(self) -> None:
-        stream = self.watch.stream(self.api.list_namespaced_pod, NAMESPACE, timeout_seconds=int(TIMEOUT))
+        stream = self.watch.stream(self.api.list_namespaced_pod, NAMESPACE, timeout_seconds=int(TIMEOUT),
+                                   resource_version=self.since)
         for event in stream:
             pod = event["raw_object"]
             if (pod.get("status") or {}).get("phase") == "Running":
