@@ -142,3 +142,24 @@ def test_replot_of_a_missing_directory_is_a_usage_error(project: Project) -> Non
     result = project.pytester.runpytest("suites", "--topsail-replot", "nowhere")
     assert result.ret == 4
     result.stderr.fnmatch_lines(["*--topsail-replot nowhere: not a directory*"])
+
+
+def test_replot_reads_bare_item_directories_and_reports_missing_files(project: Project) -> None:
+    project.run()
+    saved = project.artifacts("s1")
+    bare = saved / "demo/002__test_train_run-size=2"
+    for name in ("item.json", "kpis.json", "results.json"):
+        (bare / name).unlink()
+    broken = saved / "demo/003__broken"
+    broken.mkdir()
+    (broken / "settings.yaml").write_text("size: [unclosed\n")
+    (broken / "exit_code").write_text("0\n")
+    result = project.pytester.runpytest("--topsail-replot", str(saved), "-p", "no:cacheprovider")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines([
+        "problem: *002__test_train_run-size=2/kpis.json: missing",
+        "problem: *003__broken: settings.yaml/exit_code unreadable (*Error)",
+        "problem: *002__test_train_run-size=2: parse failed (FileNotFoundError*",
+    ])
+    verdicts = read_json(saved / "verdicts.json")
+    assert {v["nodeid"].split("::")[-1] for v in verdicts} == {"test_train[run-size=1]"}
