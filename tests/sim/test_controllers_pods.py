@@ -160,3 +160,24 @@ def test_deleting_a_pod_stops_its_lifecycle():
             return sim.event_reasons("gone")
 
     assert run(scenario) == ["Scheduled"]  # no Started event: the lifecycle stopped with the pod
+
+
+def test_a_pod_ends_when_its_longest_container_ends_with_the_first_failing_exit_code():
+    containers = [
+        {"name": "short", "image": "x", "command": ["sh", "-c", "sleep 0.1; exit 4"]},
+        {"name": "long", "image": "x", "command": ["sleep", "0.5"]},
+    ]
+
+    async def scenario():
+        async with running_sim(profile()) as sim:
+            sim.store.create(sim.pods, {"apiVersion": "v1", "kind": "Pod",
+                                        "metadata": {"name": "multi", "namespace": "default"},
+                                        "spec": {"containers": containers, "restartPolicy": "Never"}})
+            pod = await wait_for(lambda: phase(sim.pod("multi")) == "Failed" and sim.pod("multi"), "Failed")
+            running = sim.timeline.first("Pod", "multi", lambda s: s.startswith("Running"))
+            return pod, sim.timeline.first("Pod", "multi", lambda s: s.startswith("Failed")) - running
+
+    pod, ran_for = run(scenario, virtual_time=True)
+    assert ran_for == 0.5
+    codes = {s["name"]: s["state"]["terminated"]["exitCode"] for s in pod["status"]["containerStatuses"]}
+    assert codes == {"short": 4, "long": 0}

@@ -157,3 +157,19 @@ def test_pods_for_another_scheduler_are_left_alone():
     other = run(scenario)
     assert "nodeName" not in other["spec"]
     assert condition_status(other, "PodScheduled") is None
+
+
+def test_cordoned_nodes_get_no_new_pods():
+    prof = profile(node_pools=[{"name": "gpu", "count": 2}])
+
+    async def scenario():
+        async with running_sim(prof) as sim:
+            await wait_for(lambda: all(condition_status(n, "Ready") == "True" for n in sim.store.list(sim.nodes)),
+                           "nodes Ready")
+            sim.store.patch(sim.nodes, None, "gpu-0001", {"spec": {"unschedulable": True}},
+                            "application/merge-patch+json")
+            for index in range(4):
+                sim.create_pod(f"p{index}", command=["sleep", "infinity"])
+            return {await _bound(sim, f"p{index}") for index in range(4)}
+
+    assert run(scenario) == {"gpu-0000"}
