@@ -77,24 +77,27 @@ def test_annotations_set_duration_exit_code_and_log():
             sim.create_pod("forever", command=["sleep", "1"],
                            annotations={"sim.topsail.io/duration-seconds": "infinity"}, restart_policy="Never")
             pod = await wait_for(lambda: phase(sim.pod("annotated")) == "Failed" and sim.pod("annotated"), "Failed")
-            await wait_for(lambda: phase(sim.pod("forever")) == "Running", "Running")
-            return pod, sim.store.read_log("default", "annotated", "main"), sim.pod("forever")
+            ran_for = sim.timeline.first("Pod", "annotated", lambda s: s.startswith("Failed")) - \
+                sim.timeline.first("Pod", "annotated", lambda s: s.startswith("Running"))
+            await asyncio.sleep(5)  # virtual: well past the command's "sleep 1"
+            return pod, ran_for, sim.store.read_log("default", "annotated", "main"), sim.pod("forever")
 
-    pod, log, forever = run(scenario)
+    pod, ran_for, log, forever = run(scenario, virtual_time=True)
+    assert ran_for == 0.2
     assert _terminated(pod)["exitCode"] == 42
     assert log == "epoch 1 loss 0.5\n"
-    assert phase(forever) == "Running"  # "sleep 1" would have ended during the wait above; the annotation wins
+    assert phase(forever) == "Running"
 
 
 def test_a_container_without_a_duration_runs_until_deleted():
     async def scenario():
         async with running_sim(profile()) as sim:
-            sim.create_pod("daemon", command=["/usr/bin/server", "--port", "8080"])
+            sim.create_pod("daemon", command=["/usr/bin/server", "--port", "8080"], restart_policy="Never")
             await wait_for(lambda: phase(sim.pod("daemon")) == "Running", "Running")
-            await asyncio.sleep(0.3)
+            await asyncio.sleep(20)  # virtual seconds
             return sim.pod("daemon")
 
-    assert phase(run(scenario)) == "Running"
+    assert phase(run(scenario, virtual_time=True)) == "Running"
 
 
 def test_restart_policy_always_restarts_a_crashing_container_with_back_off():
@@ -159,7 +162,7 @@ def test_deleting_a_pod_stops_its_lifecycle():
             await asyncio.sleep(0.3)
             return sim.event_reasons("gone")
 
-    assert run(scenario) == ["Scheduled"]  # no Started event: the lifecycle stopped with the pod
+    assert run(scenario, virtual_time=True) == ["Scheduled"]  # no Started event: the lifecycle stopped with the pod
 
 
 def test_a_pod_ends_when_its_longest_container_ends_with_the_first_failing_exit_code():

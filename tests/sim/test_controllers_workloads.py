@@ -57,7 +57,7 @@ def test_job_runs_completions_with_at_most_parallelism_pods_at_once():
             job = await wait_for(done, "job finished")
             return job, most_active, _job_pods(sim, "train"), sim.event_reasons("train")
 
-    job, most_active, pods, reasons = run(scenario)
+    job, most_active, pods, reasons = run(scenario, virtual_time=True)
     assert _finished_condition(job)["type"] == "Complete"
     assert job["status"]["succeeded"] == 5
     assert "active" not in job["status"]
@@ -92,14 +92,15 @@ def test_job_pod_without_a_duration_runs_for_the_complete_stage():
     async def scenario():
         async with running_sim(prof) as sim:
             sim.store.create(sim.jobs, _job("plain", None))
-            await wait_for(lambda: [p for p in _job_pods(sim, "plain") if phase(p) == "Running"], "pod Running")
-            still_running = sim.store.get(sim.jobs, "default", "plain")
             job = await wait_for(lambda: _finished_condition(sim.store.get(sim.jobs, "default", "plain")) and
                                  sim.store.get(sim.jobs, "default", "plain"), "job finished")
-            return still_running, job
+            pod = _job_pods(sim, "plain")[0]["metadata"]["name"]
+            ran_for = sim.timeline.first("Pod", pod, lambda s: s.startswith("Succeeded")) - \
+                sim.timeline.first("Pod", pod, lambda s: s.startswith("Running"))
+            return job, ran_for
 
-    still_running, job = run(scenario)
-    assert still_running["status"]["active"] == 1
+    job, ran_for = run(scenario, virtual_time=True)
+    assert ran_for == 0.3
     assert _finished_condition(job)["type"] == "Complete"
 
 
