@@ -8,6 +8,7 @@ the ``status`` subresource and ``pods/log``. Errors are ``kind: Status`` bodies;
 from __future__ import annotations
 
 import asyncio
+import base64
 import collections
 import json
 import logging
@@ -357,11 +358,14 @@ class ApiServer:
         labels, fields = self._selectors(request, rtype)
         items = self.store.list(rtype, parsed.namespace, labels, fields)
         resource_version = str(self.store.resource_version)
+        items, list_metadata = _page(items, request.query.get("limit"), request.query.get("continue"),
+                                     resource_version)
         if TABLE_MARKER in request.headers.get("Accept", ""):
-            return _json_response(table_for(rtype, items, resource_version,
-                                            request.query.get("includeObject", "Metadata")))
+            table = table_for(rtype, items, resource_version, request.query.get("includeObject", "Metadata"))
+            table["metadata"].update(list_metadata)
+            return _json_response(table)
         head = json.dumps({"kind": rtype.list_kind, "apiVersion": rtype.api_version,
-                           "metadata": {"resourceVersion": resource_version}}, separators=(",", ":")).encode()
+                           "metadata": list_metadata}, separators=(",", ":")).encode()
         body = head[:-1] + b',"items":[' + b",".join(self._serialize(rtype, obj) for obj in items) + b"]}"
         return _json_response(body)
 
@@ -579,6 +583,35 @@ class ApiServer:
             reason = "ContainerCreating"
         raise apierror.bad_request(f'container "{container}" in pod "{pod["metadata"]["name"]}" is waiting to '
                                    f"start: {reason}")
+
+
+def _page(items: list[dict[str, Any]], limit: str | None, token: str | None,
+          resource_version: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """``limit``/``continue`` paging of a sorted list. Unlike the apiserver there is no snapshot: a continued page
+    shows the objects as they are now, after the last (namespace, name) of the previous page."""
+    metadata: dict[str, Any] = {"resourceVersion": resource_version}
+    if token:
+        try:
+            start = json.loads(base64.urlsafe_b64decode(token.encode()))["start"]
+            after = (str(start[0]), str(start[1]))
+        except (ValueError, KeyError, TypeError, IndexError):
+            raise apierror.bad_request("continue key is not valid") from None
+        items = [obj for obj in items if _sort_key(obj) > after]
+    if limit is not None:
+        if not limit.isdigit():
+            raise apierror.bad_request(f"invalid limit {limit!r}")
+        count = int(limit)
+        if 0 < count < len(items):
+            last = _sort_key(items[count - 1])
+            metadata["continue"] = base64.urlsafe_b64encode(json.dumps({"start": last}).encode()).decode()
+            metadata["remainingItemCount"] = len(items) - count
+            items = items[:count]
+    return items, metadata
+
+
+def _sort_key(obj: dict[str, Any]) -> tuple[str, str]:
+    metadata = obj["metadata"]
+    return (metadata.get("namespace") or "", metadata["name"])
 
 
 def _container_terminated(pod: dict[str, Any], container: str) -> bool:

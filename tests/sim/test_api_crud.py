@@ -187,3 +187,18 @@ def test_delete_collection_by_label(core: client.CoreV1Api, namespace: str) -> N
         core.create_namespaced_config_map(namespace, {"metadata": {"name": name, "labels": {"group": group}}})
     core.delete_collection_namespaced_config_map(namespace, label_selector="group=x")
     assert [c.metadata.name for c in core.list_namespaced_config_map(namespace).items] == ["y1"]
+
+
+def test_list_pages_with_limit_and_continue(core: client.CoreV1Api, namespace: str) -> None:
+    for index in range(5):
+        core.create_namespaced_config_map(namespace, {"metadata": {"name": f"page-{index}"}})
+    first = core.list_namespaced_config_map(namespace, limit=2)
+    assert [c.metadata.name for c in first.items] == ["page-0", "page-1"]
+    assert first.metadata.remaining_item_count == 3
+    second = core.list_namespaced_config_map(namespace, limit=2, _continue=first.metadata._continue)
+    third = core.list_namespaced_config_map(namespace, limit=2, _continue=second.metadata._continue)
+    assert [c.metadata.name for c in second.items + third.items] == ["page-2", "page-3", "page-4"]
+    assert third.metadata._continue is None
+    with pytest.raises(ApiException) as invalid:
+        core.list_namespaced_config_map(namespace, limit=2, _continue="not-a-token")
+    assert invalid.value.status == 400
