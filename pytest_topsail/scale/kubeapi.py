@@ -9,6 +9,8 @@ reused across threads) and exchanges plain JSON dicts.
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -52,8 +54,43 @@ def api_client_from_kubeconfig(kubeconfig: str, context: str | None = None, pool
         )
     except Exception as exc:  # the loader raises many types; all mean "this kubeconfig is unusable"
         raise TopsailError(f"cannot load kubeconfig {kubeconfig}: {exc}") from exc
+    return api_client_for(configuration, pool_size)
+
+
+def api_client_for(configuration: Configuration, pool_size: int = 16) -> ApiClient:
+    """An ApiClient on ``configuration`` with ``pool_size`` connections and a throttled credential refresh."""
     configuration.connection_pool_maxsize = max(pool_size, 1)
+    hook = configuration.refresh_api_key_hook
+    if hook is not None and not isinstance(hook, ThrottledRefresh):
+        configuration.refresh_api_key_hook = ThrottledRefresh(hook)
     return ApiClient(configuration)
+
+
+class ThrottledRefresh:
+    """The kubeconfig loader's credential refresh, run at most every ``interval_s`` instead of before every request.
+
+    The loader re-applies the whole kubeconfig (host, proxy environment, token) on each call: about 0.3 ms, half of
+    the client's CPU per create. Exec-plugin and OIDC tokens live for minutes, so a refresh every 10 s is enough.
+    """
+
+    def __init__(self, hook: Any, interval_s: float = 10.0) -> None:
+        self.hook = hook
+        self.interval_s = interval_s
+        self.next_refresh = 0.0
+        self.lock = threading.Lock()
+
+    def __call__(self, configuration: Configuration) -> None:
+        now = time.monotonic()
+        if now < self.next_refresh:
+            return
+        with self.lock:
+            if now >= self.next_refresh:
+                self.hook(configuration)
+                self.next_refresh = now + self.interval_s
+                # The loader's hook installs a fresh copy of itself on every call: keep throttling that one.
+                if configuration.refresh_api_key_hook not in (None, self):
+                    self.hook = configuration.refresh_api_key_hook
+                    configuration.refresh_api_key_hook = self
 
 
 def collection_path(api_version: str, kind: str, namespace: str | None) -> str:

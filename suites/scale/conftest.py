@@ -18,7 +18,7 @@ import pytest
 
 from pytest_topsail.config import Config
 from pytest_topsail.errors import TopsailError
-from pytest_topsail.scale.kubeapi import RawApi, api_client_from_kubeconfig
+from pytest_topsail.scale.kubeapi import RawApi, api_client_for, api_client_from_kubeconfig
 from pytest_topsail.scale.latency import Threshold
 from pytest_topsail.scale.run import RunOptions
 
@@ -27,14 +27,10 @@ POOL_SIZE = 64  # connections: the submitter's threads plus the sampler's three 
 
 def raw_api_for(cluster: Any) -> RawApi:
     """A ``RawApi`` on the cluster fixture's connection settings, with a connection pool sized for the submitter."""
-    from kubernetes.client import ApiClient
-
     kube = getattr(cluster, "kube", cluster)
     api_client = getattr(kube, "api_client", None)
     if api_client is not None:
-        configuration = copy.deepcopy(api_client.configuration)
-        configuration.connection_pool_maxsize = POOL_SIZE
-        return RawApi(ApiClient(configuration))
+        return RawApi(api_client_for(copy.deepcopy(api_client.configuration), POOL_SIZE))
     kubeconfig = getattr(cluster, "kubeconfig_path", None) or getattr(cluster, "kubeconfig", None)
     if kubeconfig is None:
         raise TopsailError(f"scale suite: the cluster fixture ({type(cluster).__name__}) gives no API client "
