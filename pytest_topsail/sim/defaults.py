@@ -112,8 +112,9 @@ def apply_create_defaults(rtype: ResourceType, obj: dict[str, Any]) -> None:
 
 def _default_job(obj: dict[str, Any]) -> None:
     spec = dict(obj.get("spec") or {})
+    if "completions" not in spec and "parallelism" not in spec:  # only then, like the apiserver: work queues
+        spec["completions"] = 1                                     # (parallelism alone) keep completions unset
     spec.setdefault("parallelism", 1)
-    spec.setdefault("completions", 1)
     spec.setdefault("backoffLimit", 6)
     spec.setdefault("completionMode", "NonIndexed")
     spec.setdefault("suspend", False)

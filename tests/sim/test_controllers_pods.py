@@ -184,3 +184,21 @@ def test_a_pod_ends_when_its_longest_container_ends_with_the_first_failing_exit_
     assert ran_for == 0.5
     codes = {s["name"]: s["state"]["terminated"]["exitCode"] for s in pod["status"]["containerStatuses"]}
     assert codes == {"short": 4, "long": 0}
+
+
+def test_a_pod_bound_to_a_missing_node_stays_pending_until_the_node_exists():
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "late"},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+
+    async def scenario():
+        async with running_sim(profile()) as sim:
+            sim.create_pod("pinned", command=["sleep", "infinity"], nodeName="late")
+            await asyncio.sleep(5)  # virtual seconds
+            before = sim.pod("pinned")
+            sim.store.create(sim.nodes, node)
+            await wait_for(lambda: phase(sim.pod("pinned")) == "Running", "Running once the node exists")
+            return before
+
+    before = run(scenario, virtual_time=True)
+    assert phase(before) == "Pending"
+    assert "containerStatuses" not in before["status"]

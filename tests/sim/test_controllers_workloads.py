@@ -86,6 +86,27 @@ def test_job_fails_once_more_pods_failed_than_its_backoff_limit():
     assert "BackoffLimitExceeded" in reasons
 
 
+def test_work_queue_job_without_completions_ends_when_its_pods_succeeded():
+    prof = profile(stages={"complete": {"delay_ms": 100, "jitter_ms": 1000}})  # workers end at different times
+
+    async def scenario():
+        async with running_sim(prof) as sim:
+            sim.store.create(sim.jobs, _job("queue", None, parallelism=3))
+            job = await wait_for(lambda: _finished_condition(sim.store.get(sim.jobs, "default", "queue")) and
+                                 sim.store.get(sim.jobs, "default", "queue"), "job finished")
+            pods = _job_pods(sim, "queue")
+            ends = sorted(sim.timeline.first("Pod", p["metadata"]["name"], lambda s: s.startswith("Succeeded"))
+                          for p in pods)
+            return job, pods, ends
+
+    job, pods, ends = run(scenario, virtual_time=True)
+    assert "completions" not in job["spec"]
+    assert _finished_condition(job)["type"] == "Complete"
+    assert job["status"]["succeeded"] == 3
+    assert len(pods) == 3  # no pod added after the first one succeeded
+    assert ends[0] < ends[-1]
+
+
 def test_job_pod_without_a_duration_runs_for_the_complete_stage():
     prof = profile(stages={"complete": {"delay_ms": 300}})
 

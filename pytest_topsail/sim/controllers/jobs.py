@@ -145,7 +145,10 @@ class JobController(Controller):
         spec = job.get("spec") or {}
         parallelism = int(spec.get("parallelism", 1))
         completions = spec.get("completions")
-        wanted = parallelism if completions is None else min(parallelism, int(completions) - succeeded)
+        if completions is None:  # a work queue: once one pod succeeded, the work is done and no pod is added
+            wanted = 0 if succeeded else parallelism
+        else:
+            wanted = min(parallelism, int(completions) - succeeded)
         uid = job["metadata"]["uid"]
         created = []
         for _ in range(max(0, wanted - active)):

@@ -48,26 +48,41 @@ class PodLifecycle(Controller):
         self.pods = self.store.resource_type("pods")
         self.nodes = self.store.resource_type("nodes")
         self.runs: dict[tuple[str, str], PodRun] = {}
+        self.awaiting_node: dict[str, set[tuple[str, str]]] = {}  # node name -> pods bound to it before it existed
         self._ips = 0
 
     async def on_start(self) -> None:
         self.watch("pods", "", self._on_pod)
+        self.watch("nodes", "", self._on_node)
         for pod in self.store.list(self.pods):
             self._on_pod("ADDED", pod)
+
+    def _on_node(self, event_type: str, node: dict[str, Any]) -> None:
+        if event_type != "ADDED":
+            return
+        for namespace, name in self.awaiting_node.pop(node["metadata"]["name"], ()):
+            pod = self.store.find(self.pods, namespace, name)
+            if pod is not None:
+                self._on_pod("MODIFIED", pod)
 
     def _on_pod(self, event_type: str, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
         key = (meta.get("namespace") or "", meta["name"])
         if event_type == "DELETED":
+            self.awaiting_node.get((pod.get("spec") or {}).get("nodeName") or "", set()).discard(key)
             if self.runs.pop(key, None) is not None:
                 self.cancel_timer(("stage", *key))
                 self.cancel_timer(("complete", *key))
             return
-        if key in self.runs or not (pod.get("spec") or {}).get("nodeName"):
+        node = (pod.get("spec") or {}).get("nodeName")
+        if key in self.runs or not node:
             return
         status = pod.get("status") or {}
         if status.get("phase") != "Pending" or status.get("containerStatuses"):
             return  # not ours to start: already running or finished
+        if self.store.find(self.nodes, None, node) is None:  # no kubelet there: Pending until the node exists
+            self.awaiting_node.setdefault(node, set()).add(key)
+            return
         self.runs[key] = PodRun()
         stage = stage_for(pod, "initialize", self.profile.stages.initialize)
         self.enqueue_after(self.delay(stage, *key, "initialize"), ("stage", *key))
