@@ -157,15 +157,19 @@ class ReportSession:
             except TopsailError as error:
                 self.errors.append(f"{error}; default regression settings used")
                 settings = RegressionSettings()
-            location = self.config.getoption("topsail_history", None)
-            if not location and config is not None:
-                location = config.get("history.location", None)
-            if not location:
-                location = str(Path(self.config.rootpath) / DEFAULT_HISTORY)
-            elif location != "opensearch":
-                location = str(Path(self.config.invocation_params.dir) / location)
-            self.suites[suite] = SuiteHistory(settings=settings, store_location=location)
+            self.suites[suite] = SuiteHistory(settings=settings, store_location=self.history_location(config))
         return self.suites[suite]
+
+    def history_location(self, config: Any | None) -> str:
+        """``--topsail-history`` (relative to the current directory), else the suite's ``history.location``
+        (relative to the rootdir), else the default file under the rootdir; or ``opensearch``."""
+        option = self.config.getoption("topsail_history", None)
+        if option:
+            return option if option == "opensearch" else str(Path(self.config.invocation_params.dir) / option)
+        configured = config.get("history.location", None) if config is not None else None
+        if configured == "opensearch":
+            return configured
+        return str(Path(self.config.rootpath) / (configured or DEFAULT_HISTORY))
 
     def store(self, location: str, suite: str) -> Any:
         from pytest_topsail.history import open_history

@@ -147,3 +147,17 @@ def test_an_unusable_history_file_is_reported_not_a_traceback(project: Project) 
     result.stdout.fnmatch_lines(["problem: KPI history *not-a-dir/history.sqlite: cannot be opened*"])
     assert "Traceback" not in result.stdout.str()
     assert (project.artifacts("s1") / "kpis.prom").is_file(), "the other outputs are still written"
+
+
+def test_history_location_from_the_suite_config_is_relative_to_the_rootdir(
+        project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    project.write("suites/demo/config.yaml", "cases: [cases/demo.yaml]\nhistory: {location: data/kpis.sqlite}\n")
+    elsewhere = project.path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    result = project.pytester.runpytest(str(project.path / "suites"), "-p", "no:cacheprovider",
+                                        "--artifacts", str(project.artifacts("s1")))
+    assert result.ret == 0
+    assert (project.path / "data/kpis.sqlite").is_file() and not project.history.exists()
+    assert not (elsewhere / "data").exists()
+    result.stdout.no_fnmatch_line("*problem*")
