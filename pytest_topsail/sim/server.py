@@ -248,6 +248,9 @@ class ApiServer:
             return web.Response(text="ok")
         if path == "/version":
             return _json_response(discovery.version_info())
+        if path == openapi.V2_PATH and "protobuf" in request.headers.get("Accept", ""):
+            # the "@" of the requested media type does not parse as a response Content-Type in Go
+            return web.Response(body=self._swagger_protobuf(), content_type="application/octet-stream")
         body = self._openapi(path) if path.startswith("/openapi/") else self._discovery(path)
         if body is None:
             return status_response(ApiError(404, "NotFound", "the server could not find the requested resource"))
@@ -267,6 +270,13 @@ class ApiServer:
             if document is None:
                 return None
             body = self._discovery_cache[path] = json.dumps(document, separators=(",", ":")).encode()
+        return body
+
+    def _swagger_protobuf(self) -> bytes:
+        key = "protobuf:" + openapi.V2_PATH
+        body = self._cached_document(key)
+        if body is None:
+            body = self._discovery_cache[key] = openapi.swagger_protobuf(openapi.swagger_document(self.store.types()))
         return body
 
     def _discovery(self, path: str) -> bytes | None:

@@ -97,12 +97,27 @@ def test_apply_creates_then_updates(kubectl: Any, tmp_path: Path) -> None:
     assert kubectl("apply", "-f", str(manifest)).stdout.strip() == "pod/applied unchanged"
 
 
-def test_apply_from_stdin_with_kubectl_1_32(kubectl: Any) -> None:
-    binary = shutil.which("kubectl.1.32") or shutil.which("kubectl.1.32", path="/usr/lib/google-cloud-sdk/bin")
+def _versioned_kubectl(minor: int) -> str | None:
+    name = f"kubectl.1.{minor}"
+    return shutil.which(name) or shutil.which(name, path="/usr/lib/google-cloud-sdk/bin")
+
+
+@pytest.mark.parametrize("minor", range(27, 34))
+def test_apply_with_each_kubectl_version(kubectl: Any, minor: int) -> None:
+    binary = _versioned_kubectl(minor)
     if binary is None:
-        pytest.skip("kubectl.1.32 is not installed")
-    result = kubectl("apply", "-f", "-", stdin=POD.format(name="from-stdin", app="x1"), binary=binary)
-    assert result.stdout.strip() == "pod/from-stdin created"
+        pytest.skip(f"kubectl.1.{minor} is not installed")
+    name = f"v1-{minor}"
+    created = kubectl("apply", "-f", "-", stdin=POD.format(name=name, app="one"), binary=binary)
+    assert created.stdout.strip() == f"pod/{name} created"
+    updated = kubectl("apply", "-f", "-", stdin=POD.format(name=name, app="two"), binary=binary)
+    assert updated.stdout.strip() == f"pod/{name} configured"
+    labels = kubectl("get", "pod", name, "-o", "jsonpath={.metadata.labels.app}", binary=binary).stdout
+    assert labels == "two"
+    widget = WIDGET.format(size=minor).replace("name: w1", f"name: w{minor}")
+    kubectl("apply", "-f", "-", stdin=CRD)
+    assert kubectl("apply", "-f", "-", stdin=widget, binary=binary).stdout.strip() == \
+        f"widget.example.com/w{minor} created"
 
 
 def test_create_wait_ready_logs_and_delete_a_pod(kubectl: Any) -> None:
