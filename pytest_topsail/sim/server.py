@@ -24,7 +24,7 @@ from aiohttp import web
 
 from . import apierror, discovery, openapi
 from .apierror import ApiError
-from .patch import APPLY_PATCH, PATCH_TYPES
+from .patch import APPLY_PATCH, PATCH_TYPES, STRATEGIC_MERGE_PATCH
 from .resources import ResourceType
 from .selectors import (
     FieldRequirement,
@@ -399,6 +399,10 @@ class ApiServer:
         content_type = request.content_type
         if content_type not in PATCH_TYPES:
             raise apierror.unsupported_media_type(content_type)
+        if content_type == STRATEGIC_MERGE_PATCH and parsed.rtype.crd_name:
+            raise ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted "
+                                                        "media types include: application/json-patch+json, "
+                                                        "application/merge-patch+json, application/apply-patch+yaml")
         raw = await request.read()
         if not raw:
             raise apierror.bad_request("the request body is empty")

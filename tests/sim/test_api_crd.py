@@ -126,6 +126,9 @@ def test_dynamic_client(crd_sim: Any) -> None:
                             content_type="application/merge-patch+json")
     assert patched.spec.size == 6
     assert [g.metadata.name for g in gadgets.get(namespace="default").items if g.metadata.name == "dyn"] == ["dyn"]
+    with pytest.raises(ApiException) as strategic:  # the DynamicClient's default patch type, as on a real cluster
+        gadgets.patch(name="dyn", namespace="default", body={"spec": {"size": 7}})
+    assert strategic.value.status == 415
     pods = dynamic.resources.get(api_version="v1", kind="Pod")
     pod = pods.create(namespace="default", body={"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "dynpod"},
                                                  "spec": {"containers": [{"name": "c", "image": "i"}]}})
