@@ -116,3 +116,17 @@ def test_strict_lts_payload_refuses_a_malformed_record() -> None:
     assert lenient["metadata"]["exit_code"] == 1 and lenient["metadata"]["presets"] == ["smoke"]
     with pytest.raises(TopsailError, match=r"LTS payload of n \(lts.strict is set\): kpis.tps.labels.bad"):
         build_payload(record, presets=[], config={}, strict=True)
+
+
+def test_lts_payload_never_carries_secrets_of_the_config() -> None:
+    config = {"history": {"opensearch": {"url": "https://os", "password": "hunter2", "password_env": "OS_PASS",
+                                         "username": "perf"}},
+              "tokens": [{"api_key": "k-123"}], "auth_token": "t-456", "secret_file": "/run/secret.yaml",
+              "max_tokens": 512}
+    record = {"suite": "ft", "nodeid": "n", "start": 1.0, "end": 2.0, "outcome": "passed", "case": None, "kpis": []}
+    payload = build_payload(record, presets=[], config=config)
+    text = repr(payload)
+    assert "hunter2" not in text and "k-123" not in text and "t-456" not in text and "/run/secret" not in text
+    assert payload["metadata"]["config"]["history"]["opensearch"]["username"] == "perf"
+    assert payload["metadata"]["config"]["history"]["opensearch"]["url"] == "https://os"
+    assert payload["metadata"]["config"]["max_tokens"] == 512
