@@ -1,8 +1,7 @@
 """Fixtures of the scale suite: an API connection to the cluster, run options from the configuration, progress.
 
-The cluster comes from the ``cluster`` fixture of fixtures/cluster.py (simulator or real cluster). While that fixture
-is not available (a checkout without fixtures/cluster.py), a simulator is started here from ``cluster.sim`` so the
-suite still runs on its own.
+The cluster comes from the ``cluster`` fixture of fixtures/cluster.py (the simulator shaped by ``cluster.sim``, or a
+real cluster with ``--cluster kube``); requesting it by name also makes its facts KPI labels of the items.
 """
 
 from __future__ import annotations
@@ -38,23 +37,9 @@ def raw_api_for(cluster: Any) -> RawApi:
     return RawApi(api_client_from_kubeconfig(str(kubeconfig), getattr(cluster, "context", None), POOL_SIZE))
 
 
-@pytest.fixture(scope="session")
-def scale_standalone_sim(pytestconfig: pytest.Config) -> Iterator[Any]:
-    """Only used when no ``cluster`` fixture exists: one simulator per process, shaped by ``cluster.sim``."""
-    from pytest_topsail.sim.launcher import SimCluster
-    from pytest_topsail.suites import load_suite
-
-    profile = load_suite(pytestconfig, "scale").config.get("cluster.sim", {})
-    with SimCluster(profile) as sim:
-        yield sim
-
-
 @pytest.fixture
-def scale_api(request: pytest.FixtureRequest) -> Iterator[RawApi]:
-    try:
-        cluster = request.getfixturevalue("cluster")
-    except pytest.FixtureLookupError:
-        cluster = request.getfixturevalue("scale_standalone_sim")
+def scale_api(cluster: Any) -> Iterator[RawApi]:
+    """Raw JSON access to the cluster of the run (fixtures/cluster.py), its own connection pool per item."""
     try:
         api = raw_api_for(cluster)
     except TopsailError as error:

@@ -52,7 +52,9 @@ def test_smoke_preset_passes_and_writes_the_results_of_every_item(smoke_run):
     assert kpis["job_ready_p99_ms"]["unit"] == "ms" and kpis["job_ready_p99_ms"]["higher_better"] is False
     assert kpis["job_completed_p50_ms"]["value"] >= 500  # the training jobs sleep 0.5 s
     assert kpis["submission_jobs_per_s"]["value"] > 0 and kpis["failed_jobs"]["value"] == 0
-    assert kpis["job_ready_p99_ms"]["labels"]["workload"] == "training"
+    labels = kpis["job_ready_p99_ms"]["labels"]
+    assert labels["workload"] == "training" and labels["pacing"] == "qps"  # from the case
+    assert labels["cluster"] == "sim" and labels["node_count"] == 10  # cluster facts: the smoke preset's 10 nodes
     assert (artifacts / "report.html").is_file()
     cleanup = json.loads((dirs[0] / "cleanup.json").read_text())
     assert cleanup["remaining"] == [] and len(cleanup["deleted"]) == 1
@@ -81,6 +83,7 @@ def test_smoke_preset_passes_with_two_xdist_workers(tmp_path):
     assert len(dirs) == SMOKE_ITEMS
     namespaces = {json.loads((d / "cleanup.json").read_text())["deleted"][0] for d in dirs}
     assert len(namespaces) == SMOKE_ITEMS  # every item ran in its own namespace
+    assert len(list((tmp_path / "artifacts").glob("*__cluster"))) == 1  # one simulator served both workers
     assert (tmp_path / "artifacts" / "kpis.prom").read_text().count("job_ready_p99_ms{") == SMOKE_ITEMS
 
 
