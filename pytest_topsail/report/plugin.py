@@ -40,6 +40,8 @@ def pytest_configure(config: pytest.Config) -> None:
     replot = config.getoption("topsail_replot", None)
     if replot and not Path(replot).is_dir():
         raise pytest.UsageError(f"--topsail-replot {replot}: not a directory")
+    if replot and getattr(config.option, "dist", "no") != "no":
+        raise pytest.UsageError("--topsail-replot runs no test: it cannot be combined with xdist (-n/--dist)")
     if not hasattr(config, "workerinput"):
         config.pluginmanager.register(ReportSession(config), "topsail-report-session")
 

@@ -138,10 +138,13 @@ def test_replot_rebuilds_kpis_verdicts_and_report_without_running_tests(project:
     assert "latency{image=\"v1\",ocp_version=\"4.16\",size=\"1\"" in (saved / "kpis.prom").read_text()
 
 
-def test_replot_of_a_missing_directory_is_a_usage_error(project: Project) -> None:
+def test_replot_of_a_missing_directory_or_with_xdist_is_a_usage_error(project: Project) -> None:
     result = project.pytester.runpytest("suites", "--topsail-replot", "nowhere")
     assert result.ret == 4
     result.stderr.fnmatch_lines(["*--topsail-replot nowhere: not a directory*"])
+    result = project.pytester.runpytest("suites", "--topsail-replot", ".", "-n", "2")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["*--topsail-replot runs no test: it cannot be combined with xdist*"])
 
 
 def test_replot_reads_bare_item_directories_and_reports_missing_files(project: Project) -> None:
