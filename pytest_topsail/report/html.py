@@ -26,6 +26,7 @@ import jinja2
 from pytest_topsail.kpi import format_value
 from pytest_topsail.regression import Verdict
 
+SERIES_COLORS = ("#1f77b4", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22", "#393b79")
 VERDICT_COLORS = {"regression": "#d62728", "improvement": "#2ca02c", "accepted": "#1f77b4",
                   "no_history": "#7f7f7f", "ignored": "#bcbd22"}
 
@@ -83,13 +84,14 @@ def trend_figure(suite: str, kpi: str, verdicts: Sequence[Verdict]) -> dict[str,
     """History of one KPI (one trace per item / label set), change points and the current value marked."""
     data: list[dict[str, Any]] = []
     unit = verdicts[0].unit if verdicts else ""
-    for verdict in verdicts:
+    for number, verdict in enumerate(verdicts):
+        color = SERIES_COLORS[number % len(SERIES_COLORS)]
         xs = [_iso(h["timestamp"]) for h in verdict.history] + ["current"]
         ys = [h["value"] for h in verdict.history] + [verdict.value]
         xs[-1] = _iso(max([h["timestamp"] for h in verdict.history], default=0) + 1) if verdict.history else "now"
         name = verdict.nodeid.split("::")[-1]
         data.append({"type": "scatter", "mode": "lines+markers", "name": name, "x": xs[:-1], "y": ys[:-1],
-                     "legendgroup": name})
+                     "legendgroup": name, "line": {"color": color}, "marker": {"color": color}})
         data.append({"type": "scatter", "mode": "markers", "name": f"{name}: {verdict.status}", "x": xs[-1:],
                      "y": ys[-1:], "legendgroup": name,
                      "marker": {"size": 12, "symbol": "diamond", "color": VERDICT_COLORS.get(verdict.status)}})
