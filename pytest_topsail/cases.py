@@ -96,7 +96,11 @@ def check_unique_ids(cases: Iterable[Case]) -> None:
     seen: dict[str, Case] = {}
     for case in cases:
         if case.id in seen:
-            raise TopsailError(f"duplicate case id {case.id!r}: {seen[case.id].source} and {case.source}")
+            first = seen[case.id]
+            if first.source == case.source:
+                raise TopsailError(f"duplicate case id {case.id!r}: two combinations of {case.source} have the same id "
+                                   f"(settings {first.settings} and {case.settings}); make the values distinct")
+            raise TopsailError(f"duplicate case id {case.id!r}: {first.source} and {case.source}")
         seen[case.id] = case
 
 
@@ -313,3 +317,26 @@ def case_params(cases: Iterable[Case]) -> list[Any]:
             marks.append(pytest.mark.xdist_group(case.xdist_group))
         params.append(pytest.param(case, id=case.id, marks=marks) if marks else pytest.param(case, id=case.id))
     return params
+
+
+def with_variant(cases: Iterable[Case], variant: str, settings: Mapping[str, Any] | None = None,
+                 xdist_group: str | None = None) -> list[Case]:
+    """Copies of ``cases`` for one variant (e.g. a TGIS model configuration): ids ``<variant>-<case id>``,
+    ``settings`` deep-merged under each case's own settings, and optionally one xdist group for the variant.
+
+    With :func:`load_cases` and :func:`parametrize_cases` a suite builds its own matrix (model configs x cases).
+    """
+    if not isinstance(variant, str) or not variant:
+        raise TopsailError(f"variant name must be a non-empty string, got {variant!r}")
+    return [Case(name=case.name, id=f"{variant}-{case.id}", settings=deep_merge(settings or {}, case.settings),
+                 source=f"{case.source} ({variant})", marks=case.marks,
+                 xdist_group=xdist_group or case.xdist_group, varying=case.varying)
+            for case in cases]
+
+
+def parametrize_cases(metafunc: Any, cases: Iterable[Case], argname: str = "case") -> None:
+    """``metafunc.parametrize(argname, ...)`` with ``cases`` (ids checked to be unique): for a suite's own
+    ``pytest_generate_tests``. The engine then leaves ``case`` alone for that test."""
+    cases = list(cases)
+    check_unique_ids(cases)
+    metafunc.parametrize(argname, case_params(cases))

@@ -42,6 +42,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(session.XdistHooks(config), "topsail-xdist")
 
 
+@pytest.hookimpl(trylast=True)  # after the suites' own pytest_generate_tests, which may parametrize "case" themselves
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     from pytest_topsail import session
 

@@ -84,7 +84,7 @@ def generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     config = metafunc.config
     name = suite_name_of_path(config, Path(metafunc.definition.path))
-    if name is None or _parametrized_explicitly(metafunc.definition, "case"):
+    if name is None or _parametrized_explicitly(metafunc, "case"):
         return
     try:
         suite = load_suite(config, name)
@@ -97,8 +97,11 @@ def generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("case", params)
 
 
-def _parametrized_explicitly(definition: pytest.Function, argname: str) -> bool:
-    for mark in definition.iter_markers("parametrize"):
+def _parametrized_explicitly(metafunc: pytest.Metafunc, argname: str) -> bool:
+    """True when a parametrize mark or a suite's own pytest_generate_tests (run before ours) already covers it."""
+    if any(argname in callspec.params for callspec in getattr(metafunc, "_calls", ())):
+        return True
+    for mark in metafunc.definition.iter_markers("parametrize"):
         names = mark.args[0] if mark.args else mark.kwargs.get("argnames", ())
         if isinstance(names, str):
             names = [part.strip() for part in names.split(",")]
