@@ -71,7 +71,10 @@ def api_resource_list(types: list[ResourceType], group: str, version: str) -> di
             entry["categories"] = list(rtype.categories)
         resources.append(entry)
         for sub in rtype.subresources:
-            resources.append({"name": f"{rtype.plural}/{sub}", "singularName": "", "namespaced": rtype.namespaced,
-                              "kind": rtype.kind, "verbs": _SUBRESOURCE_VERBS.get(sub, ["get"])})
+            entry = {"name": f"{rtype.plural}/{sub}", "singularName": "", "namespaced": rtype.namespaced,
+                     "kind": rtype.kind, "verbs": _SUBRESOURCE_VERBS.get(sub, ["get"])}
+            if sub == "scale":  # the scale client needs the Scale kind's group and version
+                entry.update({"group": "autoscaling", "version": "v1", "kind": "Scale"})
+            resources.append(entry)
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": selected[0].api_version,
             "resources": resources}

@@ -24,7 +24,7 @@ from aiohttp import web
 
 from . import apierror, discovery, openapi
 from .apierror import ApiError
-from .patch import APPLY_PATCH, PATCH_TYPES, STRATEGIC_MERGE_PATCH
+from .patch import APPLY_PATCH, MERGE_PATCH, PATCH_TYPES, STRATEGIC_MERGE_PATCH, apply_patch
 from .resources import ResourceType
 from .selectors import (
     FieldRequirement,
@@ -309,6 +309,8 @@ class ApiServer:
             if verb != "get":
                 raise apierror.method_not_allowed("pods/log supports only GET")
             return await self._log(request, parsed)
+        if parsed.subresource == "scale":
+            return await self._scale(request, parsed)
         if parsed.subresource not in (None, "status"):
             raise ApiError(404, "NotFound", f"the simulated cluster does not serve {rtype.plural}/"
                                             f"{parsed.subresource}")
@@ -456,6 +458,36 @@ class ApiServer:
         items = b",".join(json.dumps(obj, separators=(",", ":")).encode() for obj in deleted)
         return _json_response(head[:-1] + b',"items":[' + items + b"]}")
 
+    # ----------------------------------------------------------------- scale subresource
+    async def _scale(self, request: web.Request, parsed: _Request) -> web.Response:
+        """``deployments/{name}/scale`` and the like: an autoscaling/v1 Scale view of ``spec.replicas``."""
+        if parsed.namespace is None or parsed.name is None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        obj = self.store.get(parsed.rtype, parsed.namespace, parsed.name)
+        if parsed.verb not in ("get", "update", "patch"):
+            raise apierror.method_not_allowed(f"{parsed.rtype.plural}/scale supports get, update and patch")
+        if parsed.verb != "get":
+            current = _scale_of(obj)
+            if parsed.verb == "update":
+                wanted = await self._body(request)
+                stale = ((wanted or {}).get("metadata") or {}).get("resourceVersion")
+                if stale and stale != obj["metadata"]["resourceVersion"]:
+                    raise apierror.conflict(parsed.rtype.plural, parsed.rtype.group, parsed.name)
+            else:
+                content_type = request.content_type
+                if content_type not in PATCH_TYPES:
+                    raise apierror.unsupported_media_type(content_type)
+                raw = await request.read()
+                patch = yaml.safe_load(raw.decode()) if content_type == APPLY_PATCH else json.loads(raw or b"null")
+                wanted = apply_patch(current, patch, content_type)
+            replicas = ((wanted or {}).get("spec") or {}).get("replicas")
+            if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
+                cause = f"Invalid value: {replicas!r}: must be a non-negative integer"
+                raise apierror.invalid("Scale", "autoscaling", parsed.name, [("spec.replicas", cause)])
+            obj = self.store.patch(parsed.rtype, parsed.namespace, parsed.name, {"spec": {"replicas": replicas}},
+                                   MERGE_PATCH)
+        return _json_response(_scale_of(obj))
+
     # ----------------------------------------------------------------- watch
     def _on_store_event(self, event_type: str, rtype: ResourceType, obj: dict[str, Any]) -> None:
         watchers = self._watchers.get(rtype.key)
@@ -597,6 +629,17 @@ class ApiServer:
             reason = "ContainerCreating"
         raise apierror.bad_request(f'container "{container}" in pod "{pod["metadata"]["name"]}" is waiting to '
                                    f"start: {reason}")
+
+
+def _scale_of(obj: dict[str, Any]) -> dict[str, Any]:
+    metadata, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
+    match_labels = (spec.get("selector") or {}).get("matchLabels") or {}
+    return {"kind": "Scale", "apiVersion": "autoscaling/v1",
+            "metadata": {key: metadata[key] for key in ("name", "namespace", "uid", "resourceVersion",
+                                                        "creationTimestamp") if key in metadata},
+            "spec": {"replicas": spec.get("replicas", 1)},
+            "status": {"replicas": status.get("replicas", 0),
+                       "selector": ",".join(f"{k}={v}" for k, v in sorted(match_labels.items()))}}
 
 
 def _page(items: list[dict[str, Any]], limit: str | None, token: str | None,

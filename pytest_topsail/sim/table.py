@@ -1,6 +1,7 @@
 """Server-side printing for ``kubectl get`` (``Accept: application/json;as=Table;v=v1;g=meta.k8s.io``).
 
-Pods, nodes, namespaces, jobs and deployments get their usual columns; every other resource gets Name and Age.
+Pods, nodes, namespaces, jobs, deployments, replicasets, services, persistent volume claims and events get their
+usual columns; every other resource gets Name and Age.
 """
 
 from __future__ import annotations
@@ -81,6 +82,26 @@ def _deployment_cells(deployment: Obj) -> list[Any]:
             status.get("availableReplicas", 0)]
 
 
+def _replicaset_cells(replicaset: Obj) -> list[Any]:
+    spec, status = replicaset.get("spec") or {}, replicaset.get("status") or {}
+    return [spec.get("replicas", 1), status.get("replicas", 0), status.get("readyReplicas", 0)]
+
+
+def _service_cells(service: Obj) -> list[Any]:
+    spec = service.get("spec") or {}
+    ports = ",".join(f"{p.get('port')}/{p.get('protocol', 'TCP')}" for p in spec.get("ports") or []) or "<none>"
+    return [spec.get("type", "ClusterIP"), spec.get("clusterIP") or "<none>", "<none>", ports]
+
+
+def _claim_cells(claim: Obj) -> list[Any]:
+    spec, status = claim.get("spec") or {}, claim.get("status") or {}
+    capacity = (status.get("capacity") or {}).get("storage", "")
+    modes = ",".join({"ReadWriteOnce": "RWO", "ReadOnlyMany": "ROX", "ReadWriteMany": "RWX",
+                      "ReadWriteOncePod": "RWOP"}.get(m, m) for m in status.get("accessModes") or [])
+    return [status.get("phase", "Pending"), spec.get("volumeName", ""), capacity, modes,
+            spec.get("storageClassName") or "<unset>"]
+
+
 _COLUMNS: dict[tuple[str, str], tuple[list[tuple[str, str]], Any]] = {
     ("", "pods"): ([("Ready", "string"), ("Status", "string"), ("Restarts", "integer")], _pod_cells),
     ("", "nodes"): ([("Status", "string"), ("Roles", "string"), ("Version", "string")], _node_cells),
@@ -88,18 +109,42 @@ _COLUMNS: dict[tuple[str, str], tuple[list[tuple[str, str]], Any]] = {
     ("batch", "jobs"): ([("Status", "string"), ("Completions", "string")], _job_cells),
     ("apps", "deployments"): ([("Ready", "string"), ("Up-to-date", "integer"), ("Available", "integer")],
                               _deployment_cells),
+    ("apps", "replicasets"): ([("Desired", "integer"), ("Current", "integer"), ("Ready", "integer")],
+                              _replicaset_cells),
+    ("", "services"): ([("Type", "string"), ("Cluster-IP", "string"), ("External-IP", "string"),
+                        ("Port(s)", "string")], _service_cells),
+    ("", "persistentvolumeclaims"): ([("Status", "string"), ("Volume", "string"), ("Capacity", "string"),
+                                      ("Access Modes", "string"), ("StorageClass", "string")], _claim_cells),
 }
+
+
+def _event_row(event: Obj, now: float) -> list[Any]:
+    involved = event.get("involvedObject") or {}
+    last = event.get("lastTimestamp") or event.get("eventTime") or event["metadata"].get("creationTimestamp")
+    return [_age(last, now), event.get("type", ""), event.get("reason", ""),
+            f"{(involved.get('kind') or '').lower()}/{involved.get('name', '')}", event.get("message", ""),
+            event["metadata"]["name"]]
+
+
+# Events print without Name first and Age last, like kubectl's own event printer (Name only with -o wide).
+_EVENT_COLUMNS = [("Last Seen", "string", 0), ("Type", "string", 0), ("Reason", "string", 0),
+                  ("Object", "string", 0), ("Message", "string", 0), ("Name", "string", 1)]
 
 
 def table_for(rtype: ResourceType, items: list[Obj], resource_version: str, include_object: str = "Metadata"
               ) -> Obj:
-    extra, cells_of = _COLUMNS.get(rtype.key, ([], lambda _obj: []))
-    columns = [("Name", "string"), *extra, ("Age", "string")]
     now = time.time()
+    if rtype.key in (("", "events"), ("events.k8s.io", "events")):
+        columns = _EVENT_COLUMNS
+        cells = [_event_row(obj, now) for obj in items]
+    else:
+        extra, cells_of = _COLUMNS.get(rtype.key, ([], lambda _obj: []))
+        columns = [("Name", "string", 0), *((name, kind, 0) for name, kind in extra), ("Age", "string", 0)]
+        cells = [[obj["metadata"]["name"], *cells_of(obj), _age(obj["metadata"].get("creationTimestamp"), now)]
+                 for obj in items]
     rows = []
-    for obj in items:
-        row: Obj = {"cells": [obj["metadata"]["name"], *cells_of(obj), _age(obj["metadata"].get("creationTimestamp"),
-                                                                             now)]}
+    for obj, row_cells in zip(items, cells, strict=True):
+        row: Obj = {"cells": row_cells}
         if include_object == "Object":
             row["object"] = obj
         elif include_object != "None":
@@ -109,6 +154,6 @@ def table_for(rtype: ResourceType, items: list[Obj], resource_version: str, incl
     return {
         "kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": resource_version},
         "columnDefinitions": [{"name": name, "type": kind, "format": "name" if name == "Name" else "",
-                               "description": "", "priority": 0} for name, kind in columns],
+                               "description": "", "priority": priority} for name, kind, priority in columns],
         "rows": rows,
     }

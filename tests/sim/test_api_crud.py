@@ -202,3 +202,17 @@ def test_list_pages_with_limit_and_continue(core: client.CoreV1Api, namespace: s
     with pytest.raises(ApiException) as invalid:
         core.list_namespaced_config_map(namespace, limit=2, _continue="not-a-token")
     assert invalid.value.status == 400
+
+
+def test_scale_subresource(apps: client.AppsV1Api, namespace: str) -> None:
+    apps.create_namespaced_deployment(namespace, {"metadata": {"name": "scaled"}, "spec": {
+        "replicas": 1, "selector": {"matchLabels": {"app": "s"}},
+        "template": {"metadata": {"labels": {"app": "s"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}})
+    scale = apps.read_namespaced_deployment_scale("scaled", namespace)
+    assert (scale.spec.replicas, scale.status.selector) == (1, "app=s")
+    patched = apps.patch_namespaced_deployment_scale("scaled", namespace, {"spec": {"replicas": 4}})
+    assert patched.spec.replicas == 4
+    assert apps.read_namespaced_deployment("scaled", namespace).spec.replicas == 4
+    with pytest.raises(ApiException) as invalid:
+        apps.patch_namespaced_deployment_scale("scaled", namespace, {"spec": {"replicas": -1}})
+    assert invalid.value.status == 422

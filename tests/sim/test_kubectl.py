@@ -172,3 +172,36 @@ def test_get_unknown_resource_is_a_clear_error(kubectl: Any) -> None:
     result = kubectl("get", "gizmos", check=False)
     assert result.returncode != 0
     assert 'the server doesn\'t have a resource type "gizmos"' in result.stderr
+
+
+DEPLOYMENT = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: c, image: nginx, command: ["sleep", "infinity"]}]
+"""
+
+
+def test_scale_and_rollout_status_of_a_deployment(kubectl: Any, wait_until: Any) -> None:
+    kubectl("apply", "-f", "-", stdin=DEPLOYMENT)
+    assert kubectl("scale", "deployment", "web", "--replicas=3").stdout.strip() == "deployment.apps/web scaled"
+    kubectl("rollout", "status", "deployment/web", "--timeout=30s")
+    scale = json.loads(kubectl("get", "--raw", "/apis/apps/v1/namespaces/default/deployments/web/scale").stdout)
+    assert (scale["kind"], scale["spec"]["replicas"], scale["status"]["selector"]) == ("Scale", 3, "app=web")
+    ready = kubectl("get", "deployment", "web", "-o", "jsonpath={.status.readyReplicas}").stdout
+    assert ready == "3"
+
+
+def test_get_events_prints_the_event_columns(kubectl: Any, wait_until: Any) -> None:
+    kubectl("apply", "-f", "-", stdin=POD.format(name="eventful", app="e"))
+    kubectl("wait", "--for=condition=Ready", "pod/eventful", "--timeout=30s")
+    output = kubectl("get", "events", "--field-selector", "involvedObject.name=eventful").stdout
+    header, *rows = output.splitlines()
+    assert header.split() == ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
+    assert any(row.split()[2] == "Scheduled" and row.split()[3] == "pod/eventful" for row in rows)
