@@ -9,6 +9,7 @@ Annotations (prefix `sim.topsail.io/`) override: `duration-seconds` ("infinity" 
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -36,8 +37,7 @@ class ContainerPlan:
     log: str
 
 
-def _script(container: dict[str, Any]) -> str:
-    argv = [str(a) for a in (container.get("command") or [])] + [str(a) for a in (container.get("args") or [])]
+def _script(argv: tuple[str, ...]) -> str:
     if not argv:
         return ""
     if os.path.basename(argv[0]) in SHELLS:
@@ -59,10 +59,17 @@ def _sleep_seconds(arg: str) -> float | None:
 
 
 def plan_from_command(container: dict[str, Any]) -> ContainerPlan:
+    words = [*(container.get("command") or ()), *(container.get("args") or ())]
+    argv = tuple(str(word) for word in words)
+    return _plan(str(container.get("name") or ""), argv)
+
+
+@functools.lru_cache(maxsize=1024)  # pods of one Job or Deployment share their command: read it once
+def _plan(name: str, argv: tuple[str, ...]) -> ContainerPlan:
     duration: float | None = None
     exit_code = 0
     lines: list[str] = []
-    for statement in _SPLIT.split(_script(container)):
+    for statement in _SPLIT.split(_script(argv)):
         try:
             words = shlex.split(statement)
         except ValueError:
@@ -93,7 +100,7 @@ def plan_from_command(container: dict[str, Any]) -> ContainerPlan:
             lines.append(args[0].replace("\\n", "\n").rstrip("\n"))
             duration = duration or 0.0
     log = "".join(line + "\n" for line in lines)
-    return ContainerPlan(str(container.get("name") or ""), duration, exit_code, log)
+    return ContainerPlan(name, duration, exit_code, log)
 
 
 def _int(text: str, default: int) -> int:
