@@ -9,7 +9,8 @@
    -> seconds from the first create until all are Running (goal: 10,000 pods <= 30 s; kwok's CI bar is 60 s with a
    real apiserver). client: created by 16 threads through the official client, Running counted from a watch.
 Each figure is printed beside the same work without the controllers' part, measured in the same run: storing the same
-objects in a bare Store (in-process), or the time spent creating the pods (client). Medians of --repeat runs.
+objects in a bare Store (in-process), or creating the same pods through the client against a server started with
+--api-only (client). Medians of --repeat runs, each run measuring both sides one after the other.
 """
 
 from __future__ import annotations
@@ -153,6 +154,24 @@ def through_client(nodes: int, count: int) -> tuple[float, float, float]:
     return nodes_ready, running, created
 
 
+def creating_without_controllers(count: int) -> float:
+    """Seconds to create the same pods through the client against a server started with --api-only."""
+    import kubernetes
+
+    from pytest_topsail.sim.launcher import SimCluster
+
+    with SimCluster(_profile_data(1), start_timeout=TIMEOUT, extra_args=("--api-only",)) as sim:
+        config = kubernetes.client.Configuration()
+        kubernetes.config.load_kube_config(str(sim.kubeconfig_path), client_configuration=config)
+        config.connection_pool_maxsize = CREATE_THREADS + 2
+        api = kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(config))
+        api.create_namespace({"metadata": {"name": NAMESPACE}})
+        start = time.perf_counter()
+        with ThreadPoolExecutor(CREATE_THREADS) as pool:
+            list(pool.map(lambda i: _create_pod(api, i), range(count)))
+        return time.perf_counter() - start
+
+
 def _create_pod(api: Any, index: int) -> None:
     """Create one pod without building the client's model objects; reading the body returns the connection to
     the pool (an unread response would cost a new TLS connection per request)."""
@@ -211,11 +230,13 @@ def main() -> None:
         print(f"in-process: {args.pods} pods on {args.nodes} nodes created -> Running {_median(runs, 0):.2f} s "
               f"(goal <= 30 s); storing the same pods bare {_median(runs, 1):.2f} s")
     if args.mode in ("both", "client"):
-        runs = [through_client(args.nodes, args.pods) for _ in range(args.repeat)]
+        runs = [(*through_client(args.nodes, args.pods), creating_without_controllers(args.pods))
+                for _ in range(args.repeat)]
         print(f"client: {args.nodes} nodes Ready {_median(runs, 0):.2f} s after SimCluster.start() (goal <= 10 s)")
         print(f"client: {args.pods} pods created -> Running {_median(runs, 1):.2f} s (goal <= 30 s); "
               f"creating them took {_median(runs, 2):.2f} s ({args.pods / _median(runs, 2):.0f} creates/s, "
-              f"{CREATE_THREADS} threads)")
+              f"{CREATE_THREADS} threads); creating them on an --api-only server (no controllers) "
+              f"{_median(runs, 3):.2f} s ({args.pods / _median(runs, 3):.0f} creates/s)")
 
 
 if __name__ == "__main__":
