@@ -17,6 +17,7 @@ T = TypeVar("T")
 Progress = Callable[[str], None]
 DEFAULT_INTERVAL = 0.25
 PROGRESS_EVERY = 5.0
+CONDITIONS_SHOWN = 5
 
 
 class WaitTimeout(KubeError):
@@ -147,11 +148,7 @@ def describe_state(kube: Kube, ref: ObjectRef, obj: dict[str, Any] | None, event
         for key in ("phase", "state", "message", "reason"):
             if isinstance(status.get(key), str) and status.get(key):
                 parts.append(f"{key}={status[key]}")
-        conditions = [
-            f"{c.get('type')}={c.get('status')}" + (f" ({c.get('reason')}: {c.get('message')})" if c.get("message")
-                                                   else f" ({c.get('reason')})" if c.get("reason") else "")
-            for c in status.get("conditions") or []
-        ]
+        conditions = [format_condition(c) for c in (status.get("conditions") or [])[-CONDITIONS_SHOWN:]]
         parts.append("last conditions: " + ("; ".join(conditions) if conditions else "none"))
     try:
         recent = events_for(kube, ref)[-events:]
@@ -160,6 +157,18 @@ def describe_state(kube: Kube, ref: ObjectRef, obj: dict[str, Any] | None, event
     else:
         parts.append("last events: " + (" | ".join(format_event(e) for e in recent) if recent else "none"))
     return ", ".join(parts)
+
+
+def format_condition(condition: dict[str, Any]) -> str:
+    """`Type=Status (Reason: message)`; OLM's CSV conditions have a phase instead of a type and status."""
+    if condition.get("type") is not None:
+        head = f"{condition.get('type')}={condition.get('status')}"
+    else:
+        head = f"phase={condition.get('phase')}"
+    reason, message = condition.get("reason"), condition.get("message")
+    if message:
+        return f"{head} ({reason}: {message})" if reason else f"{head} ({message})"
+    return f"{head} ({reason})" if reason else head
 
 
 def _report(progress: Progress | None, message: str) -> None:
