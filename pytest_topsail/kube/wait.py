@@ -63,7 +63,7 @@ def poll(
     details = describe(last) if describe else ""
     if last_error is not None:
         details = f"{details}; last error: {last_error}" if details else f"last error: {last_error}"
-    message = f"timed out after {timeout:.0f}s waiting for {what}"
+    message = f"timed out after {timeout:g}s waiting for {what}"
     raise WaitTimeout(f"{message}; {details}" if details else message)
 
 
