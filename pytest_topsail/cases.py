@@ -67,14 +67,17 @@ def resolve_case_files(globs: Iterable[str], rootdir: Path, source: str = "cases
     return files
 
 
-def load_cases(globs: Iterable[str], rootdir: Path, source: str = "cases") -> list[Case]:
-    """Read, validate and expand every case of the files ``globs`` names; ids are checked to be unique."""
+def load_cases(globs: Iterable[str], rootdir: Path, source: str = "cases", cache_dir: Path | None = None) -> list[Case]:
+    """Read, validate and expand every case of the files ``globs`` names; ids are checked to be unique.
+
+    ``cache_dir``: where parsed case files may be kept between runs (see :func:`pytest_topsail.config.load_yaml`).
+    """
     from pytest_topsail.config import load_yaml
 
     cases: list[Case] = []
     for path in resolve_case_files(globs, rootdir, source):
         shown = _shown_path(path, rootdir)
-        entries = load_yaml(path)
+        entries = load_yaml(path, shown, cache_dir)
         if entries is None:
             entries = []
         if not isinstance(entries, list):
@@ -119,6 +122,8 @@ def expand_case(entry: Any, source: str) -> list[Case]:
     if group is not None and not isinstance(group, str):
         raise TopsailError(f"{where}: xdist_group must be a string")
     base = {key: value for key, value in entry.items() if key not in RESERVED_CASE_KEYS}
+    if entry.get("extra_settings") is None and entry.get("skip_if") is None and not _has_list(base):
+        return [Case(name=name, id=name, settings=base, source=source, marks=marks, xdist_group=group)]
     declared = _product(base, raw_lists, entry.get("extra_settings"), where)
     # Ids name the keys varying over the declared matrix, so that adding a skip_if never renames other items.
     varying = varying_keys(declared)
@@ -218,6 +223,10 @@ def _dimensions(tree: Mapping[str, Any], raw: set[str], prefix: str) -> list[tup
         elif isinstance(value, Mapping):
             dims.extend(_dimensions(value, raw, path + "."))
     return dims
+
+
+def _has_list(tree: Mapping[str, Any]) -> bool:
+    return any(isinstance(value, list) or isinstance(value, Mapping) and _has_list(value) for value in tree.values())
 
 
 def _leaf_keys(tree: Mapping[str, Any], prefix: str) -> list[str]:

@@ -30,21 +30,117 @@ _MISSING: Any = object()
 _current_config: contextvars.ContextVar[Config | None] = contextvars.ContextVar("topsail_config", default=None)
 
 
-def load_yaml(path: Path) -> Any:
-    """Parse a YAML file with the safe loader; errors name the file and line."""
+def load_yaml(path: Path, shown: str | None = None, cache_dir: Path | None = None) -> Any:
+    """Parse a YAML file with the safe loader; errors name the file (as ``shown``) and line.
+
+    With ``cache_dir``, the parsed document is kept there (keyed by the file's path, checked against a hash of its
+    bytes): collecting 10,000 cases again costs a hash and a ``marshal.loads`` instead of a YAML parse.
+    """
     import yaml
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    shown = shown or str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        raw = Path(path).read_bytes()
     except FileNotFoundError:
-        raise TopsailError(f"{path}: file not found") from None
+        raise TopsailError(f"{shown}: file not found") from None
     except OSError as exc:
-        raise TopsailError(f"{path}: cannot read: {exc.strerror}") from None
+        raise TopsailError(f"{shown}: cannot read: {exc.strerror}") from None
+    cached = _read_cached(cache_dir, path, raw) if cache_dir is not None else _MISSING
+    if cached is not _MISSING:
+        return cached
     try:
-        return yaml.load(text, Loader=loader)  # noqa: S506 - safe loader
+        document = parse_yaml(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise TopsailError(f"{shown}: not UTF-8 text: {exc.reason} at byte {exc.start}") from None
     except yaml.YAMLError as exc:
-        raise TopsailError(f"{path}: malformed YAML: {_describe_yaml_error(exc)}") from None
+        raise TopsailError(f"{shown}: malformed YAML: {_describe_yaml_error(exc)}") from None
+    if cache_dir is not None:
+        _write_cached(cache_dir, path, raw, document)
+    return document
+
+
+_CACHE_FORMAT = "topsail-yaml-1"
+
+
+def _cache_entry(cache_dir: Path, path: Path, raw: bytes) -> tuple[Path, str]:
+    import hashlib
+
+    import yaml
+
+    name = hashlib.sha256(str(Path(path).resolve()).encode()).hexdigest()[:32]
+    digest = hashlib.sha256(raw + f"{_CACHE_FORMAT} {yaml.__version__}".encode()).hexdigest()
+    return Path(cache_dir) / f"{name}.marshal", digest
+
+
+def _read_cached(cache_dir: Path, path: Path, raw: bytes) -> Any:
+    import marshal
+
+    entry, digest = _cache_entry(cache_dir, path, raw)
+    try:
+        stored_digest, document = marshal.loads(entry.read_bytes())
+    except (OSError, EOFError, ValueError, TypeError):
+        return _MISSING
+    return document if stored_digest == digest else _MISSING
+
+
+def _write_cached(cache_dir: Path, path: Path, raw: bytes, document: Any) -> None:
+    """Best effort: documents marshal cannot hold (dates) and unwritable directories are simply not cached."""
+    import marshal
+    import os
+
+    entry, digest = _cache_entry(cache_dir, path, raw)
+    try:
+        data = marshal.dumps((digest, document))
+        Path(cache_dir).mkdir(parents=True, exist_ok=True)
+        tmp = entry.with_name(f".{entry.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, entry)
+    except (ValueError, OSError):
+        return
+
+
+_STR_TAG = "tag:yaml.org,2002:str"
+_MAP_TAG = "tag:yaml.org,2002:map"
+_SEQ_TAG = "tag:yaml.org,2002:seq"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+def parse_yaml(text: str) -> Any:
+    """``yaml.safe_load`` (C parser when available), with plain strings, lists and mappings built directly.
+
+    Case files hold thousands of small mappings; PyYAML's generic constructor costs as much as parsing them. Anything
+    else (numbers, dates, merge keys, anchors to non-trivial nodes) goes through the safe constructor unchanged.
+    """
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
+    try:
+        node = loader.get_single_node()
+        return None if node is None else _build(loader, node, {})
+    finally:
+        loader.dispose()
+
+
+def _build(loader: Any, node: Any, built: dict[int, Any]) -> Any:
+    from yaml.nodes import MappingNode, ScalarNode, SequenceNode
+
+    if id(node) in built:  # an alias: the same object, as PyYAML gives
+        return built[id(node)]
+    if isinstance(node, ScalarNode):
+        return node.value if node.tag == _STR_TAG else loader.construct_object(node, deep=True)
+    if isinstance(node, SequenceNode) and node.tag == _SEQ_TAG:
+        items: list[Any] = []
+        built[id(node)] = items
+        items.extend(_build(loader, child, built) for child in node.value)
+        return items
+    if (isinstance(node, MappingNode) and node.tag == _MAP_TAG
+            and all(isinstance(key, ScalarNode) and key.tag != _MERGE_TAG for key, _ in node.value)):
+        mapping: dict[Any, Any] = {}
+        built[id(node)] = mapping
+        for key, value in node.value:
+            mapping[_build(loader, key, built)] = _build(loader, value, built)
+        return mapping
+    return loader.construct_object(node, deep=True)
 
 
 def _describe_yaml_error(exc: Exception) -> str:

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_topsail.config import Config
-from pytest_topsail.errors import TopsailError
-from pytest_topsail.suites import Suite, suite_of_item
+if TYPE_CHECKING:  # imported in the fixtures: a run that reaches no suite never loads the engine
+    from pytest_topsail.config import Config
+    from pytest_topsail.suites import Suite
 
 
 @pytest.fixture
 def topsail_suite(request: pytest.FixtureRequest) -> Suite:
     """The suite the requesting test belongs to (fails the test when it belongs to none)."""
+    from pytest_topsail.errors import TopsailError
+    from pytest_topsail.suites import suite_of_item
+
     try:
         suite = suite_of_item(request.node)
     except TopsailError as exc:

@@ -44,6 +44,7 @@ class Suite:
     presets_applied: list[str]
     presets_defined: list[str]
     rootdir: Path
+    cache_dir: Path | None = None  # where parsed case files are kept between runs (pytest's cache), if anywhere
 
     @property
     def config_file(self) -> Path:
@@ -65,7 +66,8 @@ class Suite:
         globs = self.case_files
         if globs is None:
             return []
-        return load_cases(globs, self.rootdir, source=f"{self._shown(self.config_file)}: cases")
+        return load_cases(globs, self.rootdir, source=f"{self._shown(self.config_file)}: cases",
+                          cache_dir=self.cache_dir)
 
     @functools.cached_property
     def case_params(self) -> list[Any]:
@@ -118,6 +120,7 @@ class TopsailState:
     collection_errors: list[str] = field(default_factory=list)
     written_suite_configs: set[str] = field(default_factory=set)
     suite_of_path_cache: dict[Path, str | None] = field(default_factory=dict)
+    pytest_cache: Any = None  # pytest's config.cache (None with -p no:cacheprovider)
     lock: threading.RLock = field(default_factory=threading.RLock)
 
 
@@ -153,6 +156,7 @@ def init_state(pytest_config: pytest.Config) -> TopsailState:
         run_id=run_id,
         presets=_requested_presets(pytest_config.getoption("topsail_presets", None) or []),
         overrides=[parse_var(text) for text in pytest_config.getoption("topsail_vars", None) or []],
+        pytest_cache=getattr(pytest_config, "cache", None),
     )
     pytest_config.stash[STATE_KEY] = state
     return state
@@ -213,7 +217,7 @@ def _build_suite(name: str, path: Path, state: TopsailState) -> Suite:
         shown = str(config_file.relative_to(state.rootdir))
     except ValueError:
         shown = str(config_file)
-    document = load_yaml(config_file)
+    document = load_yaml(config_file, shown)
     if document is None:
         document = {}
     if not isinstance(document, dict):
@@ -228,7 +232,16 @@ def _build_suite(name: str, path: Path, state: TopsailState) -> Suite:
     applied = apply_presets(document, presets, requested, shown)
     apply_vars(document, state.overrides)
     return Suite(name=name, path=path, config=Config(document, source=shown), presets_applied=applied,
-                 presets_defined=preset_names(presets), rootdir=state.rootdir)
+                 presets_defined=preset_names(presets), rootdir=state.rootdir, cache_dir=_yaml_cache_dir(state))
+
+
+def _yaml_cache_dir(state: TopsailState) -> Path | None:
+    if state.pytest_cache is None:
+        return None
+    try:
+        return Path(state.pytest_cache.mkdir("topsail-yaml"))
+    except OSError:
+        return None
 
 
 def load_suites_in_scope(pytest_config: pytest.Config) -> list[Suite]:

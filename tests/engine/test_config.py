@@ -124,3 +124,31 @@ def test_load_yaml_reports_file_and_line(tmp_path) -> None:
     bad.write_text("a: 1\nb: [1, 2\nc: 3\n")
     with pytest.raises(TopsailError, match=r"bad.yaml: malformed YAML: line \d+, column \d+"):
         load_yaml(bad)
+
+
+YAML_KINDS = """
+defaults: &defaults {gpus: 1, image: "quay.io/x:1"}
+training:
+  <<: *defaults
+  gpus: 8
+shared: [*defaults, *defaults]
+numbers: [1, -2, 0x1f, 1.5, .inf, 1e-5, "3"]
+plain: [yes, no, true, null, ~, "", 2026-11-22, 2026-11-22T10:00:00Z]
+nested: {a: {b: [{c: d}]}}
+binary: !!binary aGVsbG8=
+set: !!set {a, b}
+"""
+
+
+def test_parse_yaml_gives_what_safe_load_gives() -> None:
+    import yaml
+
+    from pytest_topsail.config import parse_yaml
+
+    parsed = parse_yaml(YAML_KINDS)
+    assert parsed == yaml.safe_load(YAML_KINDS)
+    assert parsed["shared"][0] is parsed["shared"][1]  # aliases are one object, as with safe_load
+    assert parse_yaml("") is None and parse_yaml("- a\n") == ["a"]
+    for unsafe_or_invalid in ("a: !!python/object/apply:os.system [ls]\n", "? [list, key]\n: value\n"):
+        with pytest.raises(yaml.YAMLError):
+            parse_yaml(unsafe_or_invalid)
