@@ -152,3 +152,39 @@ def test_parse_yaml_gives_what_safe_load_gives() -> None:
     for unsafe_or_invalid in ("a: !!python/object/apply:os.system [ls]\n", "? [list, key]\n: value\n"):
         with pytest.raises(yaml.YAMLError):
             parse_yaml(unsafe_or_invalid)
+
+
+def test_yaml_cache_is_used_and_invalidated_by_content(tmp_path) -> None:
+    cases = tmp_path / "cases.yaml"
+    cache = tmp_path / "cache"
+    cases.write_text("- name: a\n  jobs: 1\n")
+    assert load_yaml(cases, cache_dir=cache) == [{"name": "a", "jobs": 1}]
+    (entry,) = cache.iterdir()
+    entry_bytes = entry.read_bytes()
+    assert load_yaml(cases, cache_dir=cache) == [{"name": "a", "jobs": 1}]  # read back
+    cases.write_text("- name: b\n  jobs: 2\n")  # same size, same second: the hash of the bytes decides
+    assert load_yaml(cases, cache_dir=cache) == [{"name": "b", "jobs": 2}]
+    assert list(cache.iterdir()) == [entry] and entry.read_bytes() != entry_bytes  # one entry per file
+    entry.write_bytes(b"garbage")
+    assert load_yaml(cases, cache_dir=cache) == [{"name": "b", "jobs": 2}]
+
+
+def test_yaml_cache_skips_what_marshal_cannot_hold(tmp_path) -> None:
+    import datetime
+
+    dated = tmp_path / "dated.yaml"
+    dated.write_text("- name: a\n  day: 2026-11-22\n")
+    expected = [{"name": "a", "day": datetime.date(2026, 11, 22)}]
+    assert load_yaml(dated, cache_dir=tmp_path / "cache") == expected
+    assert load_yaml(dated, cache_dir=tmp_path / "cache") == expected
+    assert not list((tmp_path / "cache").glob("*.marshal"))
+
+
+def test_malformed_yaml_is_not_cached_and_names_the_shown_path(tmp_path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- name: [a\n")
+    with pytest.raises(TopsailError, match=r"^cases/bad.yaml: malformed YAML: line 2"):
+        load_yaml(bad, "cases/bad.yaml", cache_dir=tmp_path / "cache")
+    bad.write_bytes(b"- name: \xff\n")
+    with pytest.raises(TopsailError, match=r"^cases/bad.yaml: not UTF-8 text"):
+        load_yaml(bad, "cases/bad.yaml", cache_dir=tmp_path / "cache")

@@ -202,3 +202,15 @@ def test_show_config_prints_every_suite_and_runs_nothing(make_project) -> None:
                                  "presets_applied:", "- dgx",
                                  "# suite scale (suites/scale/config.yaml); presets applied: none", "nodes: 5"])
     assert "passed" not in result.stdout.str() and not Path(pytester.path / "artifacts").exists()
+
+
+def test_edited_case_file_is_read_again(make_project) -> None:
+    pytester = matrix_project(make_project)
+    first = collected_ids(pytester.runpytest("suites", "--collect-only", "-q"))
+    assert (pytester.path / ".pytest_cache" / "d" / "topsail-yaml").is_dir()  # parsed cases kept for the next run
+    case_file = pytester.path / "cases" / "ft" / "matrix.yaml"
+    case_file.write_text(case_file.read_text().replace("gpus: [1, 2]", "gpus: [1, 4]"))
+    second = collected_ids(pytester.runpytest("suites", "--collect-only", "-q"))
+    assert "suites/ft/test_ft.py::test_train[ft-gpus=2-lora.r=4]" in first
+    assert "suites/ft/test_ft.py::test_train[ft-gpus=4-lora.r=4]" in second
+    assert not any("gpus=2" in nodeid for nodeid in second)
