@@ -102,9 +102,13 @@ def next_artifact_dir(name: str, parent: Path | None = None) -> Path:
 def write_failure(directory: Path, exc: BaseException) -> Path:
     """Append the exception's type, message and traceback to ``directory/FAILURE``."""
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return append_failure(directory, f"{type(exc).__name__}: {exc}\n\n{text}\n")
+
+
+def append_failure(directory: Path, text: str) -> Path:
     path = Path(directory) / FAILURE_FILE
     with path.open("a", encoding="utf-8") as out:
-        out.write(f"{type(exc).__name__}: {exc}\n\n{text}\n")
+        out.write(text)
     return path
 
 

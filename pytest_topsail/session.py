@@ -174,6 +174,10 @@ def after_report(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.
     if record is None:
         return
     record_phase(record, report)
+    if report.failed and record["artifact_dir"]:
+        from pytest_topsail.artifacts import append_failure
+
+        append_failure(Path(record["artifact_dir"]), f"{report.when} failed:\n{report.longreprtext}\n\n")
     if call.when == "teardown":
         finish_record(item, record)
         report.topsail = record  # type: ignore[attr-defined]

@@ -129,6 +129,9 @@ def test_run_writes_item_directories_settings_exit_code_and_suite_config(make_pr
     assert (first / "exit_code").read_text().strip() == "0"
     assert (first / "seen.txt").read_text() == "training-jobs=20"
     assert (suite_dir / names[6] / "exit_code").read_text().strip() == "1"
+    failure = (suite_dir / names[6] / "FAILURE").read_text()
+    assert failure.startswith("call failed:") and "assert case.name != \"interactive\"" in failure
+    assert not (first / "FAILURE").exists()
     assert yaml.safe_load((suite_dir / names[3] / "settings.yaml").read_text()) == {}
     effective = yaml.safe_load((suite_dir / "config.yaml").read_text())
     assert effective["presets_applied"] == []
