@@ -142,6 +142,17 @@ def choose_artifacts_root(option: str | None, invocation_dir: Path, run_id: str)
     return (invocation_dir / "artifacts" / run_id).resolve()
 
 
+def check_creatable(path: Path, what: str) -> None:
+    """Fail early, with the path in the message, when ``path`` cannot be created or written (it is created lazily)."""
+    existing = Path(path)
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise TopsailError(f"{what} {path}: {existing} exists and is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise TopsailError(f"{what} {path}: {existing} is not writable")
+
+
 def artifacts_root(pytest_config: object) -> Path:
     """The artifacts root of a pytest run, created on first use."""
     from pytest_topsail.suites import state_of

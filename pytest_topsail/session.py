@@ -73,8 +73,13 @@ def configure(config: pytest.Config) -> None:
         state = state_of(config)
         for name in discover_suites(state.suites_root):
             config.addinivalue_line("markers", f"{name}: items of the topsail suite {name}")
-        for suite in load_suites_in_scope(config):
+        suites = load_suites_in_scope(config)
+        for suite in suites:
             suite.validate()
+        if suites:
+            from pytest_topsail.artifacts import check_creatable
+
+            check_creatable(state.artifacts_root, "artifacts root (--artifacts, else $ARTIFACT_DIR)")
     except TopsailError as exc:
         raise usage_error(exc) from None
 

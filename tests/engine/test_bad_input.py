@@ -117,3 +117,13 @@ def test_template_error_at_run_time_fails_the_test_without_traceback(make_projec
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(["*TopsailError: *suites/s/command_args.yaml.j2:2: empty*"])
     assert "Traceback" not in result.stdout.str()
+
+
+def test_unusable_artifacts_root_is_one_clear_message(make_project) -> None:
+    pytester = project(make_project)
+    (pytester.path / "taken").write_text("a file, not a directory")
+    result = pytester.runpytest("suites", "--artifacts", "taken/run")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: artifacts root (--artifacts, else $ARTIFACT_DIR) */taken/run: */taken exists "
+                                 "and is not a directory"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
