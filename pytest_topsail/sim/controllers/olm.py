@@ -273,6 +273,8 @@ class OlmController(OperatorController):
         conditions = list(status.get("conditions") or [])
         if self.store.find(self.catalogsources, source_ns, source) is None:
             message = f"targeted catalogsource {source_ns}/{source} missing"
+            if _has_condition(conditions, "CatalogSourcesUnhealthy", message):
+                return  # already reported: one event per problem, not one per reconcile
             unhealthy = condition("CatalogSourcesUnhealthy", True, "UnhealthyCatalogSourceFound", message)
             conditions = set_condition(conditions, unhealthy)
             self.set_status(self.subscriptions, sub, {**status, "conditions": conditions, "state": "UpgradePending"})
@@ -281,6 +283,8 @@ class OlmController(OperatorController):
         if package is None:
             message = (f"constraints not satisfiable: no operators found in package {spec.get('name')} in the "
                        f"catalog referenced by subscription {name}")
+            if _has_condition(conditions, "ResolutionFailed", message):
+                return
             conditions = set_condition(conditions, condition("ResolutionFailed", True, "ConstraintsNotSatisfiable",
                                                              message))
             self.set_status(self.subscriptions, sub, {**status, "conditions": conditions})
@@ -379,6 +383,11 @@ class OlmController(OperatorController):
     def _requeue_subscriptions(self, namespace: str) -> None:
         for sub in self.store.list(self.subscriptions, namespace):
             self.enqueue(("subscription", namespace, sub["metadata"]["name"]))
+
+
+def _has_condition(conditions: list[dict[str, Any]], kind: str, message: str) -> bool:
+    return any(c.get("type") == kind and c.get("status") == "True" and c.get("message") == message
+               for c in conditions)
 
 
 def csv_manifest(package: Package, namespace: str) -> dict[str, Any]:
