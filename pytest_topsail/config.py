@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextvars
 import copy
 import difflib
+import re
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -299,6 +300,25 @@ class Config:
         if isinstance(value, list):
             return [self._resolve(item, chain) for item in value]
         return value
+
+
+# Keys whose string values never leave the process (artifacts, --topsail-show-config): "password", "api_key",
+# "bearer_token", ...; not "max_new_tokens" or "password_env" (the name of a variable, not its value).
+_SECRET_KEY = re.compile(r"(^|[_-])(password|passwd|secret|token|api[_-]?key|credentials?|private[_-]?key)$", re.I)
+REDACTED = "<redacted>"
+
+
+def redact_secrets(data: Any) -> Any:
+    """A copy of ``data`` with the non-empty string values of secret-looking keys replaced by ``<redacted>``."""
+    if isinstance(data, Mapping):
+        return {key: REDACTED if _is_secret(key, value) else redact_secrets(value) for key, value in data.items()}
+    if isinstance(data, list):
+        return [redact_secrets(item) for item in data]
+    return data
+
+
+def _is_secret(key: Any, value: Any) -> bool:
+    return isinstance(key, str) and isinstance(value, str) and bool(value) and bool(_SECRET_KEY.search(key))
 
 
 def current_config() -> Config | None:

@@ -65,7 +65,10 @@ def show_config(config: pytest.Config) -> int:
 
 
 def effective_document(suite: Suite) -> dict[str, Any]:
-    return {**suite.config.as_dict(), "presets_applied": list(suite.presets_applied)}
+    """The effective configuration as shown and written to the artifacts: secret-looking values redacted."""
+    from pytest_topsail.config import redact_secrets
+
+    return {**redact_secrets(suite.config.as_dict()), "presets_applied": list(suite.presets_applied)}
 
 
 def configure(config: pytest.Config) -> None:

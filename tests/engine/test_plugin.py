@@ -289,3 +289,16 @@ def test_suite_without_cases_key_does_not_parametrize(make_project) -> None:
                              "suites/plain/test_p.py": "def test_p(case, topsail_config):\n"
                                                        "    assert case == 'own' and topsail_config.get('a') == 1\n"})
     pytester.runpytest("suites", "-m", "plain", "--strict-markers").assert_outcomes(passed=1)
+
+
+def test_secret_values_stay_out_of_artifacts_and_show_config(make_project) -> None:
+    config = CONFIG.replace("cluster:\n", "history:\n  password: hunter2\ncluster:\n")
+    pytester = scale_project(make_project, {"suites/scale/config.yaml": config, "suites/scale/test_secret.py": """
+        def test_secret(topsail_config):
+            assert topsail_config.get("history.password") == "hunter2"
+    """})
+    pytester.runpytest("suites/scale/test_secret.py").assert_outcomes(passed=1)
+    written = (artifacts_of(pytester) / "scale" / "config.yaml").read_text()
+    assert "hunter2" not in written and "password: <redacted>" in written
+    shown = pytester.runpytest("suites", "--topsail-show-config")
+    assert "hunter2" not in shown.stdout.str() and "password: <redacted>" in shown.stdout.str()
