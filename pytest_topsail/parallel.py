@@ -23,6 +23,10 @@ class ParallelError(ExceptionGroup):
     """All the exceptions raised by the steps of one Parallel region."""
 
 
+class StepAborted(Exception):
+    """A step ended by a BaseException that is no Exception (``pytest.fail``/``pytest.skip`` in a step, ...)."""
+
+
 @dataclass
 class _Task:
     name: str
@@ -81,11 +85,15 @@ class Parallel:
         stuck = [task.name for task, thread in zip(self.tasks, threads, strict=True) if thread.is_alive()]
         if stuck:
             raise TimeoutError(f"Parallel {self.name!r}: steps still running after {self.timeout}s: {', '.join(stuck)}")
-        errors = [task.error for task in self.tasks if task.error is not None]
-        if errors:
-            failed = ", ".join(task.name for task in self.tasks if task.error is not None)
-            group = ParallelError(f"Parallel {self.name!r}: {len(errors)} of {len(self.tasks)} steps failed: {failed}",
-                                  [error for error in errors if isinstance(error, Exception)] or [RuntimeError(failed)])
+        failed = [task for task in self.tasks if task.error is not None]
+        if failed:
+            interrupt = next((task.error for task in failed if isinstance(task.error, KeyboardInterrupt | SystemExit)),
+                             None)
+            if interrupt is not None:
+                raise interrupt
+            names = ", ".join(task.name for task in failed)
+            group = ParallelError(f"Parallel {self.name!r}: {len(failed)} of {len(self.tasks)} steps failed: {names}",
+                                  [_as_exception(task) for task in failed])
             write_failure(self.directory, group)
             raise group
         return [task.result for task in self.tasks]
@@ -106,3 +114,12 @@ class Parallel:
             except BaseException as exc:  # noqa: BLE001 - every step's failure is collected and reported
                 task.error = exc
                 write_failure(task.directory, exc)
+
+
+def _as_exception(task: _Task) -> Exception:
+    error = task.error
+    if isinstance(error, Exception):
+        return error
+    wrapped = StepAborted(f"step {task.name!r}: {type(error).__name__}: {error}")
+    wrapped.__cause__ = error
+    return wrapped

@@ -95,6 +95,33 @@ def test_parallel_runs_every_step_and_reports_all_exceptions(tmp_path: Path) -> 
     assert "first broke" in (region / "FAILURE").read_text() and "third broke" in (region / "FAILURE").read_text()
 
 
+def test_parallel_keeps_the_message_of_pytest_fail_in_a_step(tmp_path: Path) -> None:
+    def quota() -> None:
+        pytest.fail("GPU quota exceeded")
+
+    def broken() -> None:
+        raise OSError("disk full")
+
+    parallel = Parallel("prepare", parent=tmp_path)
+    parallel.delayed(quota)
+    parallel.delayed(broken)
+    with pytest.raises(ParallelError) as caught:
+        parallel.run()
+    messages = sorted(str(exc) for exc in caught.value.exceptions)
+    assert messages == ["disk full", "step 'quota': Failed: GPU quota exceeded"]
+
+
+def test_keyboard_interrupt_in_a_step_interrupts(tmp_path: Path) -> None:
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    parallel = Parallel("prepare", parent=tmp_path)
+    parallel.delayed(interrupted)
+    parallel.delayed(lambda: None, name="ok")
+    with pytest.raises(KeyboardInterrupt):
+        parallel.run()
+
+
 def test_parallel_returns_results_in_order_and_runs_concurrently(tmp_path: Path) -> None:
     barrier = threading.Barrier(3)  # would time out if the steps ran one after another
 
