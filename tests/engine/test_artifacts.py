@@ -6,6 +6,7 @@ import threading
 from pathlib import Path
 
 import pytest
+import yaml
 
 from pytest_topsail.artifacts import current_artifact_dir, next_artifact_dir, step, using_artifact_dir
 from pytest_topsail.config import Config, using_config
@@ -152,7 +153,7 @@ def test_configuration_is_frozen_inside_parallel(tmp_path: Path) -> None:
 
 
 XDIST_SUITE = {
-    "suites/s/config.yaml": "cases: [cases/s.yaml]\nstep_count: 3\n",
+    "suites/s/config.yaml": "cases: [cases/s.yaml]\nstep_count: 3\nci_presets:\n  smoke:\n    step_count: 2\n",
     "cases/s.yaml": "- name: c\n  index: [1, 2, 3, 4, 5, 6, 7, 8]\n",
     "suites/s/test_s.py": """
         import time
@@ -172,7 +173,8 @@ XDIST_SUITE = {
 
 def test_numbers_are_unique_across_xdist_workers(make_project) -> None:
     pytester = make_project(XDIST_SUITE)
-    result = pytester.runpytest_subprocess("suites", "-n", "2", "--artifacts", "out", timeout=120)
+    result = pytester.runpytest_subprocess("suites", "-n", "2", "--artifacts", "out", "--preset", "smoke",
+                                           "-m", "s", "--strict-markers", timeout=120)
     result.assert_outcomes(passed=8)
     suite_dir = pytester.path / "out" / "s"
     item_dirs = sorted(path for path in suite_dir.iterdir() if path.is_dir())
@@ -181,6 +183,7 @@ def test_numbers_are_unique_across_xdist_workers(make_project) -> None:
         f"test_steps_c-index={index}" for index in range(1, 9))
     for item_dir in item_dirs:
         assert sorted(path.name for path in item_dir.iterdir() if path.is_dir()) == [
-            "001__step0", "002__step1", "003__step2", "004__both"]
+            "001__step0", "002__step1", "003__both"]  # the preset applied on every worker
         assert (item_dir / "exit_code").read_text().strip() == "0"
     result.stdout.fnmatch_lines([f"topsail artifacts: {pytester.path / 'out'}"])
+    assert yaml.safe_load((suite_dir / "config.yaml").read_text())["presets_applied"] == ["smoke"]
