@@ -299,12 +299,23 @@ def _freeze(value: Any) -> Any:
     return value if isinstance(value, str | int | float | bool | None) else repr(value)
 
 
+MAX_ID_VALUE = 40
+
+
 def format_id_value(value: Any) -> str:
+    """A value as shown in ids: short values as written; long ones (prompts...) cut, a hash keeping them unique."""
     if isinstance(value, bool) or value is None:
         return json.dumps(value)
     if isinstance(value, str | int | float):
-        return str(value)
-    return json.dumps(value, separators=(",", ":"), sort_keys=True, default=str)
+        text = " ".join(str(value).split()) if isinstance(value, str) else str(value)
+    else:
+        text = json.dumps(value, separators=(",", ":"), sort_keys=True, default=str)
+    if len(text) <= MAX_ID_VALUE and (not isinstance(value, str) or text == value):
+        return text
+    import hashlib
+
+    digest = hashlib.sha1(json.dumps(value, sort_keys=True, default=str).encode(), usedforsecurity=False).hexdigest()
+    return f"{text[:MAX_ID_VALUE - 9]}~{digest[:8]}"
 
 
 def case_id(name: str, settings: Mapping[str, Any], varying: Iterable[str]) -> str:

@@ -104,3 +104,17 @@ def test_case_params_carry_ids_marks_and_xdist_group() -> None:
     assert param.id == "m"
     assert {mark.name for mark in param.marks} == {"xfail", "xdist_group"}
     assert param.values[0].settings == {"x": 1}
+
+
+def test_long_or_multiline_values_are_cut_in_ids_but_stay_unique() -> None:
+    first = "Once upon a time, in a data center far away, " * 3
+    second = first + "the end."
+    cases = expand_case({"name": "gen", "prompt": [first, second, "two\nlines", "short"]}, "f")
+    ids = [case.id for case in cases]
+    assert len(set(ids)) == 4 and all(len(case_id) <= len("gen-prompt=") + 40 for case_id in ids)
+    assert ids[0].startswith("gen-prompt=Once upon a time, in a data ") and "~" in ids[0]
+    assert ids[2].startswith("gen-prompt=two lines~") and "\n" not in ids[2]
+    assert ids[3] == "gen-prompt=short"
+    assert cases[0].settings["prompt"] == first  # the settings keep the whole value
+    assert [case.id for case in expand_case({"name": "gen", "prompt": [first, second, "two\nlines", "short"]},
+                                            "f")] == ids  # stable
