@@ -286,7 +286,9 @@ def suite_name_of_path(pytest_config: pytest.Config, path: Path) -> str | None:
 
 def _suite_name_of_path(root: Path, path: Path) -> str | None:
     if root not in path.parents:
-        return None
+        path = path.resolve()  # the suites root is resolved; the path may go through a symlink
+        if root not in path.parents:
+            return None
     name = path.relative_to(root).parts[0]
     suite_dir = root / name
     return name if suite_dir.is_dir() and (suite_dir / CONFIG_FILE).is_file() else None
