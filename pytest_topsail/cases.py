@@ -332,7 +332,10 @@ def case_params(cases: Iterable[Case]) -> list[Any]:
 
     params = []
     for case in cases:
-        marks = [getattr(pytest.mark, mark) for mark in case.marks]
+        try:
+            marks = [getattr(pytest.mark, mark) for mark in case.marks]
+        except pytest.fail.Exception as exc:  # --strict-markers and a mark nobody registered
+            raise TopsailError(f"{case.source} (case {case.name!r}): marks: {exc.msg}") from None
         if case.xdist_group:
             marks.append(pytest.mark.xdist_group(case.xdist_group))
         params.append(pytest.param(case, id=case.id, marks=marks) if marks else pytest.param(case, id=case.id))

@@ -127,3 +127,14 @@ def test_unusable_artifacts_root_is_one_clear_message(make_project) -> None:
     result.stderr.fnmatch_lines(["ERROR: artifacts root (--artifacts, else $ARTIFACT_DIR) */taken/run: */taken exists "
                                  "and is not a directory"])
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+def test_unregistered_case_mark_with_strict_markers_names_the_case(make_project) -> None:
+    pytester = project(make_project, **{
+        "cases__s__default.yaml": "- name: a\n  marks: [slow]\n"})
+    result = pytester.runpytest("suites", "--strict-markers")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: cases/s/default.yaml[[]0] (case 'a'): marks: 'slow' not found in `markers`*"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    result = pytester.runpytest("suites", "-o", "markers=slow: long cases", "--strict-markers", "-m", "slow")
+    result.assert_outcomes(passed=1)
