@@ -100,9 +100,13 @@ def generate_tests(metafunc: pytest.Metafunc) -> None:
             return
         params = suite.case_params
     except TopsailError as exc:
-        state_of(config).collection_errors.append(str(exc))
+        error = str(exc)
+    else:
+        metafunc.parametrize("case", params)
         return
-    metafunc.parametrize("case", params)
+    # A collection error of this module: one message, no traceback, and xdist workers report it like any other
+    # (a UsageError raised while a worker collects would crash it).
+    pytest.fail(error, pytrace=False)
 
 
 def _parametrized_explicitly(metafunc: pytest.Metafunc, argname: str) -> bool:
@@ -119,11 +123,8 @@ def _parametrized_explicitly(metafunc: pytest.Metafunc, argname: str) -> bool:
 
 
 def modify_items(config: pytest.Config, items: list[pytest.Item]) -> None:
-    state = config.stash.get(STATE_KEY, None)
-    if state is None:
+    if config.stash.get(STATE_KEY, None) is None:
         return
-    if state.collection_errors:
-        raise pytest.UsageError("\n".join(dict.fromkeys(state.collection_errors)))
     # The suite marker goes on each test module once (items inherit it: -m, -k, get_closest_marker): cheaper than
     # 10,000 item markers.
     marked: set[int] = set()

@@ -117,7 +117,6 @@ class TopsailState:
     overrides: list[tuple[str, Any]]
     suites: dict[str, Suite] = field(default_factory=dict)
     in_scope: list[str] = field(default_factory=list)
-    collection_errors: list[str] = field(default_factory=list)
     written_suite_configs: set[str] = field(default_factory=set)
     suite_of_path_cache: dict[Path, str | None] = field(default_factory=dict)
     pytest_cache: Any = None  # pytest's config.cache (None with -p no:cacheprovider)
