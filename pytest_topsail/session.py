@@ -183,12 +183,16 @@ def after_report(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.
     if record is None:
         return
     record_phase(record, report)
-    if report.failed and record["artifact_dir"]:
-        from pytest_topsail.artifacts import append_failure
+    try:
+        if report.failed and record["artifact_dir"]:
+            from pytest_topsail.artifacts import append_failure
 
-        append_failure(Path(record["artifact_dir"]), f"{report.when} failed:\n{report.longreprtext}\n\n")
+            append_failure(Path(record["artifact_dir"]), f"{report.when} failed:\n{report.longreprtext}\n\n")
+        if call.when == "teardown":
+            finish_record(item, record)
+    except OSError as exc:  # e.g. the test removed its own directory: a warning, not an INTERNALERROR
+        item.warn(pytest.PytestWarning(f"topsail: cannot write the item files of {item.nodeid}: {exc}"))
     if call.when == "teardown":
-        finish_record(item, record)
         report.topsail = record  # type: ignore[attr-defined]
 
 

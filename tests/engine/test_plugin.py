@@ -302,3 +302,16 @@ def test_secret_values_stay_out_of_artifacts_and_show_config(make_project) -> No
     assert "hunter2" not in written and "password: <redacted>" in written
     shown = pytester.runpytest("suites", "--topsail-show-config")
     assert "hunter2" not in shown.stdout.str() and "password: <redacted>" in shown.stdout.str()
+
+
+def test_item_that_removes_its_own_directory_gets_a_warning_not_an_internal_error(make_project) -> None:
+    pytester = scale_project(make_project, {"suites/scale/test_rm.py": """
+        import shutil
+
+        def test_rm(artifact_dir):
+            shutil.rmtree(artifact_dir)
+    """})
+    result = pytester.runpytest("suites/scale/test_rm.py")
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines(["*topsail: cannot write the item files of suites/scale/test_rm.py::test_rm*"])
+    assert "INTERNALERROR" not in result.stdout.str()
