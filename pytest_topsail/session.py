@@ -150,11 +150,17 @@ def item_context(item: pytest.Item) -> Iterator[None]:
         yield
         return
     suite = load_suite(item.config, name)
-    directory = next_artifact_dir(item.name, parent=suite_artifact_dir(item.config, suite))
-    item.stash[ITEM_DIR_KEY] = directory
+    try:
+        directory: Path | None = next_artifact_dir(item.name, parent=suite_artifact_dir(item.config, suite))
+    except OSError as exc:  # disk full, counter lock timeout, ...: the item still runs, without its directory
+        item.warn(pytest.PytestWarning(f"topsail: cannot create the artifact directory of {item.nodeid}: {exc}"))
+        directory = None
+    else:
+        item.stash[ITEM_DIR_KEY] = directory
     item.stash[ITEM_RECORD_KEY] = new_record(item, suite.name, directory)
     with ExitStack() as stack:
-        stack.enter_context(using_artifact_dir(directory))
+        if directory is not None:
+            stack.enter_context(using_artifact_dir(directory))
         stack.enter_context(using_config(suite.config))
         yield
 

@@ -315,3 +315,13 @@ def test_item_that_removes_its_own_directory_gets_a_warning_not_an_internal_erro
     result.assert_outcomes(passed=1, warnings=1)
     result.stdout.fnmatch_lines(["*topsail: cannot write the item files of suites/scale/test_rm.py::test_rm*"])
     assert "INTERNALERROR" not in result.stdout.str()
+
+
+def test_item_directory_that_cannot_be_created_is_a_warning(make_project) -> None:
+    pytester = scale_project(make_project)
+    (pytester.path / "out").mkdir()
+    (pytester.path / "out" / "scale").write_text("a file where the suite directory goes")
+    result = pytester.runpytest("suites", "--artifacts", "out", "-k", "test_nodes")
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines(["*topsail: cannot create the artifact directory of *test_nodes*"])
+    assert "INTERNALERROR" not in result.stdout.str()
