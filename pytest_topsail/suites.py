@@ -88,7 +88,7 @@ class Suite:
 
         self.cases  # noqa: B018 - loads, expands and checks the case files (cached)
         if self.template_file.is_file():
-            render_command_args(self.template_file, self.config, shown=self._shown(self.template_file))
+            render_command_args(self.template_file, self.config, shown=self._shown(self.template_file), check_only=True)
 
     def command_args(self, command: str, prefix: str | None = None, suffix: str | None = None,
                      extra: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -35,6 +35,11 @@ def _or_env(value: Any, env_name: str) -> Any:
     return os.environ[env_name]
 
 
+def _or_env_unchecked(value: Any, env_name: str) -> Any:
+    """``or_env`` when checking the template at start-up: the variable may be exported later (by a fixture)."""
+    return value or os.environ.get(env_name, f"<${env_name}>")
+
+
 def _raise_exception(message: str) -> None:
     raise TemplateRaised(str(message))
 
@@ -44,16 +49,18 @@ def _log_warning(message: str) -> str:
     return ""
 
 
-def render_template(path: Path, context: Mapping[str, Any], shown: str | None = None) -> str:
+def render_template(path: Path, context: Mapping[str, Any], shown: str | None = None,
+                    check_only: bool = False) -> str:
     """Render ``path`` with ``context``; undefined variables and ``raise_exception`` name the file (as ``shown``)
-    and line."""
+    and line. ``check_only``: a start-up check, where an unset ``or_env`` variable is no error yet."""
     import jinja2
 
     path = Path(path)
     shown = shown or str(path)
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(path.parent)), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, autoescape=False)
-    env.filters.update(or_env=_or_env, raise_exception=_raise_exception, log_warning=_log_warning)
+    env.filters.update(or_env=_or_env_unchecked if check_only else _or_env, raise_exception=_raise_exception,
+                       log_warning=_log_warning)
     env.globals.update(raise_exception=_raise_exception)
     try:
         template = env.get_template(path.name)
@@ -85,12 +92,13 @@ def _template_line(exc: BaseException, filename: str | None) -> str:
     return str(lines[-1]) if lines else "?"
 
 
-def render_command_args(path: Path, config: Config, shown: str | None = None) -> dict[str, dict[str, Any]]:
+def render_command_args(path: Path, config: Config, shown: str | None = None,
+                        check_only: bool = False) -> dict[str, dict[str, Any]]:
     """Render the template with the configuration and parse it: ``{"group command": {kwargs}}``."""
     import yaml
 
     shown = shown or str(path)
-    text = render_template(path, config.as_dict(), shown)
+    text = render_template(path, config.as_dict(), shown, check_only)
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -142,3 +142,28 @@ def test_unregistered_case_mark_with_strict_markers_names_the_case(make_project)
         assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
     result = pytester.runpytest("suites", "-o", "markers=slow: long cases", "--strict-markers", "-m", "slow")
     result.assert_outcomes(passed=1)
+
+
+def test_or_env_variable_may_be_exported_after_start_up(make_project, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Start-up checks the template, but an or_env variable can still come from a fixture: checked when used."""
+    monkeypatch.delenv("SCALE_IMAGE", raising=False)
+    pytester = project(make_project, **{
+        "suites__s__command_args.yaml.j2": "scale run:\n  image: {{ '' | or_env('SCALE_IMAGE') }}\n",
+        "suites__s__test_s.py": """
+            import os
+
+            def test_it(case, topsail_suite):
+                os.environ["SCALE_IMAGE"] = "quay.io/x:1"
+                try:
+                    assert topsail_suite.command_args("scale run") == {"image": "quay.io/x:1"}
+                finally:
+                    del os.environ["SCALE_IMAGE"]
+
+            def test_unset(topsail_suite):
+                topsail_suite.command_args("scale run")
+        """,
+    })
+    result = pytester.runpytest("suites")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*TopsailError: suites/s/command_args.yaml.j2:2: value is empty and environment "
+                                 "variable SCALE_IMAGE is not set*"])
