@@ -59,9 +59,19 @@ def show_config(config: pytest.Config) -> int:
         out.write(f"# suite {suite.name} ({suite.config.source}); presets applied: "
                   f"{', '.join(suite.presets_applied) or 'none'}\n")
         out.write(dump_yaml(effective_document(suite)))
+        out.write(_cases_comment(suite))
         out.write("\n")
     out.flush()
     return 0
+
+
+def _cases_comment(suite: Suite, shown: int = 20) -> str:
+    """``# N cases: id, id, ...`` (the first ``shown`` ids): what the presets selected, at a glance."""
+    if suite.case_files is None:
+        return ""
+    ids = [case.id for case in suite.cases]
+    more = f", ... ({len(ids) - shown} more)" if len(ids) > shown else ""
+    return f"# {len(ids)} case{'s' if len(ids) != 1 else ''}: {', '.join(ids[:shown])}{more}\n"
 
 
 def effective_document(suite: Suite) -> dict[str, Any]:

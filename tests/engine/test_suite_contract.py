@@ -200,7 +200,8 @@ def test_show_config_prints_every_suite_and_runs_nothing(make_project) -> None:
     assert result.ret == 0
     result.stdout.fnmatch_lines(["# suite ft (suites/ft/config.yaml); presets applied: dgx", "gpus: 16",
                                  "presets_applied:", "- dgx",
-                                 "# suite scale (suites/scale/config.yaml); presets applied: none", "nodes: 5"])
+                                 "# suite scale (suites/scale/config.yaml); presets applied: none", "nodes: 5",
+                                 "# 1 case: big"])
     assert "passed" not in result.stdout.str() and not Path(pytester.path / "artifacts").exists()
 
 
