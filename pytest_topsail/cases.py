@@ -9,6 +9,10 @@ A case file is a YAML list of mappings. Each mapping has a ``name`` and settings
 - ``xdist_group: name``: keep the case's items on one xdist worker (``--dist loadgroup``).
 
 Every other list-valued setting is a dimension; the items are the cartesian product, in file order.
+
+Public for suites that build their own matrix (TGIS: model configurations x cases), see docs/configuration.md:
+:func:`load_cases`, :func:`expand_case`, :func:`expand_matrix`, :func:`with_variant`, :func:`case_params`,
+:func:`parametrize_cases`.
 """
 
 from __future__ import annotations
