@@ -91,8 +91,12 @@ def test_bad_input_is_one_clear_message(make_project, files: dict[str, str], arg
     assert not (pytester.path / "artifacts").exists()
 
 
-@pytest.mark.parametrize(("files", "args", "fragments"), [BAD_INPUTS[2][1:], BAD_INPUTS[13][1:]],
-                         ids=["unknown-preset", "duplicate-case-ids"])
+SHOW_CONFIG_INPUTS = [case for case in BAD_INPUTS if case[0] in ("unknown-preset", "duplicate-case-ids",
+                                                                   "undefined-template-variable")]
+
+
+@pytest.mark.parametrize(("files", "args", "fragments"), [case[1:] for case in SHOW_CONFIG_INPUTS],
+                         ids=[case[0] for case in SHOW_CONFIG_INPUTS])
 def test_bad_input_is_reported_by_show_config(make_project, files: dict[str, str],
                                                                           args: list[str],
                                                                           fragments: list[str]) -> None:
