@@ -8,9 +8,10 @@ junitxml through the report, so ``record_property``'s xunit2 warning is never tr
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pytest_topsail.regression import Verdict
+if TYPE_CHECKING:
+    from pytest_topsail.regression import Verdict
 
 
 def kpi_properties(kpis: Iterable[dict[str, Any]]) -> list[tuple[str, str]]:

@@ -11,14 +11,15 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-import yaml
 
 from pytest_topsail.errors import TopsailError
-from pytest_topsail.kpi import KpiRecorder, SuiteKpis, flatten_labels, load_suite_kpis
-from pytest_topsail.regression import RegressionSettings, Verdict, history_key, judge, summarize
+
+if TYPE_CHECKING:  # kpi and regression import pydantic and numpy: only loaded when a suite reports
+    from pytest_topsail.kpi import KpiRecorder, SuiteKpis
+    from pytest_topsail.regression import RegressionSettings, Verdict
 
 DEFAULT_HISTORY = ".topsail/history.sqlite"
 REPORT_FILE = "report.html"
@@ -51,6 +52,7 @@ def kpis(request: pytest.FixtureRequest) -> Iterator[KpiRecorder]:
     """Record KPI values and figures of this test: ``kpis.record(name, value)``, ``kpis.record_from(data)``,
     ``kpis.add_figure(title, figure)``, ``kpis.labels(**labels)``."""
     from pytest_topsail.items import ITEM_RECORD_KEY
+    from pytest_topsail.kpi import KpiRecorder, SuiteKpis
     from pytest_topsail.suites import suite_of_item
 
     record = request.node.stash.get(ITEM_RECORD_KEY, None)
@@ -70,10 +72,12 @@ def kpis(request: pytest.FixtureRequest) -> Iterator[KpiRecorder]:
         recorder.write_json(directory)
 
 
-SUITE_KPIS_KEY = pytest.StashKey[dict[Path, SuiteKpis]]()
+SUITE_KPIS_KEY = pytest.StashKey[dict[Path, "SuiteKpis"]]()
 
 
 def suite_kpis_of(config: pytest.Config, path: Path) -> SuiteKpis:
+    from pytest_topsail.kpi import load_suite_kpis
+
     cache = config.stash.setdefault(SUITE_KPIS_KEY, {})
     if path not in cache:
         cache[path] = load_suite_kpis(path)
@@ -109,10 +113,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = yield
     if call.when in ("call", "teardown"):
         from pytest_topsail.items import ITEM_RECORD_KEY
-        from pytest_topsail.report.junit import kpi_properties
 
         record = item.stash.get(ITEM_RECORD_KEY, None)
         if record and record.get("kpis"):
+            from pytest_topsail.report.junit import kpi_properties
+
             report.user_properties.extend(kpi_properties(record["kpis"]))
     return report
 
@@ -151,6 +156,8 @@ class ReportSession:
             return None
 
     def suite_history(self, suite: str) -> SuiteHistory:
+        from pytest_topsail.regression import RegressionSettings
+
         if suite not in self.suites:
             config = self.suite_config(suite)
             regression = config.get("regression", {}) if config is not None else {}
@@ -184,6 +191,8 @@ class ReportSession:
         return self.stores[key]
 
     def history_for(self, suite: str, kpi: dict[str, Any]) -> list[dict[str, Any]]:
+        from pytest_topsail.regression import history_key
+
         history = self.suite_history(suite)
         if history.index is None:
             history.index = {}
@@ -195,6 +204,9 @@ class ReportSession:
     # ------------------------------------------------------------ per item
 
     def process(self, record: dict[str, Any]) -> list[Verdict]:
+        from pytest_topsail.kpi import flatten_labels
+        from pytest_topsail.regression import judge
+
         suite = record["suite"]
         for entry in record.get("kpis") or []:
             entry["labels"] = {**flatten_labels(record.get("labels") or {}), **(entry.get("labels") or {})}
@@ -315,6 +327,9 @@ class ReportSession:
             self.replot(Path(replot))
         if not self.records:
             return
+        import yaml
+
+        from pytest_topsail.regression import summarize
         from pytest_topsail.report.openmetrics import render
 
         kpis = [k for r in self.records for k in r.get("kpis") or []]
