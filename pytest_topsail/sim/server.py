@@ -81,6 +81,7 @@ class _Watcher:
     namespace: str | None
     labels: list[Requirement]
     fields: list[FieldRequirement]
+    table: str | None = None  # includeObject of a Table watch (kubectl get -w); None: plain objects
     lines: collections.deque = field(default_factory=collections.deque)
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     overflowed: bool = False
@@ -493,16 +494,22 @@ class ApiServer:
         watchers = self._watchers.get(rtype.key)
         if not watchers:
             return
-        lines: dict[str, bytes] = {}
+        lines: dict[tuple[str, str | None], bytes] = {}
         for watcher in watchers:
             if watcher.wants(obj):
-                version = watcher.rtype.api_version
-                if version not in lines:
-                    lines[version] = self._event_line(event_type, watcher.rtype, obj)
-                watcher.push(lines[version])
+                line_key = (watcher.rtype.api_version, watcher.table)
+                if line_key not in lines:
+                    lines[line_key] = self._event_line(event_type, watcher.rtype, obj, watcher.table)
+                watcher.push(lines[line_key])
 
-    def _event_line(self, event_type: str, rtype: ResourceType, obj: dict[str, Any]) -> bytes:
-        return b'{"type":"' + event_type.encode() + b'","object":' + self._serialize(rtype, obj) + b"}\n"
+    def _event_line(self, event_type: str, rtype: ResourceType, obj: dict[str, Any],
+                    table: str | None = None) -> bytes:
+        if table is not None:
+            body = json.dumps(table_for(rtype, [obj], obj["metadata"]["resourceVersion"], table),
+                              separators=(",", ":")).encode()
+        else:
+            body = self._serialize(rtype, obj)
+        return b'{"type":"' + event_type.encode() + b'","object":' + body + b"}\n"
 
     async def _watch(self, request: web.Request, parsed: _Request) -> web.StreamResponse:
         rtype = parsed.rtype
@@ -514,15 +521,17 @@ class ApiServer:
         since = request.query.get("resourceVersion") or "0"
         if not since.isdigit():
             raise apierror.bad_request(f"invalid resourceVersion {since!r}")
-        watcher = _Watcher(rtype, parsed.namespace, labels, fields)
+        table = request.query.get("includeObject", "Metadata") if TABLE_MARKER in request.headers.get("Accept", "") \
+            else None
+        watcher = _Watcher(rtype, parsed.namespace, labels, fields, table)
         # Snapshot and subscription happen with no await in between, so no event is lost or duplicated.
         error: ApiError | None = None
         if since == "0":
-            initial = [self._event_line("ADDED", rtype, obj)
+            initial = [self._event_line("ADDED", rtype, obj, table)
                        for obj in self.store.list(rtype, parsed.namespace, labels, fields)]
         else:
             try:
-                initial = [self._event_line(event_type, rtype, obj)
+                initial = [self._event_line(event_type, rtype, obj, table)
                            for event_type, obj in self.store.events_since(rtype, int(since)) if watcher.wants(obj)]
             except ApiError as gone:
                 initial, error = [], gone
@@ -593,8 +602,9 @@ class ApiServer:
                     await response.write(full[sent:].encode())
                     sent = len(full)
                 if current is None or current["metadata"]["uid"] != pod["metadata"]["uid"] or \
-                        _container_terminated(current, container):
-                    break
+                        _container_terminated(current, container) or \
+                        _restart_count(current, container) != _restart_count(pod, container):
+                    break  # the followed container instance is gone
                 await asyncio.sleep(LOG_POLL_SECONDS)
             await response.write_eof()
         except (ConnectionResetError, asyncio.CancelledError):
@@ -669,6 +679,13 @@ def _page(items: list[dict[str, Any]], limit: str | None, token: str | None,
 def _sort_key(obj: dict[str, Any]) -> tuple[str, str]:
     metadata = obj["metadata"]
     return (metadata.get("namespace") or "", metadata["name"])
+
+
+def _restart_count(pod: dict[str, Any], container: str) -> int:
+    for entry in (pod.get("status") or {}).get("containerStatuses") or []:
+        if entry.get("name") == container:
+            return int(entry.get("restartCount") or 0)
+    return 0
 
 
 def _container_terminated(pod: dict[str, Any], container: str) -> bool:

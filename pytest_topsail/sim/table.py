@@ -47,8 +47,10 @@ def _pod_cells(pod: Obj) -> list[Any]:
         state = entry.get("state") or {}
         if state.get("waiting", {}).get("reason"):
             reason = state["waiting"]["reason"]
-        elif state.get("terminated", {}).get("reason") and status.get("phase") not in ("Succeeded", "Failed"):
-            reason = state["terminated"]["reason"]
+        elif state.get("terminated"):  # as kubectl's printer: Completed, Error, OOMKilled, ...
+            terminated = state["terminated"]
+            reason = terminated.get("reason") or (f"Signal:{terminated['signal']}" if terminated.get("signal")
+                                                  else f"ExitCode:{terminated.get('exitCode', 0)}")
     if pod["metadata"].get("deletionTimestamp"):
         reason = "Terminating"
     restarts = sum(int(s.get("restartCount") or 0) for s in statuses)

@@ -205,3 +205,36 @@ def test_get_events_prints_the_event_columns(kubectl: Any, wait_until: Any) -> N
     header, *rows = output.splitlines()
     assert header.split() == ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
     assert any(row.split()[2] == "Scheduled" and row.split()[3] == "pod/eventful" for row in rows)
+
+
+def test_finished_pod_status_and_follow_of_a_restarting_container(kubectl: Any) -> None:
+    done = POD.format(name="done", app="d").replace("echo hello from done; sleep infinity", "echo bye")
+    kubectl("apply", "-f", "-", stdin=done.replace("spec:\n", "spec:\n  restartPolicy: Never\n", 1))
+    kubectl("wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/done", "--timeout=30s")
+    assert kubectl("get", "pod", "done", "--no-headers").stdout.split()[2] == "Completed"
+    looping = POD.format(name="looping", app="l").replace("echo hello from looping; sleep infinity",
+                                                          "echo a; sleep 0.5; echo b")
+    kubectl("apply", "-f", "-", stdin=looping)
+    kubectl("wait", "--for=condition=Ready", "pod/looping", "--timeout=30s")
+    # restartPolicy Always: the stream ends with the container instance it followed, not with the pod
+    assert kubectl("logs", "-f", "looping").stdout.endswith("a\nb\n")
+
+
+def test_watch_in_table_form_for_kubectl_get_w(cluster_sim: Any, kubectl: Any) -> None:
+    import requests
+
+    kubectl("apply", "-f", "-", stdin=POD.format(name="watched", app="w"))
+    kubeconfig = cluster_sim.kubeconfig_path
+    cluster_sim.raw("GET", "/version")  # writes the CA file beside the kubeconfig
+    response = requests.get(f"{cluster_sim.url}/api/v1/namespaces/default/pods?watch=true&timeoutSeconds=1",
+                            headers={"Authorization": f"Bearer {cluster_sim.token()}",
+                                     "Accept": "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"},
+                            verify=str(kubeconfig.with_name("ca.crt")), timeout=30)
+    assert response.status_code == 200, response.text
+    events = [json.loads(line) for line in response.text.splitlines()]
+    assert events, "the watch starts with the current pods"
+    assert events[0]["type"] == "ADDED"
+    for event in events:
+        table = event["object"]
+        assert (table["kind"], len(table["rows"])) == ("Table", 1)
+        assert [c["name"] for c in table["columnDefinitions"]][:3] == ["Name", "Ready", "Status"]
