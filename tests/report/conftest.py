@@ -15,8 +15,6 @@ from typing import Any
 
 import pytest
 
-pytest_plugins = ["pytester"]
-
 CONFIG = """
 cases: [cases/demo.yaml]
 regression:
