@@ -97,6 +97,8 @@ def apply_create_defaults(rtype: ResourceType, obj: dict[str, Any]) -> None:
         metadata["labels"] = labels
         obj["spec"] = {"finalizers": ["kubernetes"], **(obj.get("spec") or {})}
         obj["status"] = {"phase": "Active"}
+    elif key == ("", "secrets"):
+        obj["type"] = obj.get("type") or "Opaque"
     elif key == ("batch", "jobs"):
         _default_job(obj)
     elif key in (("apps", "deployments"), ("apps", "replicasets"), ("apps", "statefulsets")):
@@ -106,8 +108,9 @@ def apply_create_defaults(rtype: ResourceType, obj: dict[str, Any]) -> None:
         if key == ("apps", "deployments"):
             spec.setdefault("revisionHistoryLimit", 10)
             spec.setdefault("progressDeadlineSeconds", 600)
-            spec.setdefault("strategy", {"type": "RollingUpdate",
-                                         "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}})
+            if not spec.get("strategy"):
+                spec["strategy"] = {"type": "RollingUpdate",
+                                    "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}
 
 
 def _default_job(obj: dict[str, Any]) -> None:

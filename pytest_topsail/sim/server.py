@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import yaml
 from aiohttp import web
 
-from . import apierror, discovery, openapi
+from . import apierror, discovery, openapi, protobuf
 from .apierror import ApiError
 from .patch import APPLY_PATCH, MERGE_PATCH, PATCH_TYPES, STRATEGIC_MERGE_PATCH, apply_patch
 from .resources import ResourceType
@@ -351,6 +351,8 @@ class ApiServer:
         content_type = request.content_type
         if content_type.endswith("yaml"):
             return yaml.safe_load(raw.decode())
+        if content_type == protobuf.PROTOBUF:
+            return protobuf.decode_object(raw)
         if "protobuf" in content_type:
             raise apierror.unsupported_media_type(content_type)
         return json.loads(raw)
