@@ -9,11 +9,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Hashable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_topsail.sim.apierror import ApiError
-from pytest_topsail.sim.controllers.base import Controller, condition, now_seconds, set_condition
-from pytest_topsail.sim.controllers.jobs import owned_pods, owner_key, pod_from_template, suffix
+from pytest_topsail.sim.controllers.base import condition, now_seconds, set_condition
+from pytest_topsail.sim.controllers.workload import WorkloadController, owned_pods, pod_from_template, suffix
+
+if TYPE_CHECKING:
+    from pytest_topsail.sim.profile import Stage
 
 HASH_LABEL = "pod-template-hash"
 
@@ -28,39 +31,17 @@ def _ready(pod: dict[str, Any]) -> bool:
     return cond is not None and cond.get("status") == "True"
 
 
-class DeploymentController(Controller):
+class DeploymentController(WorkloadController):
     name = "deployments"
+    owner_kind = "Deployment"
+    owner_resource = ("deployments", "apps")
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.deployments = self.store.resource_type("deployments", "apps")
-        self.pods = self.store.resource_type("pods")
-        self.created: dict[str, int] = {}
-
-    async def on_start(self) -> None:
-        self.watch("deployments", "apps", self._on_deployment)
-        self.watch("pods", "", self._on_pod)
-        for deployment in self.store.list(self.deployments):
-            self._on_deployment("ADDED", deployment)
-
-    def _on_deployment(self, event_type: str, deployment: dict[str, Any]) -> None:
-        key = (deployment["metadata"].get("namespace") or "", deployment["metadata"]["name"])
-        if event_type == "DELETED":
-            self.created.pop(deployment["metadata"]["uid"], None)
-            self.cancel_timer(key)
-        elif event_type == "ADDED":
-            self.enqueue_after(self.delay(self.profile.deployments.sync, *key), key)
-        elif not self.has_timer(key):
-            self.enqueue(key)
-
-    def _on_pod(self, event_type: str, pod: dict[str, Any]) -> None:
-        key = owner_key(pod, "Deployment")
-        if key is not None and not self.has_timer(key):
-            self.enqueue(key)
+    def sync_stage(self) -> Stage:
+        return self.profile.deployments.sync
 
     async def reconcile(self, key: Hashable) -> None:
         namespace, name = key  # type: ignore[misc]
-        deployment = self.store.find(self.deployments, namespace, name)
+        deployment = self.store.find(self.owners, namespace, name)
         if deployment is None or deployment["metadata"].get("deletionTimestamp"):
             return
         spec = deployment.get("spec") or {}
@@ -150,7 +131,7 @@ class DeploymentController(Controller):
         })
         status["conditions"] = conditions
         if _without_times(status) != _without_times(deployment.get("status") or {}):
-            self.store.update(self.deployments, {**deployment, "status": status}, subresource="status")
+            self.store.update(self.owners, {**deployment, "status": status}, subresource="status")
 
 
 def _without_times(status: dict[str, Any]) -> dict[str, Any]:

@@ -5,100 +5,22 @@ ttlSecondsAfterFinished, suspend of a running job (a suspended job simply gets n
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Hashable
 from typing import Any
 
 from pytest_topsail.sim.apierror import ApiError
-from pytest_topsail.sim.controllers.base import Controller, condition, now_seconds, set_condition, stable_fraction
-
-_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-
-
-def owner_reference(owner: dict[str, Any]) -> dict[str, Any]:
-    meta = owner["metadata"]
-    return {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": meta["name"], "uid": meta["uid"],
-            "controller": True, "blockOwnerDeletion": True}
+from pytest_topsail.sim.controllers.base import condition, now_seconds, set_condition
+from pytest_topsail.sim.controllers.workload import WorkloadController, owned_pods, pod_from_template, suffix
 
 
-def owner_key(pod: dict[str, Any], kind: str) -> tuple[str, str] | None:
-    for ref in (pod.get("metadata") or {}).get("ownerReferences") or ():
-        if ref.get("kind") == kind and ref.get("controller"):
-            return (pod["metadata"].get("namespace") or "", ref["name"])
-    return None
-
-
-def owned_pods(store: Any, pods_type: Any, owner: dict[str, Any]) -> list[dict[str, Any]]:
-    """Pods of the owner's namespace matching its selector and controlled by it."""
-    meta = owner["metadata"]
-    selector = ((owner.get("spec") or {}).get("selector") or {}).get("matchLabels") or None
-    uid = meta["uid"]
-    return [
-        p for p in store.list(pods_type, meta.get("namespace"), label_selector=selector)
-        if any(r.get("uid") == uid for r in p["metadata"].get("ownerReferences") or ())
-    ]
-
-
-def pod_from_template(owner: dict[str, Any], name: str, extra_labels: dict[str, str] | None = None) -> dict[str, Any]:
-    template = copy.deepcopy((owner.get("spec") or {}).get("template") or {})
-    metadata = template.get("metadata") or {}
-    labels = {**(metadata.get("labels") or {}), **(extra_labels or {})}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": owner["metadata"].get("namespace"),
-            "labels": labels,
-            "annotations": dict(metadata.get("annotations") or {}),
-            "ownerReferences": [owner_reference(owner)],
-        },
-        "spec": template.get("spec") or {},
-    }
-
-
-def suffix(seed: int, *parts: object) -> str:
-    number = int(stable_fraction(seed, *parts) * 2**40)
-    chars = []
-    for _ in range(5):
-        number, index = divmod(number, len(_SUFFIX_ALPHABET))
-        chars.append(_SUFFIX_ALPHABET[index])
-    return "".join(chars)
-
-
-class JobController(Controller):
+class JobController(WorkloadController):
     name = "jobs"
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.jobs = self.store.resource_type("jobs", "batch")
-        self.pods = self.store.resource_type("pods")
-        self.created: dict[str, int] = {}  # job uid -> pods created so far (names the next one)
-
-    async def on_start(self) -> None:
-        self.watch("jobs", "batch", self._on_job)
-        self.watch("pods", "", self._on_pod)
-        for job in self.store.list(self.jobs):
-            self._on_job("ADDED", job)
-
-    def _on_job(self, event_type: str, job: dict[str, Any]) -> None:
-        key = (job["metadata"].get("namespace") or "", job["metadata"]["name"])
-        if event_type == "DELETED":
-            self.created.pop(job["metadata"]["uid"], None)
-            self.cancel_timer(key)
-        elif event_type == "ADDED":
-            self.enqueue_after(self.delay(self.profile.jobs.sync, *key), key)
-        elif not self.has_timer(key):
-            self.enqueue(key)
-
-    def _on_pod(self, event_type: str, pod: dict[str, Any]) -> None:
-        key = owner_key(pod, "Job")
-        if key is not None and not self.has_timer(key):
-            self.enqueue(key)
+    owner_kind = "Job"
+    owner_resource = ("jobs", "batch")
 
     async def reconcile(self, key: Hashable) -> None:
         namespace, name = key  # type: ignore[misc]
-        job = self.store.find(self.jobs, namespace, name)
+        job = self.store.find(self.owners, namespace, name)
         if job is None or job["metadata"].get("deletionTimestamp"):
             return
         spec = job.get("spec") or {}
@@ -139,7 +61,7 @@ class JobController(Controller):
                 del status[zero]
         status["uncountedTerminatedPods"] = {}
         if status != (job.get("status") or {}):
-            self.store.update(self.jobs, {**job, "status": status}, subresource="status")
+            self.store.update(self.owners, {**job, "status": status}, subresource="status")
 
     def _create_pods(self, job: dict[str, Any], active: int, succeeded: int) -> list[dict[str, Any]]:
         spec = job.get("spec") or {}

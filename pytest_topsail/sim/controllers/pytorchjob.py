@@ -20,8 +20,8 @@ from collections.abc import Hashable
 from typing import Any
 
 from pytest_topsail.sim.apierror import ApiError
-from pytest_topsail.sim.controllers.base import Controller, condition, now_seconds, set_condition
-from pytest_topsail.sim.controllers.jobs import owner_reference
+from pytest_topsail.sim.controllers.base import condition, now_seconds, set_condition
+from pytest_topsail.sim.controllers.workload import WorkloadController, owned_pods, owner_reference
 
 GROUP = "kubeflow.org"
 PLURAL = "pytorchjobs"
@@ -110,50 +110,21 @@ def phase(pod: dict[str, Any]) -> str:
     return (pod.get("status") or {}).get("phase") or "Pending"
 
 
-class PyTorchJobController(Controller):
+class PyTorchJobController(WorkloadController):
     name = "pytorchjobs"
+    owner_kind = "PyTorchJob"
+    owner_resource = (PLURAL, GROUP)
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.pods = self.store.resource_type("pods")
-        self.jobs: Any = None
+    def owner_type(self) -> Any:
+        return self.store.register_crd(crd_manifest())  # so that PyTorchJobs can be applied on a fresh simulator
 
-    async def on_start(self) -> None:
-        self.jobs = self.store.register_crd(crd_manifest())
-        self.watch(PLURAL, GROUP, self._on_job)
-        self.watch("pods", "", self._on_pod)
-        for job in self.store.list(self.jobs):
-            self._on_job("ADDED", job)
-
-    def _on_job(self, event_type: str, job: dict[str, Any]) -> None:
-        key = (job["metadata"].get("namespace") or "", job["metadata"]["name"])
-        if event_type == "DELETED":
-            self.cancel_timer(key)
-        elif event_type == "ADDED":
-            self.enqueue_after(self.delay(self.profile.jobs.sync, *key), key)
-        elif not self.has_timer(key):
-            self.enqueue(key)
-
-    def _on_pod(self, event_type: str, pod: dict[str, Any]) -> None:
-        for ref in pod["metadata"].get("ownerReferences") or ():
-            if ref.get("kind") == "PyTorchJob" and ref.get("controller"):
-                key = (pod["metadata"].get("namespace") or "", ref["name"])
-                if not self.has_timer(key):
-                    self.enqueue(key)
-
-    def owned_pods(self, job: dict[str, Any]) -> dict[str, dict[str, Any]]:
-        meta = job["metadata"]
-        pods = self.store.list(self.pods, meta.get("namespace"), label_selector={JOB_NAME_LABEL: meta["name"]})
-        uid = meta["uid"]
-        return {
-            p["metadata"]["name"]: p
-            for p in pods
-            if any(r.get("uid") == uid for r in p["metadata"].get("ownerReferences") or ())
-        }
+    def pods_of(self, job: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        pods = owned_pods(self.store, self.pods, job, selector={JOB_NAME_LABEL: job["metadata"]["name"]})
+        return {p["metadata"]["name"]: p for p in pods}
 
     async def reconcile(self, key: Hashable) -> None:
         namespace, name = key  # type: ignore[misc]
-        job = self.store.find(self.jobs, namespace, name)
+        job = self.store.find(self.owners, namespace, name)
         if job is None or job["metadata"].get("deletionTimestamp"):
             return
         status = copy.deepcopy(job.get("status") or {})
@@ -164,7 +135,7 @@ class PyTorchJobController(Controller):
             self.store.record_event(job, "PyTorchJobCreated", f"PyTorchJob {name} is created.",
                                     source="pytorchjob-controller")
         wanted = replica_pods(job)
-        pods = self.owned_pods(job)
+        pods = self.pods_of(job)
         finished = _finished(job)
         if not finished:
             for rank, (rtype, index, rspec) in enumerate(wanted):
@@ -179,7 +150,7 @@ class PyTorchJobController(Controller):
             conditions = self._progress(job, wanted, pods, conditions, status, now)
         status["conditions"] = conditions
         if status != (job.get("status") or {}):
-            self.store.update(self.jobs, {**job, "status": status}, subresource="status")
+            self.store.update(self.owners, {**job, "status": status}, subresource="status")
 
     def _progress(self, job, wanted, pods, conditions, status, now) -> list[dict[str, Any]]:
         name = job["metadata"]["name"]
