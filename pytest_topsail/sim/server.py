@@ -353,7 +353,7 @@ class ApiServer:
             return yaml.safe_load(raw.decode())
         if content_type == protobuf.PROTOBUF:
             return protobuf.decode_object(raw)
-        if "protobuf" in content_type:
+        if content_type != JSON and "Content-Type" in request.headers:  # no Content-Type: JSON, as the apiserver
             raise apierror.unsupported_media_type(content_type)
         return json.loads(raw)
 
