@@ -136,3 +136,24 @@ def test_bad_profile_is_one_clear_error(tmp_path: Path) -> None:
         SimCluster({"node_pools": [{"name": "x", "count": 1, "gpu_profile": "nope"}]}, workdir=tmp_path).start()
     assert "Traceback" not in str(raised.value)
     assert time.monotonic() - started < 30
+
+
+def test_started_from_a_thread_that_ends_the_cluster_keeps_running() -> None:
+    import threading
+
+    started: list[SimCluster] = []
+    thread = threading.Thread(target=lambda: started.append(SimCluster({"node_pools": []}).start()))
+    thread.start()
+    thread.join(60)
+    assert started, "SimCluster.start() did not return"
+    cluster = started[0]
+    try:
+        assert cluster.pid is not None
+        arguments = Path(f"/proc/{cluster.pid}/cmdline").read_bytes().split(b"\0")
+        assert b"--parent-pipe" in arguments and b"--parent-death-signal" not in arguments
+        time.sleep(0.5)  # PR_SET_PDEATHSIG would have fired when the starting thread ended
+        assert cluster.running
+        api = client.CoreV1Api(config.new_client_from_config(str(cluster.kubeconfig_path)))
+        assert api.list_namespace().items
+    finally:
+        assert cluster.stop() == 0
