@@ -318,8 +318,11 @@ class ApiServer:
         if rtype.namespaced and parsed.namespace is None and verb in ("create", "get", "update", "patch", "delete",
                                                                        "deletecollection"):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        if request.query.get("dryRun"):
-            raise apierror.bad_request("dryRun is not supported by the simulated cluster")
+        dry_run = request.query.get("dryRun")
+        if dry_run not in (None, "All"):
+            raise apierror.bad_request(f"unsupported dry run directive {dry_run!r}: only All is supported")
+        if dry_run and verb in ("delete", "deletecollection"):
+            raise apierror.bad_request("the simulated cluster supports dryRun on create, update and patch only")
         if verb == "list":
             return self._list(request, parsed)
         if verb == "watch":
@@ -334,7 +337,7 @@ class ApiServer:
             if parsed.name is not None:
                 raise apierror.method_not_allowed("the server does not allow this method on the requested resource")
             body = await self._body(request)
-            obj = self.store.create(rtype, body, parsed.namespace)
+            obj = self.store.create(rtype, body, parsed.namespace, dry_run=bool(dry_run))
             return _json_response(self._serialize(rtype, obj), 201)
         if verb == "update":
             return await self._update(request, parsed)
@@ -397,7 +400,8 @@ class ApiServer:
                 raise apierror.bad_request("the namespace of the provided object does not match the namespace sent "
                                            "on the request")
             metadata["namespace"] = parsed.namespace
-        obj = self.store.update(parsed.rtype, {**body, "metadata": metadata}, parsed.subresource)
+        obj = self.store.update(parsed.rtype, {**body, "metadata": metadata}, parsed.subresource,
+                                dry_run=request.query.get("dryRun") == "All")
         return _json_response(self._serialize(parsed.rtype, obj))
 
     async def _patch(self, request: web.Request, parsed: _Request) -> web.Response:
@@ -414,7 +418,7 @@ class ApiServer:
         patch = yaml.safe_load(raw.decode()) if content_type == APPLY_PATCH else json.loads(raw)
         existed = self.store.find(parsed.rtype, parsed.namespace, parsed.name or "") is not None
         obj = self.store.patch(parsed.rtype, parsed.namespace, parsed.name or "", patch, content_type,
-                               parsed.subresource)
+                               parsed.subresource, dry_run=request.query.get("dryRun") == "All")
         return _json_response(self._serialize(parsed.rtype, obj), 200 if existed else 201)
 
     async def _delete_options(self, request: web.Request) -> tuple[str | None, dict[str, str] | None]:

@@ -396,14 +396,14 @@ class Store:
         return [(event_type, obj) for rv, event_type, obj in table.log if rv > resource_version]
 
     # ----------------------------------------------------------------- create
-    def create(self, rtype: ResourceType, obj: Obj, namespace: str | None = None) -> Obj:
+    def create(self, rtype: ResourceType, obj: Obj, namespace: str | None = None, *, dry_run: bool = False) -> Obj:
         self._begin()
         try:
-            return self._create(rtype, obj, namespace)
+            return self._create(rtype, obj, namespace, dry_run)
         finally:
             self._end()
 
-    def _create(self, rtype: ResourceType, obj: Obj, namespace: str | None) -> Obj:
+    def _create(self, rtype: ResourceType, obj: Obj, namespace: str | None, dry_run: bool = False) -> Obj:
         if not isinstance(obj, dict):
             raise apierror.bad_request("the body of the request is not a JSON object")
         table = self._table(rtype)
@@ -445,6 +445,8 @@ class Store:
         if rtype.key == CRDS:
             self._crd_types(new)
             new["status"] = _crd_status(new, format_time(now))
+        if dry_run:
+            return new  # validated and defaulted, not stored (resourceVersion stays empty)
         metadata["resourceVersion"] = self._next_rv()
         self._index(rtype, table, key, new)
         self._index_owners(rtype, key, new, add=True)
@@ -462,14 +464,14 @@ class Store:
                                      f"namespace {namespace} because it is being terminated")
 
     # ----------------------------------------------------------------- update
-    def update(self, rtype: ResourceType, obj: Obj, subresource: str | None = None) -> Obj:
+    def update(self, rtype: ResourceType, obj: Obj, subresource: str | None = None, *, dry_run: bool = False) -> Obj:
         self._begin()
         try:
-            return self._update(rtype, obj, subresource)
+            return self._update(rtype, obj, subresource, dry_run)
         finally:
             self._end()
 
-    def _update(self, rtype: ResourceType, obj: Obj, subresource: str | None) -> Obj:
+    def _update(self, rtype: ResourceType, obj: Obj, subresource: str | None, dry_run: bool = False) -> Obj:
         if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
             raise apierror.bad_request("the body of the request is not an object with metadata")
         check_kind(rtype, obj)
@@ -516,6 +518,8 @@ class Store:
             return old
         if rtype.key == CRDS and subresource is None:
             self._crd_types(new)
+        if dry_run:
+            return new
         return self._commit_update(rtype, table, key, old, new)
 
     def _commit_update(self, rtype: ResourceType, table: _Table, key: ObjKey, old: Obj, new: Obj) -> Obj:
@@ -536,7 +540,7 @@ class Store:
         return new
 
     def patch(self, rtype: ResourceType, namespace: str | None, name: str, patch: Any, patch_type: str,
-              subresource: str | None = None) -> Obj:
+              subresource: str | None = None, *, dry_run: bool = False) -> Obj:
         self._begin()
         try:
             old = self.find(rtype, namespace, name)
@@ -544,7 +548,7 @@ class Store:
                 if patch_type == APPLY_PATCH and subresource is None and isinstance(patch, dict):
                     body = dict(patch)
                     body["metadata"] = {**(patch.get("metadata") or {}), "name": name}
-                    return self._create(rtype, body, namespace)
+                    return self._create(rtype, body, namespace, dry_run)
                 raise apierror.not_found(rtype.plural, rtype.group, name)
             patched = apply_patch(old, patch, patch_type)
             if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
@@ -553,7 +557,7 @@ class Store:
                 if patched["metadata"].get(identity) != old["metadata"].get(identity):
                     raise apierror.invalid(rtype.kind, rtype.group, name, [(f"metadata.{identity}",
                                                                             "field is immutable")])
-            return self._update(rtype, patched, subresource)
+            return self._update(rtype, patched, subresource, dry_run)
         finally:
             self._end()
 

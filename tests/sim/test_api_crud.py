@@ -216,3 +216,20 @@ def test_scale_subresource(apps: client.AppsV1Api, namespace: str) -> None:
     with pytest.raises(ApiException) as invalid:
         apps.patch_namespaced_deployment_scale("scaled", namespace, {"spec": {"replicas": -1}})
     assert invalid.value.status == 422
+
+
+def test_dry_run_validates_without_storing(core: client.CoreV1Api, namespace: str) -> None:
+    preview = core.create_namespaced_config_map(namespace, {"metadata": {"name": "dry"}, "data": {"a": "1"}},
+                                                dry_run="All")
+    assert preview.metadata.name == "dry" and preview.metadata.uid
+    with pytest.raises(ApiException) as missing:
+        core.read_namespaced_config_map("dry", namespace)
+    assert missing.value.status == 404
+    with pytest.raises(ApiException) as invalid:
+        core.create_namespaced_config_map(namespace, {"metadata": {"name": "Bad_Name"}}, dry_run="All")
+    assert invalid.value.status == 422
+    stored = core.create_namespaced_config_map(namespace, {"metadata": {"name": "kept"}, "data": {"a": "1"}})
+    patched = core.patch_namespaced_config_map("kept", namespace, {"data": {"a": "2"}}, dry_run="All")
+    assert patched.data == {"a": "2"}
+    current = core.read_namespaced_config_map("kept", namespace)
+    assert (current.data, current.metadata.resource_version) == ({"a": "1"}, stored.metadata.resource_version)

@@ -264,3 +264,16 @@ def test_generator_commands_whose_bodies_kubectl_sends_in_protobuf(kubectl: Any)
     unsupported = kubectl("create", "priorityclass", "high", "--value=1000", check=False)
     if unsupported.returncode != 0:  # kubectl >= 1.32 sends protobuf, which the simulator decodes for some kinds only
         assert "send it as application/json" in unsupported.stderr
+
+
+def test_server_dry_run_and_diff(kubectl: Any) -> None:
+    result = kubectl("apply", "--dry-run=server", "-f", "-", stdin=POD.format(name="dry", app="one"))
+    assert result.stdout.strip() == "pod/dry created (server dry run)"
+    assert kubectl("get", "pod", "dry", check=False).returncode != 0  # nothing was stored
+    kubectl("apply", "-f", "-", stdin=POD.format(name="dry", app="one"))
+    changed = kubectl("diff", "-f", "-", stdin=POD.format(name="dry", app="two"), check=False)
+    assert changed.returncode == 1, changed.stderr  # 1: differences found
+    assert "-    app: one" in changed.stdout and "+    app: two" in changed.stdout
+    same = kubectl("diff", "-f", "-", stdin=POD.format(name="dry", app="one"), check=False)
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert kubectl("get", "pod", "dry", "-o", "jsonpath={.metadata.labels.app}").stdout == "one"
