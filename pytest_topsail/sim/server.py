@@ -508,6 +508,11 @@ class ApiServer:
                     lines[line_key] = self._event_line(event_type, watcher.rtype, obj, watcher.table)
                 watcher.push(lines[line_key])
 
+    def _bookmark_line(self, rtype: ResourceType) -> bytes:
+        bookmark = {"kind": rtype.kind, "apiVersion": rtype.api_version,
+                    "metadata": {"resourceVersion": str(self.store.resource_version)}}
+        return b'{"type":"BOOKMARK","object":' + json.dumps(bookmark, separators=(",", ":")).encode() + b"}\n"
+
     def _event_line(self, event_type: str, rtype: ResourceType, obj: dict[str, Any],
                     table: str | None = None) -> bytes:
         if table is not None:
@@ -554,6 +559,9 @@ class ApiServer:
             if initial:
                 await response.write(b"".join(initial))
             await self._pump(watcher, response, time.monotonic() + timeout)
+            if request.query.get("allowWatchBookmarks") == "true" and not watcher.overflowed:
+                # every event up to the current resourceVersion has been written: the client may resume from it
+                await response.write(self._bookmark_line(rtype))
             await response.write_eof()
         except (ConnectionResetError, asyncio.CancelledError):
             pass

@@ -113,3 +113,19 @@ def test_watch_across_namespaces_sees_only_its_resource(core: client.CoreV1Api, 
         seen.append((event["type"], event["object"].metadata.namespace, event["object"].metadata.name))
         stream.stop()
     assert seen == [("ADDED", namespace, "cm-all")]
+
+
+def test_bookmark_at_the_end_of_a_watch_that_asked_for_bookmarks(watch_sim: Any, core: client.CoreV1Api,
+                                                                  namespace: str) -> None:
+    import json
+
+    core.create_namespaced_config_map(namespace, {"metadata": {"name": "before"}})
+    start = core.list_namespaced_config_map(namespace).metadata.resource_version
+    core.create_namespaced_secret(namespace, {"metadata": {"name": "unrelated"}})
+    path = (f"/api/v1/namespaces/{namespace}/configmaps?watch=true&timeoutSeconds=1&allowWatchBookmarks=true"
+            f"&resourceVersion={start}")
+    events = [json.loads(line) for line in watch_sim.raw("GET", path).text.splitlines()]
+    assert [e["type"] for e in events] == ["BOOKMARK"]
+    assert int(events[0]["object"]["metadata"]["resourceVersion"]) > int(start)
+    plain = watch_sim.raw("GET", path.replace("&allowWatchBookmarks=true", "")).text
+    assert plain == ""
