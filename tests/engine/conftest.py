@@ -7,13 +7,6 @@ from collections.abc import Callable
 
 import pytest
 
-try:
-    # pytester's in-process runs drop modules first imported during a run; hypothesis' plugin imports this at every
-    # terminal summary, which would cost seconds per run. Imported once here, it stays.
-    import hypothesis.internal.observability  # noqa: F401
-except ImportError:
-    pass
-
 
 @pytest.fixture(autouse=True)
 def _no_inherited_artifact_dir(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,16 @@
+"""Shared by all tests of this project.
+
+pytester's in-process runs drop the modules first imported during a run; extension modules (numpy) then fail to load a
+second time ("cannot load module more than once per process"), and hypothesis' plugin would re-import itself at every
+terminal summary. What the plugin imports lazily, only when a suite reports, is therefore imported once here.
+"""
+
+import numpy  # noqa: F401
+
+import pytest_topsail.kpi  # noqa: F401
+import pytest_topsail.regression  # noqa: F401
+
+try:
+    import hypothesis.internal.observability  # noqa: F401
+except ImportError:
+    pass
