@@ -43,8 +43,21 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--topsail-replot {replot}: not a directory")
     if replot and getattr(config.option, "dist", "no") != "no":
         raise pytest.UsageError("--topsail-replot runs no test: it cannot be combined with xdist (-n/--dist)")
+    if replot and _rootdir_taken_from_replot(config, Path(replot)):
+        raise pytest.UsageError(
+            f"--topsail-replot {replot}: pytest took the rootdir ({config.rootpath}) from this directory, so the "
+            f"suites cannot be found; write --topsail-replot={replot}, or name the suite too (e.g. suites/scale)")
     if not hasattr(config, "workerinput"):
         config.pluginmanager.register(ReportSession(config), "topsail-report-session")
+
+
+def _rootdir_taken_from_replot(config: pytest.Config, replot: Path) -> bool:
+    """pytest chooses the rootdir before plugin options are known, so the value of ``--topsail-replot DIR`` (two
+    words) counts as a test path; with no other path given and no ini file above DIR, the rootdir is then DIR's
+    ancestor and the suites are not found."""
+    if "--topsail-replot" not in config.invocation_params.args:
+        return False
+    return config.args_source != pytest.Config.ArgsSource.ARGS and config.inipath is None
 
 
 @pytest.fixture
