@@ -1,0 +1,111 @@
+"""Settings of the fine-tuning suite, validated with pydantic: one point of the matrix (`PointSettings`, from a case
+after matrix expansion) and the suite's run options (`SuiteSettings`, `tests.fine_tuning` of config.yaml)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from pytest_topsail.errors import TopsailError
+
+DEFAULT_IMAGE = "quay.io/modh/fms-hf-tuning:v2.8.2"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LoraSettings(_Strict):
+    r: int = Field(4, ge=1)
+    alpha: int = Field(16, ge=1)
+    dropout: float = Field(0.05, ge=0, lt=1)
+    target_modules: tuple[str, ...] = ("q_proj", "k_proj")
+
+    @field_validator("target_modules", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        """A list in a case file is a matrix dimension unless raw: 'q_proj,k_proj' is accepted too."""
+        return [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value
+
+
+class DatasetSettings(_Strict):
+    name: str = "alpaca"
+    replication: float = Field(1.0, gt=0)  # x copies of the dataset; the fractional part is a seeded subset
+
+
+class PointSettings(_Strict):
+    """One fine-tuning run: the trainer's hyper-parameters and the job's shape."""
+
+    model: str = "bigscience/bloom-560m"
+    model_params_b: float | None = Field(None, gt=0)  # overrides the catalog's parameter count
+    method: Literal["full", "lora", "qlora"] = "full"
+    lora: LoraSettings = Field(default_factory=LoraSettings)
+    gpus_per_pod: int = Field(1, ge=1, le=64)
+    pods: int = Field(1, ge=1, le=1024)
+    per_device_batch_size: int = Field(4, ge=1)
+    gradient_accumulation_steps: int = Field(1, ge=1)
+    max_seq_length: int = Field(1024, ge=8)
+    epochs: float = Field(1.0, gt=0)
+    learning_rate: float = Field(1e-5, gt=0)
+    dataset: DatasetSettings = Field(default_factory=DatasetSettings)
+    flash_attention: bool = False
+    gradient_checkpointing: bool = False
+    dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"
+    container_image: str = DEFAULT_IMAGE
+    shared_memory_gb: float | None = Field(None, gt=0)  # /dev/shm size (memory emptyDir); None: no /dev/shm volume
+
+    @property
+    def world_size(self) -> int:
+        """GPUs of the whole job: pods x GPUs per pod."""
+        return self.pods * self.gpus_per_pod
+
+    @property
+    def effective_batch_size(self) -> int:
+        """Samples per optimizer step: per-device batch x gradient accumulation x GPUs."""
+        return self.per_device_batch_size * self.gradient_accumulation_steps * self.world_size
+
+
+class Timeouts(_Strict):
+    """Seconds each phase of a point may take before the point fails naming the phase."""
+
+    scheduled: float = Field(120, gt=0)  # job created -> every pod bound to a node
+    started: float = Field(600, gt=0)  # bound -> every container running (image pull, volume mounts)
+    training: float = Field(7200, gt=0)  # running -> the job succeeded or failed
+    no_progress: float = Field(600, gt=0)  # no new log line from the master for this long while training
+    cleanup: float = Field(120, gt=0)
+
+
+class SuiteSettings(_Strict):
+    """`tests.fine_tuning` of suites/fine_tuning/config.yaml."""
+
+    namespace: str = Field("fine-tuning-testing", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=50)
+    storage_pvc: str = "fine-tuning-storage"
+    storage_size: str = "80Gi"
+    preflight: Literal["skip", "run", "fail"] = "skip"  # a point whose memory estimate exceeds the GPU memory
+    gpu_memory_gb: float | None = Field(None, gt=0)  # GPU memory for the pre-flight; None: read from the nodes
+    memory_reserve_gb: float = Field(2.0, ge=0)  # CUDA context, allocator fragmentation
+    timeouts: Timeouts = Field(default_factory=Timeouts)
+    keep: bool = False  # leave the job and its pods on the cluster
+    progress: bool = True
+    catalog: dict[str, Any] = Field(default_factory=dict)  # extra models/datasets ({models: {...}, datasets: {...}})
+
+
+def validate_point(settings: dict[str, Any], where: str) -> PointSettings:
+    return _validate(PointSettings, settings, where)
+
+
+def validate_suite(settings: dict[str, Any] | None, where: str) -> SuiteSettings:
+    return _validate(SuiteSettings, settings or {}, where)
+
+
+def _validate(model: type[_Strict], data: Any, where: str) -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors(include_url=False):
+            key = ".".join(str(part) for part in error["loc"]) or "(top level)"
+            message = "unknown key" if error["type"] == "extra_forbidden" else error["msg"]
+            problems.append(f"{key}: {message}")
+        raise TopsailError(f"{where}: " + "; ".join(problems)) from None

@@ -1,0 +1,95 @@
+"""Settings, catalog, memory estimate and KPI formulas of the fine-tuning suite."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_topsail.errors import TopsailError
+from pytest_topsail.fine_tuning.catalog import builtin_catalog
+from pytest_topsail.fine_tuning.estimate import Point, flops_per_token, memory_per_gpu
+from pytest_topsail.fine_tuning.metrics import PointMetrics, scaling_efficiency, speedup
+from pytest_topsail.fine_tuning.settings import validate_point, validate_suite
+from pytest_topsail.fine_tuning.trainer_log import TrainerResults
+
+
+def test_point_settings_validate_and_derive_world_size_and_effective_batch():
+    point = validate_point({"model": "ibm-granite/granite-7b-base", "pods": 2, "gpus_per_pod": 4,
+                            "per_device_batch_size": 2, "gradient_accumulation_steps": 4,
+                            "dataset": {"name": "alpaca", "replication": 0.2},
+                            "lora": {"target_modules": "q_proj, v_proj"}}, "cases/x.yaml: case a")
+    assert point.world_size == 8
+    assert point.effective_batch_size == 2 * 4 * 8
+    assert point.dataset.replication == 0.2  # fractions are allowed (TOPSAIL typed it int)
+    assert point.lora.target_modules == ("q_proj", "v_proj")
+
+
+def test_bad_point_settings_name_the_case_and_key():
+    with pytest.raises(TopsailError) as error:
+        validate_point({"method": "prefix", "gpus": 2}, "cases/fine_tuning/x.yaml: case dgx")
+    message = str(error.value)
+    assert message.startswith("cases/fine_tuning/x.yaml: case dgx: ")
+    assert "method: Input should be 'full', 'lora' or 'qlora'" in message
+    assert "gpus: unknown key" in message
+    with pytest.raises(TopsailError, match="preflight"):
+        validate_suite({"preflight": "maybe"}, "config.yaml: tests.fine_tuning")
+
+
+def test_catalog_knows_models_with_registry_suffix_and_can_be_extended():
+    catalog = builtin_catalog()
+    assert catalog.model("bigscience/bloom-560m@hf").params_b == pytest.approx(0.56)
+    with pytest.raises(TopsailError, match="not in the catalog"):
+        catalog.model("acme/unknown-1b", "case x")
+    extended = catalog.extended({"models": {"acme/unknown-1b": {"params_b": 1, "layers": 16, "hidden": 2048,
+                                                                "heads": 16}}}, "config.yaml")
+    assert extended.model("acme/unknown-1b").layers == 16
+    with pytest.raises(TopsailError, match="config.yaml: models.bad: layers"):
+        catalog.extended({"models": {"bad": {"params_b": 1, "layers": 0, "hidden": 1, "heads": 1}}}, "config.yaml")
+
+
+def _point(name: str, method: str = "full", world: int = 1, batch: int = 1, seq: int = 512, **kwargs) -> Point:
+    return Point(builtin_catalog().model(name), method, world, batch, seq, **kwargs)
+
+
+def test_memory_estimate_follows_method_sharding_and_sequence():
+    seven_b = "ibm-granite/granite-7b-base"
+    full_1 = memory_per_gpu(_point(seven_b)).total_gib
+    full_8 = memory_per_gpu(_point(seven_b, world=8)).total_gib
+    lora_1 = memory_per_gpu(_point(seven_b, "lora")).total_gib
+    qlora_1 = memory_per_gpu(_point(seven_b, "qlora")).total_gib
+    assert full_1 > 80 > full_8  # 7B full fine-tuning needs FSDP over several 80 GB GPUs
+    assert full_1 > lora_1 > qlora_1
+    assert 12 < lora_1 < 30
+    long = memory_per_gpu(_point(seven_b, "lora", seq=4096)).activations_gib
+    flash = memory_per_gpu(_point(seven_b, "lora", seq=4096, flash_attention=True)).activations_gib
+    checkpointed = memory_per_gpu(_point(seven_b, "lora", seq=4096, gradient_checkpointing=True)).activations_gib
+    assert long > flash > checkpointed
+    assert 15 < flash < 25  # ~18 GB for 7B at s 4096, b 1 without the attention scores
+    assert "GiB per GPU (model states" in memory_per_gpu(_point(seven_b)).describe()
+
+
+def test_flops_per_token_full_is_about_six_n_and_lora_less():
+    point = _point("ibm-granite/granite-7b-base", seq=512)
+    assert flops_per_token(point) / point.params == pytest.approx(6.0, rel=0.05)
+    assert flops_per_token(_point("ibm-granite/granite-7b-base", "lora")) < flops_per_token(point)
+
+
+def _metrics(gpus: int, epochs: float, runtime: float = 100.0, per_device_tps: float = 1000.0) -> PointMetrics:
+    results = TrainerResults({"train_runtime": runtime, "train_tokens_per_second": per_device_tps},
+                             {"total_tokens": 50_000.0})
+    return PointMetrics(results, gpus=gpus, epochs=epochs)
+
+
+def test_kpi_formulas_count_epochs_and_all_gpus_of_all_pods():
+    metrics = _metrics(gpus=8, epochs=2)  # e.g. 2 pods x 4 GPUs
+    assert metrics.train_tokens_per_second == 8000.0  # the trainer reports per device
+    assert metrics.train_tokens_per_gpu_per_second == 1000.0
+    assert metrics.dataset_tokens_per_second == 50_000 * 2 / 100.0  # the dataset is seen once per epoch
+    assert metrics.dataset_tokens_per_second_per_gpu == 1000.0 / 8
+    assert metrics.gpu_hours_per_million_tokens == pytest.approx(1e6 / 1000.0 / 3600 * 8)
+
+
+def test_speedup_and_efficiency_have_the_right_direction():
+    assert speedup(3000, 1000, higher_better=True) == 3.0  # throughput: more is better
+    assert speedup(25, 100, higher_better=False) == 4.0  # runtime: less is better
+    assert scaling_efficiency(3000, 1000, 4, 1, higher_better=True) == 0.75
+    assert scaling_efficiency(25, 100, 4, 1, higher_better=False) == 1.0
