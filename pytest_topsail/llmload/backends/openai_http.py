@@ -1,0 +1,133 @@
+"""OpenAI-compatible HTTP backend (vLLM, TGIS's HTTP front, our simulator): ``/v1/completions`` or
+``/v1/chat/completions``, streamed as server-sent events or not, over one aiohttp session (one connection pool).
+
+Output lengths are pinned with vLLM's ``min_tokens`` and ``ignore_eos`` extensions next to ``max_tokens``, so a request
+generates the dataset's output length; ``stream_options.include_usage`` asks for the server's token counts.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from pytest_topsail.llmload.backends import BackendError
+from pytest_topsail.llmload.dataset import Prompt
+from pytest_topsail.llmload.records import RequestRecord
+
+APIS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
+READ_BUFFER = 2**20  # aiohttp's 64 KiB default cannot hold one SSE line of a long completion
+
+
+@dataclass
+class OpenAIBackend:
+    url: str
+    model: str
+    api: str = "completions"
+    stream: bool = True
+    pin_output_length: bool = True
+    api_key: str | None = field(default=None, repr=False)
+    connect_timeout_s: float = 10.0
+    name: str = "openai"
+    session: aiohttp.ClientSession | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.api not in APIS:
+            raise ValueError(f"api must be one of {', '.join(APIS)}, got {self.api!r}")
+        self.endpoint = self.url.rstrip("/") + APIS[self.api]
+
+    async def open(self) -> None:
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        connector = aiohttp.TCPConnector(limit=0, enable_cleanup_closed=True)
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.connect_timeout_s)
+        self.session = aiohttp.ClientSession(connector=connector, timeout=timeout, headers=headers,
+                                             read_bufsize=READ_BUFFER)
+
+    async def close(self) -> None:
+        if self.session is not None:
+            await self.session.close()
+            self.session = None
+
+    def body(self, prompt: Prompt) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "max_tokens": prompt.output_tokens, "stream": self.stream,
+                                "temperature": 0.0}
+        if self.pin_output_length:
+            body.update(min_tokens=prompt.output_tokens, ignore_eos=True)
+        if self.stream:
+            body["stream_options"] = {"include_usage": True}
+        if self.api == "chat":
+            messages = [{"role": "system", "content": prompt.system_prompt}] if prompt.system_prompt else []
+            body["messages"] = [*messages, {"role": "user", "content": prompt.text}]
+        else:
+            body["prompt"] = f"{prompt.system_prompt}\n{prompt.text}" if prompt.system_prompt else prompt.text
+        return body
+
+    async def send(self, prompt: Prompt, record: RequestRecord) -> None:
+        if self.session is None:
+            raise RuntimeError("OpenAIBackend.send before open()")
+        try:
+            async with self.session.post(self.endpoint, json=self.body(prompt)) as response:
+                if response.status != 200:
+                    raise BackendError(f"http_{response.status}", await error_message(response))
+                if self.stream:
+                    await self.read_stream(response, record)
+                else:
+                    self.read_whole(await response.json(content_type=None), record)
+        except aiohttp.ClientError as error:
+            raise BackendError(type(error).__name__, str(error) or type(error).__name__) from None
+
+    async def read_stream(self, response: aiohttp.ClientResponse, record: RequestRecord) -> None:
+        chunks = 0
+        async for line in response.content:
+            if not line.startswith(b"data:"):
+                continue
+            payload = line[5:].strip()
+            if payload == b"[DONE]":
+                break
+            event = json.loads(payload)
+            if "error" in event or event.get("object") == "error":
+                raise BackendError("stream_error", describe_error(event))
+            choices = event.get("choices") or []
+            if choices and self.text_of(choices[0]):
+                record.tokens(1)
+                chunks += 1
+            self.read_usage(event, record)
+        if not record.output_tokens:
+            record.output_tokens = chunks
+        if not record.input_tokens:
+            record.input_tokens = 0
+
+    def text_of(self, choice: dict[str, Any]) -> str:
+        if self.api == "chat":
+            return (choice.get("delta") or choice.get("message") or {}).get("content") or ""
+        return choice.get("text") or ""
+
+    def read_whole(self, answer: dict[str, Any], record: RequestRecord) -> None:
+        self.read_usage(answer, record)
+        if not record.output_tokens:
+            choices = answer.get("choices") or [{}]
+            record.output_tokens = len(self.text_of(choices[0]).split())
+
+    @staticmethod
+    def read_usage(event: dict[str, Any], record: RequestRecord) -> None:
+        usage = event.get("usage")
+        if usage:
+            record.input_tokens = int(usage.get("prompt_tokens") or 0)
+            record.output_tokens = int(usage.get("completion_tokens") or 0)
+
+
+async def error_message(response: aiohttp.ClientResponse) -> str:
+    text = await response.text()
+    try:
+        return describe_error(json.loads(text))
+    except (json.JSONDecodeError, AttributeError):
+        return text[:300] or response.reason or ""
+
+
+def describe_error(body: dict[str, Any]) -> str:
+    error = body.get("error", body)
+    if isinstance(error, dict):
+        return str(error.get("message") or error)
+    return str(error)

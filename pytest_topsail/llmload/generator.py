@@ -1,0 +1,207 @@
+"""The load loops (asyncio, one event loop, one backend connection pool for the whole sweep).
+
+- closed loop (``mode: concurrency``): ``concurrency`` users, each sending its next request as soon as the previous
+  one ended; the number of requests in flight stays constant.
+- open loop (``mode: constant`` or ``poisson``): requests due at fixed ``1/rate`` intervals or at exponentially
+  distributed intervals of mean ``1/rate`` (seeded); the schedule is absolute, so a late request does not push the
+  ones after it; ``concurrency``, when given, caps the requests in flight (a capped request starts late, which the
+  achieved rate shows).
+A point stops issuing at ``warmup_s + duration_s`` and/or after ``requests`` measured requests, whichever comes first;
+requests started during the first ``warmup_s`` seconds are recorded with ``warmup: true`` and left out of the metrics.
+Requests still running when issuing stopped get ``drain_timeout_s`` to finish, then are cancelled (status
+``cancelled``); every request has its own ``timeout_s`` (status ``timeout``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from pytest_topsail.errors import TopsailError
+from pytest_topsail.llmload.backends import Backend, BackendError
+from pytest_topsail.llmload.dataset import Prompt
+from pytest_topsail.llmload.records import RequestRecord
+
+MODES = ("concurrency", "constant", "poisson")
+
+
+@dataclass(frozen=True)
+class LoadPoint:
+    mode: str = "concurrency"
+    concurrency: int | None = None
+    rate: float | None = None
+    duration_s: float | None = None
+    requests: int | None = None
+    warmup_s: float = 0.0
+    timeout_s: float = 300.0
+    drain_timeout_s: float = 60.0
+    seed: int = 0
+
+    def check(self, where: str) -> None:
+        """Raise a TopsailError naming ``where`` when the point cannot run."""
+        problems = []
+        if self.mode not in MODES:
+            problems.append(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        if self.mode == "concurrency" and not (self.concurrency and self.concurrency >= 1):
+            problems.append("mode concurrency needs concurrency >= 1")
+        if self.mode != "concurrency" and not (self.rate and self.rate > 0):
+            problems.append(f"mode {self.mode} needs rate > 0 (requests/s)")
+        if self.duration_s is None and self.requests is None:
+            problems.append("give duration_s and/or requests (when to stop)")
+        if self.duration_s is not None and self.duration_s <= 0:
+            problems.append(f"duration_s must be > 0, got {self.duration_s}")
+        if self.requests is not None and self.requests < 1:
+            problems.append(f"requests must be >= 1, got {self.requests}")
+        for name in ("warmup_s", "timeout_s", "drain_timeout_s"):
+            if getattr(self, name) < 0 or (name == "timeout_s" and self.timeout_s == 0):
+                problems.append(f"{name} must be {'>' if name == 'timeout_s' else '>='} 0")
+        if problems:
+            raise TopsailError(f"{where}: " + "; ".join(problems))
+
+    @property
+    def label(self) -> str:
+        if self.mode == "concurrency":
+            return f"concurrency={self.concurrency}"
+        return f"{self.mode} rate={self.rate or 0:g}/s" + (f" max={self.concurrency}" if self.concurrency else "")
+
+
+@dataclass
+class PointResult:
+    """One load point's records and timing (seconds relative to the point's start ``t0``)."""
+
+    index: int
+    point: LoadPoint
+    started_epoch: float
+    measure_start: float
+    stop: float  # when issuing stopped (the deadline, or when the request count was reached)
+    ended: float  # when the last request ended (or was cancelled)
+    records: list[RequestRecord] = field(default_factory=list)
+
+
+class PointRun:
+    """The state of one point while it runs."""
+
+    def __init__(self, backend: Backend, prompts: Sequence[Prompt], point: LoadPoint, index: int) -> None:
+        if not prompts:
+            raise TopsailError("load test: the dataset holds no prompt")
+        self.backend, self.prompts, self.point, self.index = backend, prompts, point, index
+        self.t0 = time.perf_counter()
+        self.measure_start = self.t0 + point.warmup_s
+        self.deadline = self.measure_start + point.duration_s if point.duration_s is not None else None
+        self.next_index = itertools.count()
+        self.measured = 0
+        self.stop: float | None = None
+        self.records: list[RequestRecord] = []
+
+    def issuing(self, now: float) -> bool:
+        """Whether a request may still be issued at ``now`` (records when issuing stopped)."""
+        over = (self.deadline is not None and now >= self.deadline) or (
+            self.point.requests is not None and self.measured >= self.point.requests)
+        if over and self.stop is None:
+            self.stop = min(now, self.deadline) if self.deadline is not None else now
+        return not over
+
+    def new_record(self, when: float, **fields: int | float | None) -> RequestRecord:
+        record = RequestRecord(point=self.index, index=next(self.next_index), stream=self.backend.stream,
+                               warmup=when < self.measure_start, **fields)  # type: ignore[arg-type]
+        if not record.warmup:
+            self.measured += 1
+        return record
+
+    async def send(self, record: RequestRecord) -> None:
+        prompt = self.prompts[record.index % len(self.prompts)]
+        record.start = time.perf_counter()
+        try:
+            async with asyncio.timeout(self.point.timeout_s):
+                await self.backend.send(prompt, record)
+        except BackendError as error:
+            record.fail(error.status, error.message)
+        except TimeoutError:
+            record.fail("timeout", f"no complete answer within timeout_s={self.point.timeout_s:g}")
+        except asyncio.CancelledError:
+            record.fail("cancelled", "still running drain_timeout_s after the load point stopped issuing")
+            raise
+        except Exception as error:  # a malformed answer is a failed request, not a crashed load test
+            record.fail(type(error).__name__, str(error) or type(error).__name__)
+        finally:
+            record.end = time.perf_counter()
+            self.records.append(record)
+
+    async def user(self, number: int) -> None:
+        while self.issuing(now := time.perf_counter()):
+            await self.send(self.new_record(now, user=number))
+
+    async def closed_loop(self) -> None:
+        users = [asyncio.create_task(self.user(number)) for number in range(self.point.concurrency or 1)]
+        await self.drain(users)
+
+    async def open_loop(self) -> None:
+        rng = random.Random(self.point.seed)
+        limit = asyncio.Semaphore(self.point.concurrency) if self.point.concurrency else None
+        tasks: list[asyncio.Task[None]] = []
+        rate = self.point.rate or 1.0
+        due, sent = self.t0, 0
+        while self.issuing(due):
+            delay = due - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            record = self.new_record(due, scheduled=due)
+            tasks.append(asyncio.create_task(self.limited(record, limit)))
+            sent += 1
+            due = due + rng.expovariate(rate) if self.point.mode == "poisson" else self.t0 + sent / rate
+        await self.drain(tasks)
+
+    async def limited(self, record: RequestRecord, limit: asyncio.Semaphore | None) -> None:
+        if limit is None:
+            await self.send(record)
+            return
+        async with limit:
+            await self.send(record)
+
+    async def drain(self, tasks: list[asyncio.Task[None]]) -> None:
+        """Wait for the tasks: until the deadline plus drain_timeout_s, then cancel what is left."""
+        if not tasks:
+            return
+        timeout = None
+        if self.deadline is not None:
+            timeout = max(0.0, self.deadline - time.perf_counter()) + self.point.drain_timeout_s
+        _, pending = await asyncio.wait(tasks, timeout=timeout)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def run(self) -> PointResult:
+        started_epoch = time.time()
+        if self.point.mode == "concurrency":
+            await self.closed_loop()
+        else:
+            await self.open_loop()
+        ended = time.perf_counter()
+        for record in self.records:
+            record.relative_to(self.t0)
+        self.records.sort(key=lambda record: record.index)
+        return PointResult(index=self.index, point=self.point, started_epoch=started_epoch,
+                           measure_start=self.measure_start - self.t0, stop=(self.stop or ended) - self.t0,
+                           ended=ended - self.t0, records=self.records)
+
+
+async def run_sweep(backend: Backend, prompts: Sequence[Prompt], points: Sequence[LoadPoint],
+                    on_point: Callable[[PointResult], None] | None = None) -> list[PointResult]:
+    """Run the points one after the other on one backend (opened once, closed at the end, also on failure)."""
+    for number, point in enumerate(points):
+        point.check(f"load point {number} ({point.label})")
+    results = []
+    await backend.open()
+    try:
+        for index, point in enumerate(points):
+            result = await PointRun(backend, prompts, point, index).run()
+            results.append(result)
+            if on_point is not None:
+                on_point(result)
+    finally:
+        await backend.close()
+    return results

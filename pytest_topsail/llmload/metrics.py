@@ -1,0 +1,147 @@
+"""Metrics of a load test, computed from the saved request records only (so a replot recomputes all of them).
+
+Definitions (docs/llm-load.md has the formulas and how they relate to llm-load-test, vLLM's benchmark and guidellm):
+per request, over the successful, measured (not warm-up) requests of a point:
+- ``ttft``: first_token - start (streaming only)
+- ``tpot``: (end - first_token) / (output_tokens - 1), requests with >= 2 output tokens (streaming only)
+- ``itl``: every gap between consecutive token-carrying chunks, divided by the tokens of the later chunk, pooled
+  over all requests (streaming only)
+- ``e2e``: end - start; ``input_tokens``, ``output_tokens`` as the server reported them
+per point, over the measurement window W = [measure_start, stop] (warm-up excluded, drain excluded):
+- ``output_tokens_per_s``: tokens of successful requests that arrived inside W / |W|
+- ``requests_per_s``: successful requests that ended inside W / |W|
+- ``achieved_rate``: measured requests started inside W / |W|; ``offered_rate``: the open loop's rate
+- ``failures``: measured requests by status; ``failure_rate``: failed / measured
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from pytest_topsail.llmload.records import OK
+
+STATISTICS = ("min", "max", "median", "mean", "p80", "p90", "p95", "p99")
+LATENCIES = ("ttft", "tpot", "itl", "e2e")  # seconds in the records, milliseconds in the summaries
+COUNTS = ("input_tokens", "output_tokens")
+
+
+def statistics(values: Sequence[float]) -> dict[str, float] | None:
+    """min/max/median/mean/p80/p90/p95/p99 (linear interpolation between order statistics); None when empty."""
+    if not values:
+        return None
+    array = np.asarray(values, dtype=float)
+    p50, p80, p90, p95, p99 = np.percentile(array, [50, 80, 90, 95, 99])
+    return {"min": float(array.min()), "max": float(array.max()), "median": float(p50), "mean": float(array.mean()),
+            "p80": float(p80), "p90": float(p90), "p95": float(p95), "p99": float(p99)}
+
+
+def request_latencies(record: dict[str, Any]) -> dict[str, Any]:
+    """ttft, tpot, e2e (s) and the itl gaps (list, s) of one record; None where undefined."""
+    first = record.get("first_token")
+    e2e = record["end"] - record["start"]
+    if first is None:
+        return {"ttft": None, "tpot": None, "e2e": e2e, "itl": []}
+    tokens = record.get("output_tokens") or 0
+    tpot = (record["end"] - first) / (tokens - 1) if tokens >= 2 else None
+    gaps = []
+    chunks = record.get("chunks") or []
+    for (before, _), (after, count) in zip(chunks, chunks[1:], strict=False):
+        gaps.extend([(after - before) / count] * int(count) if count > 1 else [after - before])
+    return {"ttft": first - record["start"], "tpot": tpot, "e2e": e2e, "itl": gaps}
+
+
+def tokens_inside(record: dict[str, Any], low: float, high: float) -> int:
+    """Output tokens of the record that arrived inside [low, high] (unstreamed tokens arrive at the end)."""
+    chunks = record.get("chunks") or []
+    inside = sum(int(count) for at, count in chunks if low <= at <= high)
+    rest = max(0, (record.get("output_tokens") or 0) - sum(int(count) for _, count in chunks))
+    if rest and low <= record["end"] <= high:
+        inside += rest
+    return inside
+
+
+def summarize_point(point: dict[str, Any], records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """The summary of one load point: its settings, window, throughputs, rates, failures and statistics."""
+    records = list(records)
+    low, high = point["measure_start"], point["stop"]
+    window = max(high - low, 1e-9)
+    measured = [r for r in records if not r.get("warmup")]
+    succeeded = [r for r in measured if r["status"] == OK]
+    latencies: dict[str, list[float]] = {name: [] for name in LATENCIES}
+    for record in succeeded:
+        values = request_latencies(record)
+        latencies["itl"].extend(values["itl"])
+        for name in ("ttft", "tpot", "e2e"):
+            if values[name] is not None:
+                latencies[name].append(values[name])
+    stats: dict[str, dict[str, float] | None] = {
+        f"{name}_ms": scale(statistics(values), 1000.0) for name, values in latencies.items()}
+    for name in COUNTS:
+        stats[name] = statistics([float(r.get(name) or 0) for r in succeeded])
+    ok_all = [r for r in records if r["status"] == OK]
+    failures = Counter(r["status"] for r in measured if r["status"] != OK)
+    settings = point.get("point", {})
+    return {
+        "index": point["index"],
+        "label": point.get("label", ""),
+        "mode": settings.get("mode"),
+        "concurrency": settings.get("concurrency"),
+        "offered_rate": settings.get("rate") if settings.get("mode") != "concurrency" else None,
+        "window_s": window,
+        "requests": len(measured),
+        "succeeded": len(succeeded),
+        "warmup_requests": len(records) - len(measured),
+        "failures": dict(sorted(failures.items())),
+        "failure_rate": (len(measured) - len(succeeded)) / len(measured) if measured else 0.0,
+        "achieved_rate": sum(1 for r in measured if low <= r["start"] <= high) / window,
+        "requests_per_s": sum(1 for r in ok_all if low <= r["end"] <= high) / window,
+        "output_tokens_per_s": sum(tokens_inside(r, low, high) for r in ok_all) / window,
+        "send_lag_ms": scale(statistics([r["start"] - r["scheduled"] for r in measured
+                                         if r.get("scheduled") is not None]), 1000.0),
+        "stats": stats,
+    }
+
+
+def scale(values: dict[str, float] | None, factor: float) -> dict[str, float] | None:
+    return None if values is None else {key: value * factor for key, value in values.items()}
+
+
+def sweep_table(summaries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One flat row per point: settings, throughputs, rates, failures and every statistic (``ttft_ms_p99``...)."""
+    rows = []
+    for summary in summaries:
+        row = {key: summary[key] for key in ("index", "label", "mode", "concurrency", "offered_rate", "requests",
+                                            "succeeded", "failure_rate", "achieved_rate", "requests_per_s",
+                                            "output_tokens_per_s")}
+        for name, values in summary["stats"].items():
+            for statistic in STATISTICS:
+                row[f"{name}_{statistic}"] = None if values is None else values[statistic]
+        rows.append(row)
+    return rows
+
+
+def format_table(rows: Sequence[dict[str, Any]]) -> str:
+    """A fixed-width text table of the main figures of a sweep (the item's ``summary.txt``)."""
+    columns = [("point", "label", "{}"), ("req", "requests", "{}"), ("fail", "failure_rate", "{:.1%}"),
+               ("rate/s", "achieved_rate", "{:.2f}"), ("tok/s", "output_tokens_per_s", "{:.1f}"),
+               ("ttft p50", "ttft_ms_median", "{:.1f}"), ("ttft p99", "ttft_ms_p99", "{:.1f}"),
+               ("itl p50", "itl_ms_median", "{:.2f}"), ("itl p99", "itl_ms_p99", "{:.2f}"),
+               ("tpot p50", "tpot_ms_median", "{:.2f}"), ("e2e p50", "e2e_ms_median", "{:.1f}"),
+               ("e2e p99", "e2e_ms_p99", "{:.1f}")]
+    cells = [[title for title, _, _ in columns]]
+    for row in rows:
+        cells.append([cell(row.get(key), fmt) for _, key, fmt in columns])
+    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
+    return "\n".join("  ".join(text.rjust(width) for text, width in zip(line, widths, strict=True))
+                     for line in cells) + "\n"
+
+
+def cell(value: Any, fmt: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return fmt.format(value)

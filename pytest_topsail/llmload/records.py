@@ -1,0 +1,80 @@
+"""One record per request: the raw data of a load test, saved as JSON lines, from which every metric is computed.
+
+Times are seconds on the monotonic clock relative to the start of the load point (``t0``): ``scheduled`` (open loop:
+when the request was due), ``start`` (just before the request was written), ``first_token`` (first chunk carrying at
+least one token), ``end`` (last byte of the response or the error), and ``chunks`` as ``[time, tokens]`` pairs, one per
+streamed chunk that carried tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_topsail.errors import TopsailError
+
+OK = "ok"
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    point: int
+    index: int
+    start: float = 0.0
+    end: float = 0.0
+    first_token: float | None = None
+    scheduled: float | None = None
+    user: int | None = None
+    stream: bool = True
+    warmup: bool = False
+    input_tokens: int = 0
+    output_tokens: int = 0
+    status: str = OK
+    error: str | None = None
+    chunks: list[list[float]] = field(default_factory=list)
+
+    def tokens(self, count: int) -> None:
+        """A streamed chunk with ``count`` tokens has just arrived (called by the backends)."""
+        now = time.perf_counter()
+        if self.first_token is None:
+            self.first_token = now
+        self.chunks.append([now, count])
+
+    def fail(self, status: str, message: str) -> None:
+        self.status = status
+        self.error = message[:500]
+
+    def relative_to(self, t0: float) -> None:
+        """Turn the perf_counter times taken during the run into seconds since ``t0``."""
+        self.start -= t0
+        self.end -= t0
+        if self.first_token is not None:
+            self.first_token -= t0
+        if self.scheduled is not None:
+            self.scheduled -= t0
+        for chunk in self.chunks:
+            chunk[0] -= t0
+
+
+def write_records(records: Iterable[RequestRecord], path: Path) -> None:
+    with path.open("a", encoding="utf-8") as file:
+        for record in records:
+            file.write(json.dumps(asdict(record), separators=(",", ":")) + "\n")
+
+
+def read_records(path: Path) -> Iterator[dict[str, Any]]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as error:
+        raise TopsailError(f"{path}: cannot be read: {error.strerror or error}") from None
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            yield json.loads(line)
+        except json.JSONDecodeError as error:
+            raise TopsailError(f"{path}:{number}: not a JSON record: {error.msg}") from None

@@ -1,0 +1,68 @@
+"""A load test's artifacts and analysis: ``points.json`` and ``records.jsonl`` are written as each point ends;
+``summary.json`` and ``summary.txt`` are computed from those two files only (``analyse_directory``: the replot).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from pytest_topsail.errors import TopsailError
+from pytest_topsail.llmload.backends import Backend
+from pytest_topsail.llmload.dataset import Prompt
+from pytest_topsail.llmload.generator import LoadPoint, PointResult, run_sweep
+from pytest_topsail.llmload.metrics import format_table, summarize_point, sweep_table
+from pytest_topsail.llmload.records import read_records, write_records
+
+POINTS = "points.json"
+RECORDS = "records.jsonl"
+SUMMARY = "summary.json"
+
+
+def point_document(result: PointResult) -> dict[str, Any]:
+    return {"index": result.index, "label": result.point.label, "point": asdict(result.point),
+            "started_epoch": result.started_epoch, "measure_start": result.measure_start, "stop": result.stop,
+            "ended": result.ended}
+
+
+def run_load_test(backend: Backend, prompts: Sequence[Prompt], points: Sequence[LoadPoint], directory: Path,
+                  on_point: Callable[[PointResult], None] | None = None) -> list[dict[str, Any]]:
+    """Run the sweep, saving each point's records as it ends; returns the summaries (also in summary.json)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / RECORDS).unlink(missing_ok=True)
+    documents: list[dict[str, Any]] = []
+
+    def save(result: PointResult) -> None:
+        write_records(result.records, directory / RECORDS)
+        documents.append(point_document(result))
+        (directory / POINTS).write_text(json.dumps(documents, indent=1), encoding="utf-8")
+        if on_point is not None:
+            on_point(result)
+
+    asyncio.run(run_sweep(backend, prompts, points, on_point=save))
+    return analyse_directory(directory)
+
+
+def analyse_directory(directory: Path) -> list[dict[str, Any]]:
+    """Summaries of every point from points.json and records.jsonl; writes summary.json and summary.txt."""
+    points_path = directory / POINTS
+    if not points_path.is_file():
+        raise TopsailError(f"{directory}: no {POINTS} (not a load test's artifact directory)")
+    try:
+        points = json.loads(points_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise TopsailError(f"{points_path}: not JSON: {error.msg}") from None
+    by_point: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    records_path = directory / RECORDS
+    if records_path.is_file():
+        for record in read_records(records_path):
+            by_point[record["point"]].append(record)
+    summaries = [summarize_point(point, by_point.get(point["index"], [])) for point in points]
+    (directory / SUMMARY).write_text(json.dumps(summaries, indent=1), encoding="utf-8")
+    (directory / "summary.txt").write_text(format_table(sweep_table(summaries)), encoding="utf-8")
+    return summaries

@@ -1,0 +1,91 @@
+"""A small OpenAI-compatible loopback server for the load generator's tests: fixed prefill and inter-token delays,
+``max_tokens`` tokens per answer, an error when the prompt says so; it runs in its own thread and event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+
+@dataclass
+class FakeServer:
+    prefill_s: float = 0.0
+    itl_s: float = 0.0
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    in_flight: int = 0
+    max_in_flight: int = 0
+    url: str = ""
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        self.requests.append(body)
+        chat = request.path.endswith("/chat/completions")
+        text = body["messages"][-1]["content"] if chat else body["prompt"]
+        if "FAIL" in text:
+            return web.json_response({"object": "error", "message": "bad prompt", "type": "BadRequestError",
+                                      "param": None, "code": 400}, status=400)
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            return await self.answer(request, body, chat, len(text.split()))
+        finally:
+            self.in_flight -= 1
+
+    async def answer(self, request: web.Request, body: dict[str, Any], chat: bool, prompt_tokens: int
+                     ) -> web.StreamResponse:
+        tokens = int(body["max_tokens"])
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": tokens, "total_tokens": prompt_tokens + tokens}
+        await asyncio.sleep(self.prefill_s)
+        if not body.get("stream"):
+            await asyncio.sleep(self.itl_s * (tokens - 1))
+            choice = {"message": {"role": "assistant", "content": "x " * tokens}} if chat else {"text": "x " * tokens}
+            return web.json_response({"choices": [choice], "usage": usage})
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        if chat:
+            await send(response, {"choices": [{"delta": {"role": "assistant", "content": ""}}]})
+        for number in range(tokens):
+            if number:
+                await asyncio.sleep(self.itl_s)
+            choice = {"delta": {"content": f"t{number} "}} if chat else {"text": f"t{number} "}
+            await send(response, {"choices": [choice]})
+        await send(response, {"choices": [], "usage": usage})
+        await response.write(b"data: [DONE]\n\n")
+        return response
+
+
+async def send(response: web.StreamResponse, event: dict[str, Any]) -> None:
+    await response.write(f"data: {json.dumps(event)}\n\n".encode())
+
+
+@pytest.fixture
+def fake_server() -> Iterator[FakeServer]:
+    server = FakeServer()
+    loop = asyncio.new_event_loop()
+    app = web.Application()
+    app.router.add_post("/v1/completions", server.handle)
+    app.router.add_post("/v1/chat/completions", server.handle)
+    runner = web.AppRunner(app)
+
+    async def start() -> None:
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = runner.addresses[0][1]
+        server.url = f"http://127.0.0.1:{port}"
+
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    asyncio.run_coroutine_threadsafe(start(), loop).result(timeout=10)
+    yield server
+    asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(timeout=10)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(timeout=10)
+    loop.close()

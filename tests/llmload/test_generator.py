@@ -1,0 +1,132 @@
+"""The load loops against a loopback OpenAI-compatible server: what a user reads in the records and summaries."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_topsail.errors import TopsailError
+from pytest_topsail.llmload.backends.openai_http import OpenAIBackend
+from pytest_topsail.llmload.dataset import Prompt
+from pytest_topsail.llmload.generator import LoadPoint
+from pytest_topsail.llmload.run import analyse_directory, run_load_test
+
+PROMPTS = [Prompt("one two three", 3, 5), Prompt("four five", 2, 8)]
+
+
+def backend(url: str, **options: object) -> OpenAIBackend:
+    return OpenAIBackend(url=url, model="toy", **options)  # type: ignore[arg-type]
+
+
+def test_closed_loop_keeps_concurrency_and_measures_ttft_itl(fake_server, tmp_path: Path) -> None:
+    fake_server.prefill_s, fake_server.itl_s = 0.05, 0.01
+    summaries = run_load_test(backend(fake_server.url), PROMPTS,
+                              [LoadPoint(concurrency=4, requests=16)], tmp_path)
+    summary = summaries[0]
+    assert fake_server.max_in_flight == 4 and len(fake_server.requests) == 16
+    assert summary["requests"] == summary["succeeded"] == 16 and summary["failures"] == {}
+    assert 50 <= summary["stats"]["ttft_ms"]["median"] < 90
+    assert 10 <= summary["stats"]["itl_ms"]["median"] < 25
+    assert 10 <= summary["stats"]["tpot_ms"]["median"] < 25
+    assert summary["stats"]["output_tokens"]["min"] == 5 and summary["stats"]["output_tokens"]["max"] == 8
+    sent = fake_server.requests[0]
+    assert sent["max_tokens"] == sent["min_tokens"] == 5 and sent["ignore_eos"] and sent["stream"]
+    records = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
+    assert len(records) == 16 and {r["user"] for r in records} == {0, 1, 2, 3}
+    assert all(len(r["chunks"]) == r["output_tokens"] for r in records)
+
+
+def test_replot_recomputes_the_same_summary(fake_server, tmp_path: Path) -> None:
+    summaries = run_load_test(backend(fake_server.url), PROMPTS, [LoadPoint(concurrency=2, requests=6)], tmp_path)
+    (tmp_path / "summary.json").unlink()
+    assert analyse_directory(tmp_path) == summaries
+    assert "concurrency=2" in (tmp_path / "summary.txt").read_text()
+
+
+def test_open_loop_constant_rate_reports_offered_and_achieved(fake_server, tmp_path: Path) -> None:
+    point = LoadPoint(mode="constant", rate=40.0, duration_s=0.5)
+    summary = run_load_test(backend(fake_server.url), PROMPTS, [point], tmp_path)[0]
+    assert summary["requests"] == 20  # due at 0, 25 ms, ..., 475 ms
+    assert summary["offered_rate"] == 40.0
+    assert summary["achieved_rate"] == pytest.approx(40.0, rel=0.1)
+    assert summary["send_lag_ms"]["p99"] < 50
+
+
+def test_poisson_schedule_is_seeded(fake_server, tmp_path: Path) -> None:
+    def schedule(directory: Path) -> list[float]:
+        run_load_test(backend(fake_server.url), PROMPTS,
+                      [LoadPoint(mode="poisson", rate=100.0, requests=30, seed=7)], directory)
+        return [json.loads(line)["scheduled"] for line in (directory / "records.jsonl").read_text().splitlines()]
+
+    first, second = schedule(tmp_path / "a"), schedule(tmp_path / "b")
+    assert first == pytest.approx(second) and len(first) == 30
+    gaps = [b - a for a, b in zip(first, first[1:], strict=False)]
+    assert len(set(round(gap, 6) for gap in gaps)) > 20  # not a constant interval
+    assert 0.003 < sum(gaps) / len(gaps) < 0.03
+
+
+def test_open_loop_cap_on_requests_in_flight(fake_server, tmp_path: Path) -> None:
+    fake_server.prefill_s = 0.05
+    point = LoadPoint(mode="constant", rate=200.0, concurrency=2, requests=10)
+    summary = run_load_test(backend(fake_server.url), PROMPTS, [point], tmp_path)[0]
+    assert fake_server.max_in_flight == 2
+    assert summary["send_lag_ms"]["max"] > 50  # capped requests start late, and the records show it
+
+
+def test_failures_are_counted_by_code(fake_server, tmp_path: Path) -> None:
+    prompts = [Prompt("fine", 1, 2), Prompt("FAIL please", 2, 2)]
+    summary = run_load_test(backend(fake_server.url), prompts, [LoadPoint(concurrency=1, requests=6)], tmp_path)[0]
+    assert summary["failures"] == {"http_400": 3} and summary["failure_rate"] == 0.5
+    records = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
+    assert {r["error"] for r in records if r["status"] != "ok"} == {"bad prompt"}
+
+
+def test_request_timeout_and_unreachable_server(fake_server, tmp_path: Path) -> None:
+    fake_server.prefill_s = 1.0
+    summary = run_load_test(backend(fake_server.url), PROMPTS,
+                            [LoadPoint(concurrency=2, requests=2, timeout_s=0.1)], tmp_path / "slow")[0]
+    assert summary["failures"] == {"timeout": 2}
+    summary = run_load_test(backend("http://127.0.0.1:9"), PROMPTS,
+                            [LoadPoint(concurrency=1, requests=1)], tmp_path / "closed")[0]
+    assert list(summary["failures"]) == ["ClientConnectorError"]
+
+
+def test_warmup_is_excluded_and_duration_bounds_the_point(fake_server, tmp_path: Path) -> None:
+    fake_server.itl_s = 0.005
+    point = LoadPoint(concurrency=2, duration_s=0.4, warmup_s=0.2)
+    summary = run_load_test(backend(fake_server.url), PROMPTS, [point], tmp_path)[0]
+    records = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
+    assert summary["warmup_requests"] == sum(r["warmup"] for r in records) > 0
+    assert all(r["start"] < 0.2 for r in records if r["warmup"])
+    assert all(0.2 <= r["start"] < 0.6 for r in records if not r["warmup"])
+    assert summary["window_s"] == pytest.approx(0.4, abs=0.02)
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_chat_api(fake_server, tmp_path: Path, stream: bool) -> None:
+    prompts = [Prompt("hello there", 2, 4, system_prompt="be short")]
+    summary = run_load_test(backend(fake_server.url, api="chat", stream=stream), prompts,
+                            [LoadPoint(concurrency=1, requests=2)], tmp_path)[0]
+    assert summary["succeeded"] == 2 and summary["stats"]["output_tokens"]["mean"] == 4
+    assert (summary["stats"]["ttft_ms"] is None) is not stream
+    assert fake_server.requests[0]["messages"][0] == {"role": "system", "content": "be short"}
+
+
+def test_sweep_runs_every_point(fake_server, tmp_path: Path) -> None:
+    points = [LoadPoint(concurrency=c, requests=4) for c in (1, 2, 4)]
+    summaries = run_load_test(backend(fake_server.url), PROMPTS, points, tmp_path)
+    assert [s["concurrency"] for s in summaries] == [1, 2, 4]
+    assert [s["requests"] for s in summaries] == [4, 4, 4]
+
+
+@pytest.mark.parametrize(("point", "message"), [
+    (LoadPoint(concurrency=0, requests=1), "needs concurrency >= 1"),
+    (LoadPoint(mode="poisson", requests=1), "needs rate > 0"),
+    (LoadPoint(concurrency=1), "give duration_s and/or requests"),
+    (LoadPoint(mode="burst", concurrency=1, requests=1), "mode must be one of"),
+])
+def test_bad_load_point_is_named(tmp_path: Path, point: LoadPoint, message: str) -> None:
+    with pytest.raises(TopsailError, match=f"load point 0 .*{message}"):
+        run_load_test(backend("http://127.0.0.1:9"), PROMPTS, [point], tmp_path)
