@@ -10,8 +10,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import grpc
 import pytest
 from aiohttp import web
+
+from pytest_topsail.tgis import generation_pb2 as pb
+from pytest_topsail.tgis.generation_pb2_grpc import GenerationServiceServicer, add_GenerationServiceServicer_to_server
 
 
 @dataclass
@@ -86,6 +90,57 @@ def fake_server() -> Iterator[FakeServer]:
     asyncio.run_coroutine_threadsafe(start(), loop).result(timeout=10)
     yield server
     asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(timeout=10)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(timeout=10)
+    loop.close()
+
+
+class FakeTgis(GenerationServiceServicer):
+    """A TGIS GenerationService: max_new_tokens tokens, one per message after the first (input count only)."""
+
+    def __init__(self) -> None:
+        self.itl_s = 0.0
+        self.peers: set[str] = set()
+        self.calls = 0
+        self.target = ""
+
+    async def GenerateStream(self, request: Any, context: Any) -> Any:  # noqa: N802 (gRPC method name)
+        self.calls += 1
+        self.peers.add(context.peer())
+        if "FAIL" in request.request.text:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "top_p must be > 0.0 and <= 1.0")
+        yield pb.GenerationResponse(input_token_count=len(request.request.text.split()))
+        for count in range(1, request.params.stopping.max_new_tokens + 1):
+            await asyncio.sleep(self.itl_s)
+            yield pb.GenerationResponse(generated_token_count=count, text=f"t{count} ")
+
+    async def Generate(self, request: Any, context: Any) -> Any:  # noqa: N802
+        self.calls += 1
+        tokens = request.params.stopping.max_new_tokens
+        return pb.BatchedGenerationResponse(responses=[
+            pb.GenerationResponse(input_token_count=len(r.text.split()), generated_token_count=tokens)
+            for r in request.requests])
+
+
+@pytest.fixture
+def fake_tgis() -> Iterator[FakeTgis]:
+    fake = FakeTgis()
+    loop = asyncio.new_event_loop()
+    holder: dict[str, Any] = {}
+
+    async def start() -> None:
+        server = grpc.aio.server()
+        add_GenerationServiceServicer_to_server(fake, server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        holder["server"] = server
+        fake.target = f"127.0.0.1:{port}"
+
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    asyncio.run_coroutine_threadsafe(start(), loop).result(timeout=10)
+    yield fake
+    asyncio.run_coroutine_threadsafe(holder["server"].stop(None), loop).result(timeout=10)
     loop.call_soon_threadsafe(loop.stop)
     thread.join(timeout=10)
     loop.close()

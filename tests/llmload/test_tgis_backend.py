@@ -1,0 +1,42 @@
+"""The TGIS gRPC backend: one channel for the whole load test, streamed token counts, gRPC codes as failures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pytest_topsail.llmload.backends.tgis_grpc import TgisBackend
+from pytest_topsail.llmload.dataset import Prompt
+from pytest_topsail.llmload.generator import LoadPoint
+from pytest_topsail.llmload.run import run_load_test
+
+PROMPTS = [Prompt("one two three", 3, 5), Prompt("four five", 2, 8)]
+
+
+def test_streams_over_one_connection(fake_tgis, tmp_path: Path) -> None:
+    fake_tgis.itl_s = 0.005
+    summary = run_load_test(TgisBackend(fake_tgis.target, model="toy"), PROMPTS,
+                            [LoadPoint(concurrency=8, requests=40)], tmp_path)[0]
+    assert summary["succeeded"] == 40 and fake_tgis.calls == 40
+    assert len(fake_tgis.peers) == 1  # every stream multiplexed over one HTTP/2 connection
+    assert summary["stats"]["output_tokens"]["min"] == 5 and summary["stats"]["input_tokens"]["max"] == 3
+    assert 5 <= summary["stats"]["itl_ms"]["median"] < 20
+    records = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
+    assert all(sum(n for _, n in r["chunks"]) == r["output_tokens"] for r in records)
+
+
+def test_unary_generate(fake_tgis, tmp_path: Path) -> None:
+    summary = run_load_test(TgisBackend(fake_tgis.target, stream=False), PROMPTS,
+                            [LoadPoint(concurrency=2, requests=4)], tmp_path)[0]
+    assert summary["succeeded"] == 4 and summary["stats"]["ttft_ms"] is None
+    assert summary["stats"]["output_tokens"]["max"] == 8
+
+
+def test_grpc_errors_are_counted_by_code(fake_tgis, tmp_path: Path) -> None:
+    prompts = [Prompt("FAIL", 1, 2)]
+    summary = run_load_test(TgisBackend(fake_tgis.target), prompts, [LoadPoint(concurrency=1, requests=2)],
+                            tmp_path)[0]
+    assert summary["failures"] == {"INVALID_ARGUMENT": 2}
+    summary = run_load_test(TgisBackend("127.0.0.1:9"), prompts, [LoadPoint(concurrency=1, requests=1,
+                                                                             timeout_s=5)], tmp_path / "b")[0]
+    assert summary["failures"] == {"UNAVAILABLE": 1}
