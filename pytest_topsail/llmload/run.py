@@ -48,8 +48,8 @@ def run_load_test(backend: Backend, prompts: Sequence[Prompt], points: Sequence[
     return analyse_directory(directory)
 
 
-def analyse_directory(directory: Path) -> list[dict[str, Any]]:
-    """Summaries of every point from points.json and records.jsonl; writes summary.json and summary.txt."""
+def load_directory(directory: Path) -> tuple[list[dict[str, Any]], dict[int, list[dict[str, Any]]]]:
+    """The points (points.json) and their records (records.jsonl) of a load test's artifact directory."""
     points_path = directory / POINTS
     if not points_path.is_file():
         raise TopsailError(f"{directory}: no {POINTS} (not a load test's artifact directory)")
@@ -62,6 +62,12 @@ def analyse_directory(directory: Path) -> list[dict[str, Any]]:
     if records_path.is_file():
         for record in read_records(records_path):
             by_point[record["point"]].append(record)
+    return points, by_point
+
+
+def analyse_directory(directory: Path) -> list[dict[str, Any]]:
+    """Summaries of every point from points.json and records.jsonl; writes summary.json and summary.txt."""
+    points, by_point = load_directory(directory)
     summaries = [summarize_point(point, by_point.get(point["index"], [])) for point in points]
     (directory / SUMMARY).write_text(json.dumps(summaries, indent=1), encoding="utf-8")
     (directory / "summary.txt").write_text(format_table(sweep_table(summaries)), encoding="utf-8")

@@ -130,3 +130,18 @@ def test_sweep_runs_every_point(fake_server, tmp_path: Path) -> None:
 def test_bad_load_point_is_named(tmp_path: Path, point: LoadPoint, message: str) -> None:
     with pytest.raises(TopsailError, match=f"load point 0 .*{message}"):
         run_load_test(backend("http://127.0.0.1:9"), PROMPTS, [point], tmp_path)
+
+
+def test_figures_from_saved_records(fake_server, tmp_path: Path) -> None:
+    from pytest_topsail.llmload.plots import figures
+    from pytest_topsail.llmload.run import load_directory
+
+    points = [LoadPoint(concurrency=c, requests=4) for c in (1, 2)]
+    summaries = run_load_test(backend(fake_server.url), PROMPTS, points, tmp_path)
+    drawn = figures(*load_directory(tmp_path), summaries)
+    assert list(drawn) == ["throughput", "latency quantiles", "TTFT distribution", "ITL distribution",
+                           "achieved vs offered rate"]
+    assert list(drawn["throughput"].data[0].x) == [1, 2]
+    boxes = drawn["ITL distribution"].data
+    assert [box.name for box in boxes] == ["concurrency=1", "concurrency=2"]
+    assert len(boxes[0].y) == sum(p.output_tokens - 1 for p in PROMPTS) * 2  # every gap of 4 requests
