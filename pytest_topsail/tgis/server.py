@@ -1,0 +1,291 @@
+"""The reference TGIS server: `fmaas.GenerationService` over grpc.aio, with grpc.health.v1 and reflection.
+
+In-process (tests, the simulator's predictor pods):
+    running = await start_server(ServerSettings(model_name="bigscience/bloom-560m", config=ModelConfig()))
+    ... running.port ...; await running.stop()
+or from synchronous code, on its own event loop in a thread:
+    with ServerThread(ServerSettings(...)) as running: ...
+As a child process:
+    python -m pytest_topsail.tgis.server --model NAME [--config-json JSON] [--gpu-profile a100] [--port 8033]
+        [--zero-latency] [--diverge] [--prefix ID=TEXT ...]
+which prints `TGIS reference server listening on HOST:PORT` once it serves (port 0 picks a free one) and stops on
+SIGTERM/SIGINT. TOPSAIL_TGIS_DIVERGE=1 in its environment is the same as --diverge.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+import threading
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from pytest_topsail.errors import TopsailError
+from pytest_topsail.tgis import generation_pb2 as pb
+from pytest_topsail.tgis import generation_pb2_grpc as pb_grpc
+from pytest_topsail.tgis.model_config import ModelConfig, load_model_config
+from pytest_topsail.tgis.serving import ModelServer, Overloaded, PreparedInput
+from pytest_topsail.tgis.toymodel import DecodingSettings, Generation, TokenDetail
+from pytest_topsail.tgis.validation import InvalidRequest, ResponseFlags, check_parameters
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["GenerationService"].full_name
+DIVERGE_ENV = "TOPSAIL_TGIS_DIVERGE"
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    model_name: str
+    config: ModelConfig = field(default_factory=ModelConfig)
+    gpu_profile: str = "a100"
+    host: str = "127.0.0.1"
+    port: int = 0  # 0: a free port
+    zero_latency: bool = False
+    diverge: bool = False  # this server's text differs from every other config's (see toymodel)
+    prefixes: dict[str, str] = field(default_factory=dict)  # prefix/adapter id -> prompt prefix text
+
+
+class GenerationServicer(pb_grpc.GenerationServiceServicer):
+    def __init__(self, backend: ModelServer) -> None:
+        self.backend = backend
+
+    async def Generate(self, request: pb.BatchedGenerationRequest,  # noqa: N802 (gRPC method name)
+                       context: grpc.aio.ServicerContext) -> pb.BatchedGenerationResponse:
+        if not request.requests:
+            return pb.BatchedGenerationResponse()
+        try:
+            with self.backend.admitted(len(request.requests)):
+                settings, flags, time_limit = check_parameters(request.params, self.backend.limits)
+                prefix = self.backend.prefix_tokens(_prefix_id(request))
+                prepared = [self.backend.prepare(r.text, request.params.truncate_input_tokens, prefix)
+                            for r in request.requests]
+                fitted = [self.backend.fit(settings, p) for p in prepared]
+                generations = await asyncio.gather(*(self.backend.complete(p, s, time_limit)
+                                                     for p, s in zip(prepared, fitted, strict=True)))
+        except InvalidRequest as error:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+        except Overloaded as error:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(error))
+        return pb.BatchedGenerationResponse(responses=[
+            self._final_response(p, s, g, flags) for p, s, g in zip(prepared, fitted, generations, strict=True)])
+
+    async def GenerateStream(self, request: pb.SingleGenerationRequest,  # noqa: N802
+                             context: grpc.aio.ServicerContext) -> AsyncIterator[pb.GenerationResponse]:
+        try:
+            with self.backend.admitted():
+                if not request.HasField("request"):
+                    raise InvalidRequest("missing request")
+                settings, flags, time_limit = check_parameters(request.params, self.backend.limits)
+                prefix = self.backend.prefix_tokens(_prefix_id(request))
+                prepared = self.backend.prepare(request.request.text, request.params.truncate_input_tokens, prefix)
+                settings = self.backend.fit(settings, prepared)
+                # first the input token count (and input text), then the input tokens alone, as TGIS streams
+                yield pb.GenerationResponse(input_token_count=len(prepared.tokens), seed=settings.seed,
+                                            text=prepared.text if flags.input_text else "")
+                if flags.input_tokens:
+                    yield pb.GenerationResponse(input_tokens=self._input_infos(prepared, flags, settings))
+                async for generation, step in self.backend.generate(prepared, settings, time_limit):
+                    tokens = [_token_info(step.token, flags)] if flags.generated_tokens else []
+                    if not (step.text or tokens or generation.finished):
+                        continue
+                    yield pb.GenerationResponse(
+                        generated_token_count=len(generation.tokens), text=step.text, tokens=tokens,
+                        stop_reason=int(step.stop_reason), stop_sequence=generation.stop_sequence,
+                        seed=settings.seed if generation.finished else 0)
+        except InvalidRequest as error:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+        except Overloaded as error:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(error))
+
+    async def Tokenize(self, request: pb.BatchedTokenizeRequest,  # noqa: N802
+                       context: grpc.aio.ServicerContext) -> pb.BatchedTokenizeResponse:
+        responses = []
+        for item in request.requests:
+            pieces = self.backend.tokenize(item.text, request.truncate_input_tokens)
+            responses.append(pb.TokenizeResponse(
+                token_count=len(pieces),
+                tokens=[p.text for p in pieces] if request.return_tokens else [],
+                offsets=[pb.TokenizeResponse.Offset(start=p.start, end=p.end) for p in pieces]
+                if request.return_offsets else []))
+        return pb.BatchedTokenizeResponse(responses=responses)
+
+    async def ModelInfo(self, request: pb.ModelInfoRequest,  # noqa: N802
+                        context: grpc.aio.ServicerContext) -> pb.ModelInfoResponse:
+        limits = self.backend.limits
+        return pb.ModelInfoResponse(model_kind=pb.ModelInfoResponse.DECODER_ONLY,
+                                    max_sequence_length=limits.max_sequence_length,
+                                    max_new_tokens=limits.max_new_tokens)
+
+    def _final_response(self, prepared: PreparedInput, settings: DecodingSettings, generation: Generation,
+                        flags: ResponseFlags) -> pb.GenerationResponse:
+        return pb.GenerationResponse(
+            input_token_count=len(prepared.tokens), generated_token_count=len(generation.tokens),
+            text=(prepared.text if flags.input_text else "") + generation.text,
+            stop_reason=int(generation.stop_reason), stop_sequence=generation.stop_sequence, seed=settings.seed,
+            tokens=[_token_info(t, flags) for t in generation.tokens] if flags.generated_tokens else [],
+            input_tokens=self._input_infos(prepared, flags, settings))
+
+    def _input_infos(self, prepared: PreparedInput, flags: ResponseFlags,
+                     settings: DecodingSettings) -> list[pb.TokenInfo]:
+        if not flags.input_tokens:
+            return []
+        details = self.backend.model.input_details(prepared.tokens, prepared.prefix_tokens, settings.top_n_tokens)
+        return [_token_info(detail, flags) for detail in details]
+
+
+def _prefix_id(request: pb.BatchedGenerationRequest | pb.SingleGenerationRequest) -> str | None:
+    if request.HasField("adapter_id") and request.adapter_id:
+        return request.adapter_id
+    return request.prefix_id if request.HasField("prefix_id") else None
+
+
+def _token_info(detail: TokenDetail, flags: ResponseFlags) -> pb.TokenInfo:
+    info = pb.TokenInfo(text=detail.text)
+    if flags.logprobs:
+        info.logprob = detail.logprob
+    if flags.ranks:
+        info.rank = detail.rank
+    if flags.top_n:
+        info.top_tokens.extend(pb.TokenInfo.TopToken(text=text, logprob=logprob)
+                               for text, logprob in detail.top_tokens)
+    return info
+
+
+class RunningServer:
+    """A started server: `address` ("host:port"), `port`, `backend` (ModelServer) and `stop()`."""
+
+    def __init__(self, server: grpc.aio.Server, host: str, port: int, backend: ModelServer) -> None:
+        self.server = server
+        self.host = host
+        self.port = port
+        self.backend = backend
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    async def stop(self, grace: float | None = 1.0) -> None:
+        await self.server.stop(grace)
+
+
+async def start_server(settings: ServerSettings) -> RunningServer:
+    """Serve on the running event loop; TopsailError when the port cannot be bound."""
+    backend = ModelServer(settings.model_name, settings.config, gpu_profile=settings.gpu_profile,
+                          zero_latency=settings.zero_latency, diverge=settings.diverge, prefixes=settings.prefixes)
+    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+    pb_grpc.add_GenerationServiceServicer_to_server(GenerationServicer(backend), server)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+    try:
+        port = server.add_insecure_port(f"{settings.host}:{settings.port}")
+    except RuntimeError as error:
+        address = f"{settings.host}:{settings.port}"
+        raise TopsailError(f"TGIS reference server: cannot listen on {address}: {error}") from None
+    await server.start()
+    for service in ("", SERVICE_NAME):
+        await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
+    return RunningServer(server, settings.host, port, backend)
+
+
+class ServerThread:
+    """A reference server on its own event loop in a daemon thread, for synchronous callers."""
+
+    def __init__(self, settings: ServerSettings, start_timeout: float = 30.0) -> None:
+        self.settings = settings
+        self.start_timeout = start_timeout
+        self.loop = asyncio.new_event_loop()
+        self.running: RunningServer | None = None
+        self._thread = threading.Thread(target=self.loop.run_forever, name="tgis-reference-server", daemon=True)
+
+    def __enter__(self) -> RunningServer:
+        return self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+    def start(self) -> RunningServer:
+        self._thread.start()
+        future = asyncio.run_coroutine_threadsafe(start_server(self.settings), self.loop)
+        try:
+            self.running = future.result(self.start_timeout)
+        except BaseException:
+            self._stop_loop()
+            raise
+        return self.running
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.running is not None:
+            asyncio.run_coroutine_threadsafe(self.running.stop(0.5), self.loop).result(timeout)
+            self.running = None
+        self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        if self._thread.is_alive():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(10)
+        if not self._thread.is_alive():
+            self.loop.close()
+
+
+def parse_args(argv: Sequence[str] | None) -> ServerSettings:
+    parser = argparse.ArgumentParser(prog="python -m pytest_topsail.tgis.server",
+                                     description="The reference TGIS server (deterministic toy model).")
+    parser.add_argument("--model", required=True, help="model name, e.g. bigscience/bloom-560m")
+    parser.add_argument("--config-json", default="{}", help="tgis-tester ModelConfig as JSON (defaults apply)")
+    parser.add_argument("--gpu-profile", default="a100", help="GPU profile of the latency model")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", "--grpc-port", type=int, default=8033, dest="port", help="gRPC port; 0: free one")
+    parser.add_argument("--zero-latency", action="store_true", help="answer at once (benchmarks)")
+    parser.add_argument("--diverge", action="store_true", help="make this server's text differ (suite self-test)")
+    parser.add_argument("--prefix", action="append", default=[], metavar="ID=TEXT", help="a known prefix id")
+    args = parser.parse_args(argv)
+    try:
+        config_data = json.loads(args.config_json)
+    except json.JSONDecodeError as error:
+        parser.error(f"--config-json is not JSON: {error}")
+    prefixes = {}
+    for item in args.prefix:
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            parser.error(f"--prefix takes ID=TEXT, got {item!r}")
+        prefixes[key] = text
+    try:
+        config = load_model_config(config_data, "--config-json")
+    except TopsailError as error:
+        parser.error(str(error))
+    diverge = args.diverge or os.environ.get(DIVERGE_ENV, "") not in ("", "0", "false")
+    return ServerSettings(model_name=args.model, config=config, gpu_profile=args.gpu_profile, host=args.host,
+                          port=args.port, zero_latency=args.zero_latency, diverge=diverge, prefixes=prefixes)
+
+
+async def serve_until_signalled(settings: ServerSettings) -> None:
+    running = await start_server(settings)
+    print(f"TGIS reference server listening on {running.address}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    await stop.wait()
+    await running.stop(1.0)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    settings = parse_args(argv)
+    try:
+        asyncio.run(serve_until_signalled(settings))
+    except TopsailError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""The reference server's request handling without any transport: validation, admission, latency, decoding.
+
+`ModelServer` is what the gRPC server (server.py) and the OpenAI-compatible HTTP front call. It owns the toy model,
+the limits of the ModelConfig and the latency model. Admission follows TGIS: more than max_concurrent_requests
+requests in the server are refused (`Overloaded`); at most max_batch_size decode at once, the others wait in FIFO
+order. Each admitted request sleeps its prefill time before its first token and the inter-token latency of the
+current batch before each next one (no sleeping at all with a zero latency model).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterator, Mapping
+from dataclasses import dataclass
+
+from pytest_topsail.tgis.latency import LatencyModel
+from pytest_topsail.tgis.model_config import ModelConfig
+from pytest_topsail.tgis.sizing import params_billions
+from pytest_topsail.tgis.tokenizer import Piece, tokenize
+from pytest_topsail.tgis.toymodel import DecodingSettings, Generation, Step, ToyModel
+from pytest_topsail.tgis.validation import InvalidRequest, Limits, check_input_length
+
+OVERLOADED_MESSAGE = "Model is overloaded"
+
+
+class Overloaded(Exception):
+    """More requests than max_concurrent_requests (TGIS answers RESOURCE_EXHAUSTED "Model is overloaded")."""
+
+
+@dataclass(frozen=True)
+class PreparedInput:
+    text: str
+    tokens: list[str]  # after truncation
+    prefix_tokens: list[str]
+
+
+class ModelServer:
+    def __init__(self, model_name: str, config: ModelConfig | None = None, *, gpu_profile: str = "a100",
+                 zero_latency: bool = False, diverge: bool = False,
+                 prefixes: Mapping[str, str] | None = None, include_stop_sequence: bool = True) -> None:
+        self.model_name = model_name
+        self.config = config or ModelConfig()
+        self.gpu_profile = gpu_profile
+        self.model = ToyModel(model_name, config_name=self.config.name, dtype=self.config.dtype_str,
+                              diverge=diverge, output_special_tokens=self.config.output_special_tokens)
+        self.limits = Limits(self.config.max_sequence_length, self.config.max_new_tokens, include_stop_sequence)
+        if zero_latency:
+            self.latency = LatencyModel.zero(self.config.max_batch_size, self.config.max_concurrent_requests)
+        else:
+            self.latency = LatencyModel.for_config(self.config, gpu_profile, params_billions(model_name))
+        self.prefixes = {key: [p.text for p in tokenize(text)] for key, text in (prefixes or {}).items()}
+        self.in_server = 0
+        self.running = 0
+        self._slots: asyncio.Semaphore | None = None
+
+    @contextlib.contextmanager
+    def admitted(self, count: int = 1) -> Iterator[None]:
+        """Count `count` requests in the server while the block runs; Overloaded when over the limit."""
+        if self.in_server + count > self.config.max_concurrent_requests:
+            raise Overloaded(OVERLOADED_MESSAGE)
+        self.in_server += count
+        try:
+            yield
+        finally:
+            self.in_server -= count
+
+    def prefix_tokens(self, prefix_id: str | None) -> list[str]:
+        if not prefix_id:
+            return []
+        try:
+            return self.prefixes[prefix_id]
+        except KeyError:
+            raise InvalidRequest(f"can't retrieve prompt prefix with id '{prefix_id}': prefix not found") from None
+
+    def prepare(self, text: str, truncate_input_tokens: int, prefix: list[str]) -> PreparedInput:
+        tokens = [p.text for p in tokenize(text)]
+        if 0 < truncate_input_tokens < len(tokens):
+            tokens = tokens[-truncate_input_tokens:]
+        return PreparedInput(text, tokens, prefix)
+
+    def fit(self, settings: DecodingSettings, prepared: PreparedInput) -> DecodingSettings:
+        return check_input_length(settings, len(prepared.tokens), len(prepared.prefix_tokens), self.limits)
+
+    def tokenize(self, text: str, truncate_input_tokens: int = 0) -> list[Piece]:
+        pieces = tokenize(text)
+        return pieces[-truncate_input_tokens:] if 0 < truncate_input_tokens < len(pieces) else pieces
+
+    async def generate(self, prepared: PreparedInput, settings: DecodingSettings,
+                       time_limit_ms: int = 0) -> AsyncIterator[tuple[Generation, Step]]:
+        """Decode one request, yielding after each token; the batch slot is released however the caller stops."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + time_limit_ms / 1000 if time_limit_ms else None
+        generation = Generation(self.model, prepared.prefix_tokens + prepared.tokens, settings,
+                                deadline=deadline, clock=loop.time)
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.config.max_batch_size)
+        latency = self.latency
+        async with self._slots:
+            self.running += 1
+            try:
+                if not latency.is_zero:
+                    await asyncio.sleep(latency.prefill_seconds(len(prepared.tokens) + len(prepared.prefix_tokens)))
+                while True:
+                    step = generation.step()
+                    yield generation, step
+                    if generation.finished:
+                        return
+                    if not latency.is_zero:
+                        await asyncio.sleep(latency.inter_token_seconds(self.running))
+            finally:
+                self.running -= 1
+
+    async def complete(self, prepared: PreparedInput, settings: DecodingSettings,
+                       time_limit_ms: int = 0) -> Generation:
+        """Decode one request to its end."""
+        async for generation, _step in self.generate(prepared, settings, time_limit_ms):
+            if generation.finished:
+                return generation
+        raise AssertionError("a generation always ends with a stop reason")

@@ -1,0 +1,300 @@
+"""The reference server as a client sees it: TGIS's behaviour, errors and streaming rules over real gRPC."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from pytest_topsail.tgis import generation_pb2 as pb
+from pytest_topsail.tgis.client import TgisClient
+from pytest_topsail.tgis.model_config import ModelConfig
+from pytest_topsail.tgis.server import RunningServer, ServerSettings, ServerThread
+
+MODEL = "bigscience/bloom-560m"
+PROMPT = "Once upon a time, in a small village by the sea,"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[RunningServer]:
+    settings = ServerSettings(MODEL, ModelConfig(max_sequence_length=64, max_new_tokens=40), zero_latency=True,
+                              prefixes={"story": "Tell me a story."})
+    with ServerThread(settings) as running:
+        yield running
+
+
+def call(server: RunningServer, method: str, *args: Any, **kwargs: Any) -> Any:
+    async def run() -> Any:
+        async with TgisClient(server.address, model_id=MODEL, timeout=20) as client:
+            result = getattr(client, method)(*args, **kwargs)
+            if method == "generate_stream":
+                return [message async for message in result]
+            return await result
+
+    return asyncio.run(run())
+
+
+def generate(server: RunningServer, params: dict[str, Any] | None = None, texts: tuple[str, ...] = (PROMPT,),
+             **kwargs: Any) -> list[pb.GenerationResponse]:
+    return list(call(server, "generate", texts, params, **kwargs).responses)
+
+
+def error_of(server: RunningServer, params: dict[str, Any], method: str = "generate", **kwargs: Any) -> tuple:
+    arguments = ((PROMPT,), params) if method == "generate" else (PROMPT, params)
+    with pytest.raises(grpc.aio.AioRpcError) as raised:
+        call(server, method, *arguments, **kwargs)
+    return raised.value.code(), raised.value.details()
+
+
+def test_greedy_defaults_to_20_tokens_and_is_deterministic(server: RunningServer) -> None:
+    first, again = generate(server)[0], generate(server)[0]
+    assert first.generated_token_count == 20 and first.stop_reason == pb.MAX_TOKENS
+    assert first.input_token_count == 13 and first.seed == 0 and first.text.strip()
+    assert (again.text, again.generated_token_count) == (first.text, first.generated_token_count)
+    assert generate(server, texts=("A different prompt",))[0].text != first.text
+
+
+def test_deterministic_across_processes(server: RunningServer) -> None:
+    """A server in another process (another hash seed) answers byte for byte the same."""
+    params = {"method": "SAMPLE", "sampling": {"seed": 7, "temperature": 0.7},
+              "response": {"generatedTokens": True, "tokenLogprobs": True}}
+    here = call(server, "generate", [PROMPT], params)
+    env = {**os.environ, "PYTHONHASHSEED": "123"}
+    command = [sys.executable, "-m", "pytest_topsail.tgis.server", "--model", MODEL, "--port", "0",
+               "--zero-latency", "--config-json", '{"max_sequence_length": 64, "max_new_tokens": 40}']
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        line = child.stdout.readline() if child.stdout else ""
+        assert "listening on" in line, line
+        address = line.rsplit(" ", 1)[-1].strip()
+
+        async def remote() -> pb.BatchedGenerationResponse:
+            async with TgisClient(address, timeout=20) as client:
+                return await client.generate([PROMPT], params)
+
+        there = asyncio.run(remote())
+    finally:
+        child.terminate()
+        assert child.wait(timeout=20) == 0
+    assert there.SerializeToString() == here.SerializeToString()
+
+
+def test_sampling_with_seed_and_unseeded_reports_its_seed(server: RunningServer) -> None:
+    seeded = {"method": "SAMPLE", "sampling": {"seed": 42, "temperature": 1.5, "top_k": 50}}
+    first, again = generate(server, seeded)[0], generate(server, seeded)[0]
+    assert first.seed == 42 and first.text == again.text
+    assert generate(server, {**seeded, "sampling": {"seed": 43, "temperature": 1.5}})[0].text != first.text
+    unseeded = generate(server, {"method": "SAMPLE"})[0]
+    assert 0 < unseeded.seed < 2**32
+    replay = generate(server, {"method": "SAMPLE", "sampling": {"seed": unseeded.seed}})[0]
+    assert replay.text == unseeded.text
+    greedy = generate(server)[0].text
+    assert generate(server, {"method": "SAMPLE", "sampling": {"seed": 1, "top_k": 1}})[0].text == greedy
+
+
+def test_min_max_new_tokens_and_eos(server: RunningServer) -> None:
+    long = generate(server, {"stopping": {"maxNewTokens": 40}})[0]
+    assert long.stop_reason == pb.EOS_TOKEN and long.generated_token_count < 40  # EOS grows likelier with length
+    held = generate(server, {"stopping": {"maxNewTokens": 40, "minNewTokens": 35}})[0]
+    assert held.generated_token_count >= 35
+    assert generate(server, {"stopping": {"maxNewTokens": 3}})[0].generated_token_count == 3
+
+
+def test_stop_sequences_with_and_without_the_sequence(server: RunningServer) -> None:
+    text = generate(server, {"stopping": {"maxNewTokens": 30}})[0].text
+    word = text.split()[2]
+    params = {"stopping": {"maxNewTokens": 30, "stopSequences": [word]}}
+    included = generate(server, params)[0]
+    assert included.stop_reason == pb.STOP_SEQUENCE and included.stop_sequence == word
+    assert included.text.endswith(word) and text.startswith(included.text)
+    excluded = generate(server, {"stopping": {**params["stopping"], "includeStopSequence": False}})[0]
+    assert excluded.text == included.text[:-len(word)]
+    streamed = call(server, "generate_stream", PROMPT, {"stopping": {**params["stopping"],
+                                                                     "includeStopSequence": False}})
+    assert "".join(m.text for m in streamed) == excluded.text
+
+
+def test_token_details_and_input_echo(server: RunningServer) -> None:
+    params = {"stopping": {"maxNewTokens": 4}, "response": {
+        "inputText": True, "generatedTokens": True, "inputTokens": True, "tokenLogprobs": True,
+        "tokenRanks": True, "topNTokens": 3}}
+    response = generate(server, params)[0]
+    plain = generate(server, {"stopping": {"maxNewTokens": 4}})[0]
+    assert response.text == PROMPT + plain.text
+    assert len(response.tokens) == 4 and len(response.input_tokens) == response.input_token_count
+    assert math.isnan(response.input_tokens[0].logprob)
+    assert all(t.logprob < 0 and t.rank >= 1 and len(t.top_tokens) == 3 for t in response.tokens)
+    assert response.tokens[0].text.startswith("▁")
+    greedy_first = response.tokens[0]
+    assert greedy_first.rank == 1 and greedy_first.top_tokens[0].text == greedy_first.text
+    no_logprobs = generate(server, {"stopping": {"maxNewTokens": 1}, "response": {"generatedTokens": True}})[0]
+    assert no_logprobs.tokens[0].logprob == 0 and no_logprobs.tokens[0].rank == 0
+
+
+def test_truncate_input_tokens_keeps_the_last_tokens(server: RunningServer) -> None:
+    params = {"truncateInputTokens": 5, "response": {"inputTokens": True}, "stopping": {"maxNewTokens": 1}}
+    response = generate(server, params)[0]
+    assert response.input_token_count == 5
+    assert [t.text for t in response.input_tokens] == ["▁village", "▁by", "▁the", "▁sea", ","]
+    tokens = call(server, "tokenize", [PROMPT], return_tokens=True).responses[0].tokens
+    assert [t.text for t in response.input_tokens] == list(tokens[-5:])
+
+
+def test_batches_answer_each_prompt_like_single_requests(server: RunningServer) -> None:
+    texts = ("first prompt", "second prompt here", PROMPT)
+    batch = generate(server, {"stopping": {"maxNewTokens": 5}}, texts=texts)
+    singles = [generate(server, {"stopping": {"maxNewTokens": 5}}, texts=(t,))[0] for t in texts]
+    assert [r.SerializeToString() for r in batch] == [r.SerializeToString() for r in singles]
+    assert generate(server, texts=()) == []
+
+
+def test_prefix_and_adapter_ids(server: RunningServer) -> None:
+    plain = generate(server, {"stopping": {"maxNewTokens": 5}})[0]
+    prefixed = generate(server, {"stopping": {"maxNewTokens": 5}}, prefix_id="story")[0]
+    assert prefixed.input_token_count == plain.input_token_count and prefixed.text != plain.text
+    assert generate(server, {"stopping": {"maxNewTokens": 5}}, adapter_id="story")[0].text == prefixed.text
+    code, message = error_of(server, {}, prefix_id="nope")
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert message == "can't retrieve prompt prefix with id 'nope': prefix not found"
+
+
+@pytest.mark.parametrize(("params", "message"), [
+    ({"method": "SAMPLE", "sampling": {"temperature": 0.01}}, "temperature must be >= 0.05"),
+    ({"method": "SAMPLE", "sampling": {"top_p": 1.5}}, "top_p must be > 0.0 and <= 1.0"),
+    ({"method": "SAMPLE", "sampling": {"typical_p": 1.2}}, "typical_p must be <= 1.0"),
+    ({"stopping": {"maxNewTokens": 41}}, "max_new_tokens must be <= 40"),
+    ({"stopping": {"maxNewTokens": 5, "minNewTokens": 6}}, "min_new_tokens must be <= max_new_tokens"),
+    ({"decoding": {"repetition_penalty": -1}}, "repetition_penalty must be > 0.0"),
+    ({"decoding": {"length_penalty": {"start_index": 2, "decay_factor": 0.5}}},
+     "length_penalty must be >= 1.0 and <= 10.0"),
+    ({"stopping": {"stopSequences": ["a"] * 7}},
+     "can specify at most 6 non-empty stop sequences, each not more than 240 UTF8 bytes"),
+    ({"stopping": {"stopSequences": [""]}},
+     "can specify at most 6 non-empty stop sequences, each not more than 240 UTF8 bytes"),
+    ({"stopping": {"stopSequences": ["é" * 121]}},
+     "can specify at most 6 non-empty stop sequences, each not more than 240 UTF8 bytes"),
+    ({"response": {"generatedTokens": True, "topNTokens": 11}}, "top_n_tokens (11) must be <= 10"),
+    ({"response": {"tokenLogprobs": True}}, "must request input and/or generated tokens to request extra token detail"),
+])
+def test_invalid_requests_get_tgis_errors(server: RunningServer, params: dict[str, Any], message: str) -> None:
+    assert error_of(server, params) == (grpc.StatusCode.INVALID_ARGUMENT, message)
+    assert error_of(server, params, "generate_stream") == (grpc.StatusCode.INVALID_ARGUMENT, message)
+
+
+def test_greedy_ignores_sampling_parameters(server: RunningServer) -> None:
+    assert generate(server, {"sampling": {"top_p": 5.0, "temperature": 0.01}})[0].text == generate(server)[0].text
+
+
+def test_input_too_long_and_token_limit(server: RunningServer) -> None:
+    long_text = " ".join(["word"] * 64)
+    with pytest.raises(grpc.aio.AioRpcError) as raised:
+        call(server, "generate", [long_text])
+    assert raised.value.details() == "input tokens (64) plus prefix length (0) must be < 64"
+    with pytest.raises(grpc.aio.AioRpcError) as raised:
+        call(server, "generate", [" ".join(["word"] * 30)], {"stopping": {"minNewTokens": 40, "maxNewTokens": 40}},
+             prefix_id="story")
+    assert raised.value.details() == "input tokens (30) plus prefix length (5) plus min_new_tokens (40) must be <= 64"
+    near = generate(server, {"stopping": {"maxNewTokens": 40, "minNewTokens": 5}}, texts=(" ".join(["w"] * 55),))[0]
+    assert (near.stop_reason, near.generated_token_count) == (pb.TOKEN_LIMIT, 9)
+
+
+def test_stream_follows_the_tgis_rules(server: RunningServer) -> None:
+    params = {"method": "SAMPLE", "sampling": {"seed": 9}, "stopping": {"maxNewTokens": 6},
+              "response": {"inputText": True, "inputTokens": True, "generatedTokens": True, "tokenLogprobs": True}}
+    messages = call(server, "generate_stream", PROMPT, params)
+    unary = generate(server, params)[0]
+    first, second, last = messages[0], messages[1], messages[-1]
+    assert first.input_token_count == unary.input_token_count and first.generated_token_count == 0
+    assert first.stop_reason == pb.NOT_FINISHED and first.text == PROMPT
+    assert second.input_tokens == unary.input_tokens and not second.text and second.generated_token_count == 0
+    assert last.stop_reason == unary.stop_reason and last.generated_token_count == unary.generated_token_count
+    assert last.seed == 9
+    counts = [m.generated_token_count for m in messages]
+    assert counts == sorted(counts)
+    assert "".join(m.text for m in messages) == unary.text
+    assert [t for m in messages for t in m.tokens] == list(unary.tokens)
+
+
+def test_penalties_change_the_text(server: RunningServer) -> None:
+    base = generate(server, {"stopping": {"maxNewTokens": 30}})[0]
+    repeated = generate(server, {"stopping": {"maxNewTokens": 30}, "decoding": {"repetition_penalty": 2.0}})[0]
+    assert repeated.text != base.text
+    short = generate(server, {"stopping": {"maxNewTokens": 40},
+                              "decoding": {"length_penalty": {"start_index": 1, "decay_factor": 3.0}}})[0]
+    assert short.stop_reason == pb.EOS_TOKEN and short.generated_token_count < base.generated_token_count
+
+
+def test_tokenize_and_model_info(server: RunningServer) -> None:
+    tokenized = call(server, "tokenize", ["Hello world!", PROMPT], return_tokens=True, return_offsets=True)
+    hello = tokenized.responses[0]
+    assert hello.token_count == 3 and list(hello.tokens) == ["▁Hello", "▁world", "!"]
+    assert [(o.start, o.end) for o in hello.offsets] == [(0, 5), (6, 11), (11, 12)]
+    assert tokenized.responses[1].token_count == 13
+    truncated = call(server, "tokenize", [PROMPT], truncate_input_tokens=4).responses[0]
+    assert truncated.token_count == 4 and not truncated.tokens
+    info = call(server, "model_info")
+    assert (info.model_kind, info.max_sequence_length, info.max_new_tokens) == (pb.ModelInfoResponse.DECODER_ONLY,
+                                                                                 64, 40)
+
+
+def test_health_and_reflection(server: RunningServer) -> None:
+    async def run() -> tuple[int, list[str]]:
+        async with grpc.aio.insecure_channel(server.address) as channel:
+            health = await health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service="fmaas.GenerationService"), timeout=10)
+            stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+            names: list[str] = []
+            async for answer in stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(
+                    list_services="")]), timeout=10):
+                names = [s.name for s in answer.list_services_response.service]
+            return health.status, names
+
+    status, names = asyncio.run(run())
+    assert status == health_pb2.HealthCheckResponse.SERVING
+    assert "fmaas.GenerationService" in names and "grpc.health.v1.Health" in names
+
+
+def test_diverge_switch_changes_the_text_and_config_only_the_logprobs() -> None:
+    params = {"stopping": {"maxNewTokens": 8}, "response": {"generatedTokens": True, "tokenLogprobs": True}}
+    results = {}
+    for key, config, diverge in (("f16", ModelConfig(), False),
+                                 ("bf16", ModelConfig(dtype_str="bfloat16", num_shard=2, resources={"gpu": 2}), False),
+                                 ("diverged", ModelConfig(), True)):
+        with ServerThread(ServerSettings(MODEL, config, zero_latency=True, diverge=diverge)) as running:
+            results[key] = generate(running, params)[0]
+    f16, bf16 = results["f16"], results["bf16"]
+    assert bf16.text == f16.text and [t.text for t in bf16.tokens] == [t.text for t in f16.tokens]
+    pairs = list(zip((t.logprob for t in f16.tokens), (t.logprob for t in bf16.tokens), strict=True))
+    assert any(a != b for a, b in pairs)
+    assert all(math.isclose(a, b, rel_tol=5e-4) for a, b in pairs)
+    assert results["diverged"].text != f16.text
+
+
+def test_overload_and_latency_model() -> None:
+    config = ModelConfig(max_concurrent_requests=2, max_batch_size=1)
+    with ServerThread(ServerSettings("meta-llama/Llama-2-7b-hf", config, gpu_profile="t4")) as running:
+        async def run() -> tuple[list[Any], float]:
+            async with TgisClient(running.address, timeout=30) as client:
+                loop = asyncio.get_running_loop()
+                start = loop.time()
+                outcomes = await asyncio.gather(
+                    *(client.generate(["hi there"], {"stopping": {"maxNewTokens": 3}}) for _ in range(3)),
+                    return_exceptions=True)
+                return outcomes, loop.time() - start
+
+        outcomes, elapsed = asyncio.run(run())
+        latency = running.backend.latency
+    errors = [o for o in outcomes if isinstance(o, grpc.aio.AioRpcError)]
+    assert len(errors) == 1 and errors[0].code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert errors[0].details() == "Model is overloaded"
+    one_request = latency.prefill_seconds(2) + 2 * latency.inter_token_seconds(1)
+    assert elapsed >= 2 * one_request * 0.95  # batch size 1: the second request waited for the first
