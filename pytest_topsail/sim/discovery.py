@@ -10,7 +10,8 @@ KUBERNETES_VERSION = {"major": "1", "minor": "32"}
 GIT_VERSION = "v1.32.0+topsail.sim"
 
 _SUBRESOURCE_VERBS = {"status": ["get", "patch", "update"], "log": ["get"], "scale": ["get", "patch", "update"],
-                      "finalize": ["update"]}
+                      "finalize": ["update"], "exec": ["create", "get"], "attach": ["create", "get"],
+                      "portforward": ["create", "get"]}
 
 
 def version_info() -> dict[str, Any]:

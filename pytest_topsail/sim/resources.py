@@ -57,7 +57,7 @@ def _rt(group: str, version: str, plural: str, kind: str, namespaced: bool, subr
 _ALL = ("all",)
 
 BUILTIN_TYPES: tuple[ResourceType, ...] = (
-    _rt("", "v1", "pods", "Pod", True, ("status", "log"), ("po",), _ALL),
+    _rt("", "v1", "pods", "Pod", True, ("status", "log", "exec", "attach", "portforward"), ("po",), _ALL),
     _rt("", "v1", "nodes", "Node", False, ("status",), ("no",)),
     _rt("", "v1", "namespaces", "Namespace", False, ("status", "finalize"), ("ns",)),
     _rt("", "v1", "services", "Service", True, ("status",), ("svc",), _ALL),

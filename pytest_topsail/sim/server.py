@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import yaml
 from aiohttp import web
 
-from . import apierror, discovery, openapi, protobuf
+from . import apierror, discovery, openapi, podexec, portforward, protobuf
 from .apierror import ApiError
 from .patch import APPLY_PATCH, MERGE_PATCH, PATCH_TYPES, STRATEGIC_MERGE_PATCH, apply_patch
 from .resources import ResourceType
@@ -312,6 +312,8 @@ class ApiServer:
             return await self._log(request, parsed)
         if parsed.subresource == "scale":
             return await self._scale(request, parsed)
+        if parsed.subresource in ("exec", "attach", "portforward"):
+            return await self._stream(request, parsed)
         if parsed.subresource not in (None, "status"):
             raise ApiError(404, "NotFound", f"the simulated cluster does not serve {rtype.plural}/"
                                             f"{parsed.subresource}")
@@ -624,6 +626,23 @@ class ApiServer:
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         return response
+
+    async def _stream(self, request: web.Request, parsed: _Request) -> web.StreamResponse:
+        """pods/exec, pods/attach, pods/portforward: WebSocket streams served by podexec and portforward."""
+        if request.method not in ("GET", "POST"):
+            raise apierror.method_not_allowed(f"pods/{parsed.subresource} supports GET and POST")
+        pod = self.store.get(parsed.rtype, parsed.namespace or "", parsed.name or "")
+        if parsed.subresource == "portforward":
+            return await portforward.serve(request, pod)
+        container = self._log_container(pod, request.query.get("container"))
+        if parsed.subresource == "attach":
+            raise apierror.bad_request("the simulated cluster does not support pods/attach: a simulated container "
+                                       "has no process to attach to (kubectl logs -f follows its output)")
+        self._check_container_started(pod, container)
+        if _container_terminated(pod, container):
+            raise apierror.bad_request(f'container "{container}" in pod "{pod["metadata"]["name"]}" is not '
+                                       f"running: cannot exec into a container that has terminated")
+        return await podexec.serve(request, self.store, pod, container)
 
     @staticmethod
     def _log_container(pod: dict[str, Any], wanted: str | None) -> str:

@@ -14,7 +14,7 @@ import math
 import os
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 ANNOTATION_PREFIX = "sim.topsail.io/"
@@ -146,3 +146,163 @@ def _float(value: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return number if number >= 0 and math.isfinite(number) else None
+
+
+# ----------------------------------------------------------------- exec: one command run in a simulated container
+STDOUT, STDERR = 1, 2
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    output: tuple[tuple[float, int, str], ...]  # (seconds after the start, STDOUT or STDERR, text), in order
+    exit_code: int
+    seconds: float  # how long the command's `sleep`s make it run
+
+    def text(self, stream: int) -> str:
+        return "".join(text for _, where, text in self.output if where == stream)
+
+
+EXEC_PROGRAMS = {"echo", "printf", "env", "printenv", "true", "false", "exit", "sleep", "hostname", "pwd", "export",
+                 ":"}
+_VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*|\?))")
+_REDIRECTIONS = {">&2": (STDOUT, STDERR), "1>&2": (STDOUT, STDERR), "2>&1": (STDERR, STDOUT),
+                 ">/dev/null": (STDOUT, 0), "1>/dev/null": (STDOUT, 0), "2>/dev/null": (STDERR, 0)}
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def run_exec(argv: list[str], env: dict[str, str]) -> ExecResult | None:
+    """Run `argv` as `kubectl exec` would in the container: a shell (`sh -c SCRIPT`) runs the mini-shell's
+    statements (`;`, `&&`, `||`, `$VAR` expansion, echo, printf, env, printenv, exit, sleep, ...); a lone
+    program runs when the mini-shell knows it. None when the program does not exist in a simulated container."""
+    if not argv:
+        return None
+    program = os.path.basename(argv[0])
+    state = _ShellState(dict(env))
+    if program in SHELLS:
+        state.run_script(_script(tuple(argv)))
+    elif program in EXEC_PROGRAMS:
+        state.run(argv, shell=False)
+    else:
+        return None
+    return ExecResult(tuple(state.output), state.status, state.seconds)
+
+
+@dataclass
+class _ShellState:
+    env: dict[str, str]
+    status: int = 0
+    seconds: float = 0.0
+    exited: bool = False
+    output: list[tuple[float, int, str]] = field(default_factory=list)
+
+    redirect: dict[int, int] = field(default_factory=dict)  # of the running command: stream -> stream, 0 = discard
+
+    def write(self, stream: int, text: str) -> None:
+        stream = self.redirect.get(stream, stream)
+        if stream:
+            self.output.append((self.seconds, stream, text))
+
+    def run_script(self, script: str) -> None:
+        for separator, statement in _statements(script):
+            if self.exited:
+                return
+            if (separator == "&&" and self.status != 0) or (separator == "||" and self.status == 0):
+                continue
+            try:
+                words = shlex.split(self._expand(statement))
+            except ValueError as error:
+                self.write(STDERR, f"sh: syntax error: {error}\n")
+                self.status, self.exited = 2, True
+                return
+            if words:
+                self.run(words, shell=True)
+
+    def _expand(self, statement: str) -> str:
+        """$VAR, ${VAR} and $? outside single quotes; the values are quoted so that they stay one word."""
+        pieces = re.split(r"('[^']*')", statement)
+        for index in range(0, len(pieces), 2):
+            pieces[index] = _VARIABLE.sub(self._value, pieces[index])
+        return "".join(pieces)
+
+    def _value(self, match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(2)
+        value = str(self.status) if name == "?" else self.env.get(name, "")
+        return value.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$")
+
+    def run(self, words: list[str], shell: bool) -> None:
+        while shell and words and _ASSIGNMENT.match(words[0]):
+            name, _, value = words.pop(0).partition("=")
+            self.env[name] = value
+        self.redirect = {}
+        for word in [w for w in words if w in _REDIRECTIONS]:
+            source, target = _REDIRECTIONS[word]
+            self.redirect[source] = target
+            words.remove(word)
+        if not words:
+            self.status = 0
+            return
+        program, args = os.path.basename(words[0]), words[1:]
+        self.status = 0
+        if program == "echo":
+            newline = "-n" not in args
+            self.write(STDOUT, " ".join(a for a in args if a not in ("-n", "-e")) + ("\n" if newline else ""))
+        elif program == "printf" and args:
+            self.write(STDOUT, _printf(args[0], args[1:]))
+        elif program == "env":
+            self.write(STDOUT, "".join(f"{k}={v}\n" for k, v in self.env.items()))
+        elif program == "printenv":
+            names = args or list(self.env)
+            self.write(STDOUT, "".join((f"{n}={self.env[n]}\n" if not args else f"{self.env[n]}\n")
+                                       for n in names if n in self.env))
+            self.status = 0 if all(n in self.env for n in names) else 1
+        elif program in ("export", "true", ":"):
+            for arg in args:
+                name, equals, value = arg.partition("=")
+                if equals:
+                    self.env[name] = value
+        elif program == "false":
+            self.status = 1
+        elif program == "exit":
+            self.status, self.exited = _int(args[0] if args else "0", 2), True
+        elif program == "sleep":
+            seconds = _sleep_seconds(args[0]) if args else None
+            if seconds is None:
+                self.write(STDERR, f"sleep: invalid time interval '{args[0] if args else ''}'\n")
+                self.status = 1
+            else:
+                self.seconds += seconds
+        elif program == "hostname":
+            self.write(STDOUT, self.env.get("HOSTNAME", "") + "\n")
+        elif program == "pwd":
+            self.write(STDOUT, "/\n")
+        else:
+            self.write(STDERR, f"sh: {words[0]}: not found\n")
+            self.status = 127
+
+
+def _statements(script: str) -> list[tuple[str, str]]:
+    """(separator before, statement) pairs of a script split on `;`, newlines, `&&` and `||` outside quotes."""
+    result: list[tuple[str, str]] = []
+    separator, current, quote, index = ";", [], "", 0
+    while index < len(script):
+        char = script[index]
+        pair = script[index:index + 2]
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char in ";\n" or pair in ("&&", "||"):
+            result.append((separator, "".join(current)))
+            separator, current = (pair, []) if pair in ("&&", "||") else (";", [])
+            index += len(separator) if separator != ";" else 1
+            continue
+        current.append(char)
+        index += 1
+    result.append((separator, "".join(current)))
+    return result
+
+
+def _printf(template: str, args: list[str]) -> str:
+    text = template.replace("\\n", "\n").replace("\\t", "\t")
+    values = iter(args)
+    return re.sub(r"%[sd]", lambda _match: next(values, ""), text)

@@ -1,0 +1,183 @@
+"""pods/exec over WebSocket: the command runs in the simulated container's mini-shell (controllers/containers.py).
+
+Channels as the kubelet's: 0 stdin, 1 stdout, 2 stderr, 3 error, 4 resize; `v5.channel.k8s.io` adds 255 (close).
+With `v4.channel.k8s.io` and later the error channel ends the stream with a Status: Success, or Failure with reason
+NonZeroExitCode and the exit code as cause (kubectl exits with it; the official client's `returncode` reads it).
+The container's environment is the pod spec's (`env` values, fieldRef, ConfigMap and Secret keys, `envFrom`) plus
+HOSTNAME, PATH and HOME. Output appears at the time the command's `sleep`s put it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import re
+import time
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+from . import apierror, streaming
+from .controllers.containers import ExecResult, run_exec
+
+PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io", "v3.channel.k8s.io", "v2.channel.k8s.io", "channel.k8s.io")
+STDOUT, STDERR, ERROR = 1, 2, 3
+BASE_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root"}
+_FIELD = re.compile(r"^metadata\.(labels|annotations)\['(.+)'\]$")
+
+
+async def serve(request: web.Request, store: Any, pod: dict[str, Any], container: str) -> web.StreamResponse:
+    command = request.query.getall("command", [])
+    if not command:
+        raise apierror.bad_request("you must specify at least 1 command")
+    stdout, stderr = streaming.query_flag(request, "stdout"), streaming.query_flag(request, "stderr")
+    if not (stdout or stderr or streaming.query_flag(request, "stdin")):
+        raise apierror.bad_request("you must specify at least 1 of stdin, stdout, stderr")
+    route = {STDOUT: STDOUT if stdout else 0, STDERR: STDERR if stderr else 0}  # output stream -> channel, 0: none
+    if streaming.query_flag(request, "tty"):
+        route[STDERR] = route[STDOUT]  # a terminal merges stderr into stdout
+    socket = await streaming.accept(request, PROTOCOLS, "exec")
+    protocol = streaming.protocol_of(socket, PROTOCOLS)
+    closed = asyncio.Event()
+    reader = asyncio.get_running_loop().create_task(_drain(socket, closed))
+    try:
+        result = run_exec([str(word) for word in command], environment(store, pod, container))
+        if result is None:
+            await _send_error(socket, protocol, _not_found(command[0], container))
+        else:
+            await _play(socket, result, route, closed)
+            if not closed.is_set():
+                await _send_error(socket, protocol, _exit_status(command, result.exit_code))
+    finally:
+        reader.cancel()
+        await socket.close()
+    return socket
+
+
+async def _drain(socket: web.WebSocketResponse, closed: asyncio.Event) -> None:
+    """Read (and ignore: the mini-shell reads no input) what the client sends, until it closes the stream."""
+    try:
+        async for message in socket:
+            if message.type in (WSMsgType.CLOSE, WSMsgType.ERROR):
+                break
+    finally:
+        closed.set()
+
+
+async def _play(socket: web.WebSocketResponse, result: ExecResult, route: dict[int, int],
+                closed: asyncio.Event) -> None:
+    """Send the output at its time after the start; end after the command's run time or when the client leaves."""
+    start = time.monotonic()
+    for at, stream, text in result.output:
+        if await _wait(closed, start + at):
+            return
+        if route[stream]:
+            await socket.send_bytes(bytes([route[stream]]) + text.encode())
+    await _wait(closed, start + result.seconds)
+
+
+async def _wait(closed: asyncio.Event, until: float) -> bool:
+    """Wait until the monotonic time `until`; True when the client closed the stream first."""
+    remaining = until - time.monotonic()
+    if remaining > 0 and not closed.is_set():
+        try:
+            await asyncio.wait_for(closed.wait(), remaining)
+        except TimeoutError:
+            pass
+    return closed.is_set()
+
+
+async def _send_error(socket: web.WebSocketResponse, protocol: str, status: dict[str, Any] | None) -> None:
+    if protocol in ("v5.channel.k8s.io", "v4.channel.k8s.io"):
+        body = json.dumps(status or {"metadata": {}, "status": "Success"}).encode()
+    elif status is not None:
+        body = status["message"].encode()
+    else:
+        return
+    await socket.send_bytes(bytes([ERROR]) + body)
+
+
+def _exit_status(command: list[str], code: int) -> dict[str, Any] | None:
+    if code == 0:
+        return None
+    return {"metadata": {}, "status": "Failure", "reason": "NonZeroExitCode",
+            "message": f"command terminated with non-zero exit code: error executing command "
+                       f"[{' '.join(command)}], exit code {code}",
+            "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]}}
+
+
+def _not_found(program: str, container: str) -> dict[str, Any]:
+    message = (f'Internal error occurred: error executing command in container "{container}": exec: "{program}": '
+               f"executable file not found in $PATH: the simulated container runs only its mini-shell (sh -c with "
+               f"echo, printf, env, printenv, sleep, exit, ...); tar, and so kubectl cp, is not simulated")
+    return {"metadata": {}, "status": "Failure", "reason": "InternalError", "code": 500, "message": message}
+
+
+# ----------------------------------------------------------------- the container's environment
+def environment(store: Any, pod: dict[str, Any], container_name: str) -> dict[str, str]:
+    env = {**BASE_ENV, "HOSTNAME": pod["metadata"]["name"]}
+    namespace = pod["metadata"].get("namespace") or ""
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        if container.get("name") != container_name:
+            continue
+        for source in container.get("envFrom") or []:
+            prefix = str(source.get("prefix") or "")
+            for key, value in _source_data(store, namespace, source).items():
+                env[prefix + key] = value
+        for variable in container.get("env") or []:
+            name = variable.get("name")
+            if name:
+                env[str(name)] = _value(store, pod, variable)
+    return env
+
+
+def _source_data(store: Any, namespace: str, source: dict[str, Any]) -> dict[str, str]:
+    if source.get("configMapRef"):
+        obj = _find(store, "configmaps", namespace, source["configMapRef"].get("name"))
+        return {str(k): str(v) for k, v in ((obj or {}).get("data") or {}).items()}
+    if source.get("secretRef"):
+        obj = _find(store, "secrets", namespace, source["secretRef"].get("name"))
+        return {str(k): _decode(v) for k, v in ((obj or {}).get("data") or {}).items()}
+    return {}
+
+
+def _value(store: Any, pod: dict[str, Any], variable: dict[str, Any]) -> str:
+    if "value" in variable:
+        return str(variable.get("value") or "")
+    source = variable.get("valueFrom") or {}
+    namespace = pod["metadata"].get("namespace") or ""
+    if source.get("fieldRef"):
+        return _field(pod, str(source["fieldRef"].get("fieldPath") or ""))
+    for plural, ref_key in (("configmaps", "configMapKeyRef"), ("secrets", "secretKeyRef")):
+        ref = source.get(ref_key)
+        if ref:
+            obj = _find(store, plural, namespace, ref.get("name")) or {}
+            raw = (obj.get("data") or {}).get(ref.get("key"))
+            if raw is None:
+                return ""
+            return _decode(raw) if plural == "secrets" else str(raw)
+    return ""
+
+
+def _field(pod: dict[str, Any], path: str) -> str:
+    metadata, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
+    match = _FIELD.match(path)
+    if match:
+        return str((metadata.get(match.group(1)) or {}).get(match.group(2), ""))
+    values = {"metadata.name": metadata.get("name"), "metadata.namespace": metadata.get("namespace"),
+              "metadata.uid": metadata.get("uid"), "spec.nodeName": spec.get("nodeName"),
+              "spec.serviceAccountName": spec.get("serviceAccountName"), "status.podIP": status.get("podIP"),
+              "status.hostIP": status.get("hostIP")}
+    return str(values.get(path) or "")
+
+
+def _find(store: Any, plural: str, namespace: str, name: Any) -> dict[str, Any] | None:
+    return store.find(store.resource_type(plural), namespace, str(name or "")) if name else None
+
+
+def _decode(value: Any) -> str:
+    try:
+        return base64.b64decode(str(value)).decode()
+    except (ValueError, UnicodeDecodeError):
+        return ""
