@@ -72,3 +72,16 @@ def analyse_directory(directory: Path) -> list[dict[str, Any]]:
     (directory / SUMMARY).write_text(json.dumps(summaries, indent=1), encoding="utf-8")
     (directory / "summary.txt").write_text(format_table(sweep_table(summaries)), encoding="utf-8")
     return summaries
+
+
+def merge_directories(directories: Sequence[Path]) -> tuple[list[dict[str, Any]], dict[int, list[dict[str, Any]]]]:
+    """The points and records of several load tests (e.g. one per item of a sweep) as one sweep, renumbered."""
+    points: list[dict[str, Any]] = []
+    by_point: dict[int, list[dict[str, Any]]] = {}
+    for directory in directories:
+        own_points, own_records = load_directory(directory)
+        for point in own_points:
+            index = len(points)
+            points.append({**point, "index": index})
+            by_point[index] = [{**record, "point": index} for record in own_records.get(point["index"], [])]
+    return points, by_point

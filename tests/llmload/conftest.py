@@ -70,9 +70,41 @@ async def send(response: web.StreamResponse, event: dict[str, Any]) -> None:
 
 
 @pytest.fixture
-def fake_server() -> Iterator[FakeServer]:
-    server = FakeServer()
+def background_loop() -> Iterator[asyncio.AbstractEventLoop]:
+    """An event loop running in its own thread, for servers the load generator (another loop) talks to."""
     loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    yield loop
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(timeout=10)
+    loop.close()
+
+
+def in_loop(loop: asyncio.AbstractEventLoop, coroutine: Any) -> Any:
+    return asyncio.run_coroutine_threadsafe(coroutine, loop).result(timeout=10)
+
+
+@pytest.fixture
+def serve_front(background_loop: asyncio.AbstractEventLoop) -> Iterator[Any]:
+    """serve_front(model_server) -> base URL of the reference server's OpenAI front on it, stopped at teardown."""
+    from pytest_topsail.tgis.openai_http import OpenAIFront, start_http
+
+    runners = []
+
+    def serve(server: Any) -> str:
+        runner, port = in_loop(background_loop, start_http(OpenAIFront(server)))
+        runners.append(runner)
+        return f"http://127.0.0.1:{port}"
+
+    yield serve
+    for runner in runners:
+        in_loop(background_loop, runner.cleanup())
+
+
+@pytest.fixture
+def fake_server(background_loop: asyncio.AbstractEventLoop) -> Iterator[FakeServer]:
+    server = FakeServer()
     app = web.Application()
     app.router.add_post("/v1/completions", server.handle)
     app.router.add_post("/v1/chat/completions", server.handle)
@@ -80,19 +112,12 @@ def fake_server() -> Iterator[FakeServer]:
 
     async def start() -> None:
         await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = runner.addresses[0][1]
-        server.url = f"http://127.0.0.1:{port}"
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        server.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
 
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    asyncio.run_coroutine_threadsafe(start(), loop).result(timeout=10)
+    in_loop(background_loop, start())
     yield server
-    asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(timeout=10)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(timeout=10)
-    loop.close()
+    in_loop(background_loop, runner.cleanup())
 
 
 class FakeTgis(GenerationServiceServicer):
@@ -123,24 +148,16 @@ class FakeTgis(GenerationServiceServicer):
 
 
 @pytest.fixture
-def fake_tgis() -> Iterator[FakeTgis]:
+def fake_tgis(background_loop: asyncio.AbstractEventLoop) -> Iterator[FakeTgis]:
     fake = FakeTgis()
-    loop = asyncio.new_event_loop()
-    holder: dict[str, Any] = {}
+    server = grpc.aio.server()
 
     async def start() -> None:
-        server = grpc.aio.server()
         add_GenerationServiceServicer_to_server(fake, server)
         port = server.add_insecure_port("127.0.0.1:0")
         await server.start()
-        holder["server"] = server
         fake.target = f"127.0.0.1:{port}"
 
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    asyncio.run_coroutine_threadsafe(start(), loop).result(timeout=10)
+    in_loop(background_loop, start())
     yield fake
-    asyncio.run_coroutine_threadsafe(holder["server"].stop(None), loop).result(timeout=10)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(timeout=10)
-    loop.close()
+    in_loop(background_loop, server.stop(None))

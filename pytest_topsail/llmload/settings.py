@@ -1,0 +1,67 @@
+"""A load test's settings as a suite case gives them (validated; one error naming the case and every bad key)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import pydantic
+
+from pytest_topsail.errors import TopsailError
+from pytest_topsail.llmload.backends import Backend
+from pytest_topsail.llmload.dataset import BUNDLED, Prompt, load_dataset
+from pytest_topsail.llmload.generator import LoadPoint
+
+
+class LoadSettings(pydantic.BaseModel):
+    """What one load point sends, how, and for how long (docs/llm-load.md, "Load modes" and "Backends")."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    model: str
+    backend: Literal["openai", "tgis"] = "openai"
+    api: Literal["completions", "chat"] = "completions"  # openai backend only
+    streaming: bool = True
+    mode: Literal["concurrency", "constant", "poisson"] = "concurrency"
+    concurrency: int | None = pydantic.Field(default=None, ge=1)
+    rate: float | None = pydantic.Field(default=None, gt=0)
+    duration_s: float | None = pydantic.Field(default=None, gt=0)
+    requests: int | None = pydantic.Field(default=None, ge=1)
+    warmup_s: float = pydantic.Field(default=0.0, ge=0)
+    timeout_s: float = pydantic.Field(default=300.0, gt=0)
+    drain_timeout_s: float = pydantic.Field(default=60.0, ge=0)
+    seed: int = 0
+    dataset: str = "bundled"  # "bundled" or a JSON-lines file (ours or llm-load-test's), relative to the rootdir
+    max_prompts: int | None = pydantic.Field(default=None, ge=1)
+
+    @classmethod
+    def parse(cls, values: dict[str, Any], where: str) -> LoadSettings:
+        try:
+            return cls.model_validate(values)
+        except pydantic.ValidationError as error:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in error.errors())
+            raise TopsailError(f"{where}: {problems}") from None
+
+    def load_point(self) -> LoadPoint:
+        return LoadPoint(mode=self.mode, concurrency=self.concurrency, rate=self.rate, duration_s=self.duration_s,
+                         requests=self.requests, warmup_s=self.warmup_s, timeout_s=self.timeout_s,
+                         drain_timeout_s=self.drain_timeout_s, seed=self.seed)
+
+    def prompts(self, rootdir: Path) -> list[Prompt]:
+        path = BUNDLED if self.dataset == "bundled" else Path(rootdir) / self.dataset
+        return load_dataset(path, limit=self.max_prompts)
+
+    def make_backend(self, *, http_url: str | None = None, grpc_target: str | None = None,
+                     api_key: str | None = None) -> Backend:
+        """The backend for this case on the given endpoint (TopsailError when the endpoint is missing)."""
+        if self.backend == "tgis":
+            if not grpc_target:
+                raise TopsailError(f"backend tgis for model {self.model}: the server offers no gRPC endpoint")
+            from pytest_topsail.llmload.backends.tgis_grpc import TgisBackend
+
+            return TgisBackend(grpc_target, model=self.model, stream=self.streaming)
+        if not http_url:
+            raise TopsailError(f"backend openai for model {self.model}: the server offers no HTTP endpoint")
+        from pytest_topsail.llmload.backends.openai_http import OpenAIBackend
+
+        return OpenAIBackend(http_url, self.model, api=self.api, stream=self.streaming, api_key=api_key)
