@@ -150,14 +150,15 @@ class FakeTgis(GenerationServiceServicer):
 @pytest.fixture
 def fake_tgis(background_loop: asyncio.AbstractEventLoop) -> Iterator[FakeTgis]:
     fake = FakeTgis()
-    server = grpc.aio.server()
 
-    async def start() -> None:
+    async def start() -> grpc.aio.Server:
+        server = grpc.aio.server()  # bound to the loop it is created on
         add_GenerationServiceServicer_to_server(fake, server)
         port = server.add_insecure_port("127.0.0.1:0")
         await server.start()
         fake.target = f"127.0.0.1:{port}"
+        return server
 
-    in_loop(background_loop, start())
+    server = in_loop(background_loop, start())
     yield fake
     in_loop(background_loop, server.stop(None))
