@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -67,8 +68,11 @@ class GenerationServicer(pb_grpc.GenerationServiceServicer):
                 prepared = [self.backend.prepare(r.text, request.params.truncate_input_tokens, prefix)
                             for r in request.requests]
                 fitted = [self.backend.fit(settings, p) for p in prepared]
-                generations = await asyncio.gather(*(self.backend.complete(p, s, time_limit)
-                                                     for p, s in zip(prepared, fitted, strict=True)))
+                if len(prepared) == 1:  # the common case, without a task per request
+                    generations = [await self.backend.complete(prepared[0], fitted[0], time_limit)]
+                else:
+                    generations = await asyncio.gather(*(self.backend.complete(p, s, time_limit)
+                                                         for p, s in zip(prepared, fitted, strict=True)))
         except InvalidRequest as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         except Overloaded as error:
@@ -91,14 +95,16 @@ class GenerationServicer(pb_grpc.GenerationServiceServicer):
                                             text=prepared.text if flags.input_text else "")
                 if flags.input_tokens:
                     yield pb.GenerationResponse(input_tokens=self._input_infos(prepared, flags, settings))
-                async for generation, step in self.backend.generate(prepared, settings, time_limit):
-                    tokens = [_token_info(step.token, flags)] if flags.generated_tokens else []
-                    if not (step.text or tokens or generation.finished):
-                        continue
-                    yield pb.GenerationResponse(
-                        generated_token_count=len(generation.tokens), text=step.text, tokens=tokens,
-                        stop_reason=int(step.stop_reason), stop_sequence=generation.stop_sequence,
-                        seed=settings.seed if generation.finished else 0)
+                steps = self.backend.generate(prepared, settings, time_limit)
+                async with contextlib.aclosing(steps):  # a cancelled stream frees its batch slot at once
+                    async for generation, step in steps:
+                        tokens = [_token_info(step.token, flags)] if flags.generated_tokens else []
+                        if not (step.text or tokens or generation.finished):
+                            continue
+                        yield pb.GenerationResponse(
+                            generated_token_count=len(generation.tokens), text=step.text, tokens=tokens,
+                            stop_reason=int(step.stop_reason), stop_sequence=generation.stop_sequence,
+                            seed=settings.seed if generation.finished else 0)
         except InvalidRequest as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         except Overloaded as error:

@@ -82,7 +82,7 @@ class ModelServer:
     def fit(self, settings: DecodingSettings, prepared: PreparedInput) -> DecodingSettings:
         return check_input_length(settings, len(prepared.tokens), len(prepared.prefix_tokens), self.limits)
 
-    def tokenize(self, text: str, truncate_input_tokens: int = 0) -> list[Piece]:
+    def tokenize(self, text: str, truncate_input_tokens: int = 0) -> tuple[Piece, ...]:
         pieces = tokenize(text)
         return pieces[-truncate_input_tokens:] if 0 < truncate_input_tokens < len(pieces) else pieces
 
@@ -114,7 +114,9 @@ class ModelServer:
     async def complete(self, prepared: PreparedInput, settings: DecodingSettings,
                        time_limit_ms: int = 0) -> Generation:
         """Decode one request to its end."""
-        async for generation, _step in self.generate(prepared, settings, time_limit_ms):
-            if generation.finished:
-                return generation
-        raise AssertionError("a generation always ends with a stop reason")
+        result = None
+        async with contextlib.aclosing(self.generate(prepared, settings, time_limit_ms)) as steps:
+            async for generation, _step in steps:
+                result = generation
+        assert result is not None and result.finished
+        return result

@@ -8,8 +8,9 @@ Offsets are character offsets of each piece's own characters (the marked space i
 
 from __future__ import annotations
 
+import functools
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 SPACE_MARK = "▁"
 EOS = "</s>"
@@ -18,14 +19,18 @@ _LONG_WORD = 7
 _PIECE = 5
 
 
-@dataclass(frozen=True)
-class Piece:
+class Piece(NamedTuple):
     text: str
     start: int
     end: int
 
 
-def tokenize(text: str) -> list[Piece]:
+@functools.lru_cache(maxsize=4096)  # load tests send the same prompts again and again
+def tokenize(text: str) -> tuple[Piece, ...]:
+    return tuple(_tokenize(text))
+
+
+def _tokenize(text: str) -> list[Piece]:
     pieces: list[Piece] = []
     pending_space = True  # sentencepiece's dummy prefix
     for match in _SEGMENTS.finditer(text):
@@ -41,7 +46,10 @@ def tokenize(text: str) -> list[Piece]:
             pieces.append(Piece(segment, start, start + 1))
             pending_space = False
             continue
-        pieces.extend(_word_pieces(segment, start, pending_space))
+        if len(segment) <= _LONG_WORD:  # the common case, inline
+            pieces.append(Piece(SPACE_MARK + segment if pending_space else segment, start, start + len(segment)))
+        else:
+            pieces.extend(_word_pieces(segment, start, pending_space))
         pending_space = False
     if pending_space and text.endswith(" "):
         pieces.append(Piece(SPACE_MARK, len(text) - 1, len(text)))

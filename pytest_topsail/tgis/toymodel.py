@@ -1,7 +1,8 @@
 """The deterministic stand-in model of the reference server (no I/O, no gRPC: the HTTP front uses it too).
 
-Next-token scores are pseudo-random numbers drawn from a generator seeded by a blake2b digest of everything before
-the position (model name, prefix, input and generated pieces), over a small English vocabulary plus `</s>`. So the
+Next-token scores are pseudo-random, picked by a blake2b digest of everything before the position (model name,
+prefix, input and generated pieces) from a fixed table of normal draws (seeded once, so building a score vector is two
+row look-ups), over a small English vocabulary plus `</s>`. So the
 same request gives the same answer in every process (no Python hash()), and different prompts give different
 answers. On these scores the usual decoding runs: greedy, or sampling with a seeded generator, temperature, top_k,
 top_p, typical_p; repetition penalty; the EOS score grows with length (length penalty adds to it) and is masked
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import random
 import secrets
 import struct
 from collections.abc import Callable, Sequence
@@ -39,6 +41,8 @@ VOCABULARY: tuple[str, ...] = tuple(dict.fromkeys(
     [SPACE_MARK + word for word in _WORDS] + [".", ",", ";", ":", "!", "?", "\n", SPACE_MARK + "-", EOS]))
 EOS_ID = VOCABULARY.index(EOS)
 _PRIOR = -0.6 * np.log1p(np.arange(len(VOCABULARY), dtype=np.float64))
+_TABLE_ROWS = 4096
+_TABLE = np.random.default_rng(20240611).standard_normal((_TABLE_ROWS, len(VOCABULARY)))
 _EOS_BASE, _EOS_GROWTH = -4.0, 0.25
 # relative noise on reported logprobs, by dtype (reference configs differ by less than TGIS's rel=5e-4)
 DTYPE_NOISE = {"float32": 1e-6, "float16": 1e-4, "bfloat16": 3e-4}
@@ -103,13 +107,14 @@ class ToyModel:
 
     def context(self, tokens: Sequence[str] = ()) -> hashlib._Hash:
         digest = hashlib.blake2b(self.salt.encode(), digest_size=16)
-        for token in tokens:
-            _feed(digest, token)
+        digest.update("".join(token + "\x00" for token in tokens).encode())  # the same bytes as _feed, at once
         return digest
 
     def scores(self, context: hashlib._Hash) -> np.ndarray:
-        state = int.from_bytes(context.digest()[:8], "little")
-        return _PRIOR + 2.5 * np.random.default_rng(state).standard_normal(len(VOCABULARY))
+        digest = context.digest()
+        first = int.from_bytes(digest[:4], "little") % _TABLE_ROWS
+        second = int.from_bytes(digest[4:8], "little") % _TABLE_ROWS
+        return _PRIOR + 2.0 * _TABLE[first] + 1.5 * _TABLE[second]
 
     def reported(self, logprob: float, position: int, text: str) -> float:
         """A logprob with this config's dtype-sized deterministic noise."""
@@ -152,8 +157,8 @@ class Generation:
         self.deadline = deadline
         self.clock = clock
         self._context = model.context(context_tokens)
-        self._seen = {VOCABULARY.index(t) for t in context_tokens if t in _VOCAB_INDEX}
-        self._rng = np.random.default_rng(settings.seed) if settings.sample else None
+        self._seen = {_VOCAB_INDEX[t] for t in context_tokens if t in _VOCAB_INDEX}
+        self._rng = random.Random(settings.seed) if settings.sample else None
         self.tokens: list[TokenDetail] = []
         self.text = ""
         self._emitted = 0
@@ -169,7 +174,9 @@ class Generation:
         position = len(self.tokens)
         scores = self.model.scores(self._context)
         scores = self._penalised(scores, position)
-        logprobs = _log_softmax(scores / (settings.temperature if settings.sample else 1.0))
+        if settings.sample and settings.temperature != 1.0:
+            scores /= settings.temperature
+        logprobs = _log_softmax(scores)
         chosen = self._choose(logprobs)
         token_text = VOCABULARY[chosen]
         rank = 1 + int(np.count_nonzero(logprobs > logprobs[chosen]))
@@ -187,8 +194,7 @@ class Generation:
         self.stop_reason = reason
 
     def _penalised(self, scores: np.ndarray, generated: int) -> np.ndarray:
-        settings = self.settings
-        scores = scores.copy()
+        settings = self.settings  # `scores` is a fresh array: changed in place
         if settings.repetition_penalty != 1.0 and self._seen:
             seen = np.fromiter(self._seen, dtype=np.int64)
             values = scores[seen]
@@ -202,7 +208,7 @@ class Generation:
 
     def _choose(self, logprobs: np.ndarray) -> int:
         if self._rng is None:
-            return int(np.argmax(logprobs))
+            return int(logprobs.argmax())
         probabilities = _filtered(np.exp(logprobs), self.settings)
         cumulative = np.cumsum(probabilities)
         draw = self._rng.random() * cumulative[-1]
@@ -245,14 +251,12 @@ _VOCAB_INDEX = {token: index for index, token in enumerate(VOCABULARY)}
 
 
 def _feed(context: hashlib._Hash, token: str) -> None:
-    context.update(token.encode())
-    context.update(b"\x00")
+    context.update((token + "\x00").encode())
 
 
 def _log_softmax(scores: np.ndarray) -> np.ndarray:
-    finite = scores[np.isfinite(scores)]
-    top = finite.max()
-    return scores - (top + math.log(float(np.exp(finite - top).sum())))
+    top = scores.max()  # finite: only EOS may be -inf
+    return scores - (top + math.log(float(np.exp(scores - top).sum())))
 
 
 def _score_of(token: str, logprobs: np.ndarray, context: hashlib._Hash) -> tuple[float, int]:
