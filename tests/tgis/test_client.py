@@ -125,3 +125,28 @@ def test_bad_parameters_and_ca_file_are_clear_errors(tmp_path) -> None:
     assert to_parameters({"method": "SAMPLE", "sampling": {"top_k": 5}}).sampling.top_k == 5
     with pytest.raises(TopsailError, match="cannot read the CA file .*missing.pem"):
         TgisClient("127.0.0.1:1", ca_file=tmp_path / "missing.pem")
+
+
+def test_tls_with_a_ca_file(tmp_path) -> None:
+    from pytest_topsail.sim.tls import make_certificates
+
+    certificates = make_certificates()
+    ca_file = tmp_path / "ca.pem"
+    ca_file.write_bytes(certificates.ca_pem)
+
+    async def scenario() -> None:
+        server = grpc.aio.server()
+        pb_grpc.add_GenerationServiceServicer_to_server(EchoServicer(), server)
+        credentials = grpc.ssl_server_credentials([(certificates.key_pem, certificates.cert_pem)])
+        port = server.add_secure_port("127.0.0.1:0", credentials)
+        await server.start()
+        try:
+            async with TgisClient(f"localhost:{port}", ca_file=ca_file, timeout=10) as client:
+                assert (await client.model_info()).max_sequence_length == 2048
+            async with TgisClient(f"localhost:{port}", timeout=2, retries=0) as plaintext:
+                with pytest.raises(grpc.aio.AioRpcError):
+                    await plaintext.model_info()
+        finally:
+            await server.stop(None)
+
+    asyncio.run(scenario())

@@ -298,3 +298,42 @@ def test_overload_and_latency_model() -> None:
     assert errors[0].details() == "Model is overloaded"
     one_request = latency.prefill_seconds(2) + 2 * latency.inter_token_seconds(1)
     assert elapsed >= 2 * one_request * 0.95  # batch size 1: the second request waited for the first
+
+
+def test_time_limit_stops_generation() -> None:
+    config = ModelConfig(max_new_tokens=200, max_sequence_length=512)
+    with ServerThread(ServerSettings("meta-llama/Llama-2-7b-hf", config, gpu_profile="t4")) as running:
+        itl = running.backend.latency.inter_token_seconds(1)
+        limit_ms = int(itl * 1000 * 5)
+        response = generate(running, {"stopping": {"maxNewTokens": 200, "minNewTokens": 200,
+                                                   "timeLimitMillis": limit_ms}}, texts=("hi",))[0]
+    assert response.stop_reason == pb.TIME_LIMIT and 1 <= response.generated_token_count < 10
+
+
+def test_cancelled_stream_frees_its_batch_slot() -> None:
+    config = ModelConfig(max_batch_size=1)
+    with ServerThread(ServerSettings("meta-llama/Llama-2-7b-hf", config, gpu_profile="t4")) as running:
+        async def scenario() -> float:
+            async with TgisClient(running.address, timeout=30) as client:
+                stream = client.generate_stream("hi", {"stopping": {"maxNewTokens": 500, "minNewTokens": 500}})
+                async for message in stream:
+                    if message.generated_token_count >= 2:
+                        break
+                await stream.aclose()
+                loop = asyncio.get_running_loop()
+                began = loop.time()
+                await client.generate(["hi"], {"stopping": {"maxNewTokens": 2}})
+                return loop.time() - began
+
+        elapsed = asyncio.run(scenario())
+        assert running.backend.running == 0 and running.backend.in_server == 0
+    assert elapsed < 5  # the 500-token stream (~ 20 s on this profile) no longer holds the only slot
+
+
+def test_command_line_rejects_a_bad_config() -> None:
+    result = subprocess.run([sys.executable, "-m", "pytest_topsail.tgis.server", "--model", MODEL, "--config-json",
+                             '{"pt2_compile": true}'], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert ("--config-json: invalid TGIS model config: model config tgis_native|f16|pt2c: pt2_compile requires "
+            "deployment_framework hf_transformers") in result.stderr
+    assert "Traceback" not in result.stderr
