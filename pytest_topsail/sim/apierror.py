@@ -66,10 +66,22 @@ def conflict(plural: str, group: str, name: str, why: str = "") -> ApiError:
 
 def invalid(kind: str, group: str, name: str, causes: list[tuple[str, str]]) -> ApiError:
     """422 Invalid; ``causes`` are (field, message) pairs."""
-    text = "; ".join(f"{field}: {message}" for field, message in causes)
+    text = ", ".join(f"{field}: {message}" for field, message in causes)
+    if len(causes) > 1:
+        text = f"[{text}]"
     details = _details(kind, group, name)
-    details["causes"] = [{"reason": "FieldValueInvalid", "message": m, "field": f} for f, m in causes]
-    return ApiError(422, "Invalid", f'{kind} "{name or ""}" is invalid: {text}', details)
+    details["causes"] = [{"reason": _cause_reason(m), "message": m, "field": f} for f, m in causes]
+    return ApiError(422, "Invalid", f'{_qualified(kind, group)} "{name or ""}" is invalid: {text}', details)
+
+
+_CAUSE_REASONS = {"Forbidden": "FieldValueForbidden", "Required value": "FieldValueRequired",
+                  "Unsupported value": "FieldValueNotSupported", "Duplicate value": "FieldValueDuplicate"}
+
+
+def _cause_reason(message: str) -> str:
+    """The cause reason that goes with a field error message ("Forbidden: ..." -> FieldValueForbidden)."""
+    return next((reason for prefix, reason in _CAUSE_REASONS.items() if message.startswith(prefix)),
+                "FieldValueInvalid")
 
 
 def bad_request(message: str) -> ApiError:

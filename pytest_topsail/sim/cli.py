@@ -116,9 +116,9 @@ async def serve(options: Options, stop: asyncio.Event | None = None) -> int:
     if options.parent_pipe is not None:
         _watch_parent(loop, options.parent_pipe, stop)
     seed = getattr(options.profile, "seed", 0) or 0
-    store = Store(seed=seed, watch_log_size=options.watch_log_size)
     token = secrets.token_urlsafe(32)
     certificates = make_certificates()
+    store = Store(seed=seed, watch_log_size=options.watch_log_size, root_ca=certificates.ca_pem.decode())
     sock = _listen(options.port)
     port = sock.getsockname()[1]
     url = f"https://127.0.0.1:{port}"

@@ -97,6 +97,8 @@ def apply_create_defaults(rtype: ResourceType, obj: dict[str, Any]) -> None:
         metadata["labels"] = labels
         obj["spec"] = {"finalizers": ["kubernetes"], **(obj.get("spec") or {})}
         obj["status"] = {"phase": "Active"}
+    elif key == ("", "services"):
+        obj["status"] = {"loadBalancer": {}, **(obj.get("status") or {})}
     elif key == ("", "secrets"):
         obj["type"] = obj.get("type") or "Opaque"
     elif key == ("batch", "jobs"):

@@ -24,6 +24,7 @@ from aiohttp import web
 
 from . import apierror, discovery, openapi, podexec, portforward, protobuf
 from .apierror import ApiError
+from .listoptions import EXACT, check_list_options, requested_version, too_large
 from .patch import APPLY_PATCH, MERGE_PATCH, PATCH_TYPES, STRATEGIC_MERGE_PATCH, apply_patch
 from .resources import ResourceType
 from .selectors import (
@@ -45,6 +46,8 @@ MAX_BODY = 16 * 1024 * 1024
 DEFAULT_WATCH_SECONDS = 1800
 WATCH_QUEUE_LIMIT = 100_000
 LOG_POLL_SECONDS = 0.1
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+FRESHNESS_WAIT_SECONDS = 3.0  # how long a read of a future resourceVersion waits before 504, as the apiserver
 _MUTATING = {"create", "update", "patch", "delete", "deletecollection"}
 # Resources whose DELETE answers with the object rather than a Status, as the real registries do (their OpenAPI
 # declares the object as the DELETE response; the official client deserializes it so).
@@ -87,6 +90,17 @@ class _Watcher:
     overflowed: bool = False
     closed: bool = False
 
+    def transition(self, event_type: str, obj: dict[str, Any], old: dict[str, Any] | None) -> str | None:
+        """The event this watcher sees, as the apiserver's watch cache decides it: an object entering the
+        selection arrives as ADDED, one leaving it as DELETED; None when the watcher sees nothing."""
+        now = self.wants(obj)
+        if event_type != "MODIFIED" or old is None or not (self.labels or self.fields):
+            return event_type if now else None
+        before = self.wants(old)
+        if now:
+            return "MODIFIED" if before else "ADDED"
+        return "DELETED" if before else None
+
     def wants(self, obj: dict[str, Any]) -> bool:
         metadata = obj["metadata"]
         if self.namespace is not None and metadata.get("namespace") != self.namespace:
@@ -108,7 +122,7 @@ class _Watcher:
 
 
 def status_response(error: ApiError) -> web.Response:
-    headers = {"Retry-After": "1"} if error.code in (429, 503) else None
+    headers = {"Retry-After": "1"} if error.code in (429, 503, 504) else None
     return web.Response(status=error.code, body=json.dumps(error.status()).encode(), content_type=JSON,
                         headers=headers)
 
@@ -133,7 +147,7 @@ class ApiServer:
         self._watchers: dict[tuple[str, str], set[_Watcher]] = {}
         self._discovery_cache: dict[str, bytes] = {}
         self._discovery_generation = -1
-        store.add_listener(self._on_store_event)
+        store.add_listener(self._on_store_event, with_old=True)
 
     def make_app(self) -> web.Application:
         app = web.Application(client_max_size=MAX_BODY)
@@ -323,13 +337,12 @@ class ApiServer:
         dry_run = request.query.get("dryRun")
         if dry_run not in (None, "All"):
             raise apierror.bad_request(f"unsupported dry run directive {dry_run!r}: only All is supported")
-        if dry_run and verb in ("delete", "deletecollection"):
-            raise apierror.bad_request("the simulated cluster supports dryRun on create, update and patch only")
         if verb == "list":
-            return self._list(request, parsed)
+            return await self._list(request, parsed)
         if verb == "watch":
             return await self._watch(request, parsed)
         if verb == "get":
+            await self._wait_for_version(requested_version(request.query))
             obj = self.store.get(rtype, parsed.namespace, parsed.name or "")
             if TABLE_MARKER in request.headers.get("Accept", "") and parsed.subresource is None:
                 return _json_response(table_for(rtype, [obj], obj["metadata"]["resourceVersion"],
@@ -373,11 +386,28 @@ class ApiServer:
         check_field_selector(rtype.group, rtype.plural, fields)
         return parse_label_selector(request.query.get("labelSelector")), fields
 
-    def _list(self, request: web.Request, parsed: _Request) -> web.Response:
+    async def _wait_for_version(self, wanted: int | None) -> None:
+        """A read of a resourceVersion not reached yet waits for it a little, then gets 504 (as the apiserver)."""
+        if wanted is None or wanted <= self.store.resource_version:
+            return
+        deadline = time.monotonic() + FRESHNESS_WAIT_SECONDS
+        while self.store.resource_version < wanted:
+            if time.monotonic() >= deadline:
+                raise too_large(wanted, self.store.resource_version)
+            await asyncio.sleep(0.05)
+
+    async def _list(self, request: web.Request, parsed: _Request) -> web.Response:
         rtype = parsed.rtype
         labels, fields = self._selectors(request, rtype)
-        items = self.store.list(rtype, parsed.namespace, labels, fields)
-        resource_version = str(self.store.resource_version)
+        check_list_options(request.query, watch=False)
+        wanted = requested_version(request.query)
+        await self._wait_for_version(wanted)
+        if request.query.get("resourceVersionMatch") == EXACT and wanted is not None:
+            items = self.store.list(rtype, parsed.namespace, labels, fields, resource_version=wanted)
+            resource_version = str(wanted)
+        else:
+            items = self.store.list(rtype, parsed.namespace, labels, fields)
+            resource_version = str(self.store.resource_version)
         items, list_metadata = _page(items, request.query.get("limit"), request.query.get("continue"),
                                      resource_version)
         if TABLE_MARKER in request.headers.get("Accept", ""):
@@ -423,26 +453,31 @@ class ApiServer:
                                parsed.subresource, dry_run=request.query.get("dryRun") == "All")
         return _json_response(self._serialize(parsed.rtype, obj), 200 if existed else 201)
 
-    async def _delete_options(self, request: web.Request) -> tuple[str | None, dict[str, str] | None]:
+    async def _delete_options(self, request: web.Request) -> tuple[str | None, dict[str, str] | None, bool]:
+        """(propagationPolicy, preconditions, dry run) from the query and the DeleteOptions body."""
         options: dict[str, Any] = {}
         raw = await request.read()
         if raw.strip():
             loaded = json.loads(raw)
             options = loaded if isinstance(loaded, dict) else {}
+        directives = options.get("dryRun") or []
+        if not isinstance(directives, list) or any(directive != "All" for directive in directives):
+            raise apierror.bad_request(f"unsupported dry run directive {directives!r}: only All is supported")
+        dry_run = bool(directives) or request.query.get("dryRun") == "All"
         policy = request.query.get("propagationPolicy") or options.get("propagationPolicy")
         if policy is None and options.get("orphanDependents") is not None:
             policy = "Orphan" if options["orphanDependents"] else "Background"
         if policy is None and request.query.get("orphanDependents") is not None:
             policy = "Orphan" if request.query["orphanDependents"] == "true" else "Background"
-        return policy, options.get("preconditions")
+        return policy, options.get("preconditions"), dry_run
 
     async def _delete(self, request: web.Request, parsed: _Request) -> web.Response:
-        policy, preconditions = await self._delete_options(request)
+        policy, preconditions, dry_run = await self._delete_options(request)
         rtype = parsed.rtype
         obj = self.store.delete(rtype, parsed.namespace, parsed.name or "", propagation_policy=policy,
-                                preconditions=preconditions)
-        pending = bool(obj["metadata"].get("deletionTimestamp")) and self.store.find(
-            rtype, parsed.namespace, parsed.name or "") is not None
+                                preconditions=preconditions, dry_run=dry_run)
+        pending = bool(obj["metadata"].get("deletionTimestamp")) and (dry_run or self.store.find(
+            rtype, parsed.namespace, parsed.name or "") is not None)
         if pending:
             return _json_response(self._serialize(rtype, obj))  # 200 with the object, as the apiserver does
         if rtype.key in _RETURN_DELETED or rtype.crd_name:
@@ -454,14 +489,14 @@ class ApiServer:
                                "details": details})
 
     async def _delete_collection(self, request: web.Request, parsed: _Request) -> web.Response:
-        policy, _ = await self._delete_options(request)
+        policy, _, dry_run = await self._delete_options(request)
         labels, fields = self._selectors(request, parsed.rtype)
         deleted = []
         for obj in self.store.list(parsed.rtype, parsed.namespace, labels, fields):
             metadata = obj["metadata"]
             if self.store.find(parsed.rtype, metadata.get("namespace"), metadata["name"]) is not None:
                 deleted.append(self.store.delete(parsed.rtype, metadata.get("namespace"), metadata["name"],
-                                                 propagation_policy=policy))
+                                                 propagation_policy=policy, dry_run=dry_run))
         head = json.dumps({"kind": parsed.rtype.list_kind, "apiVersion": parsed.rtype.api_version,
                            "metadata": {"resourceVersion": str(self.store.resource_version)}}).encode()
         items = b",".join(json.dumps(obj, separators=(",", ":")).encode() for obj in deleted)
@@ -498,21 +533,27 @@ class ApiServer:
         return _json_response(_scale_of(obj))
 
     # ----------------------------------------------------------------- watch
-    def _on_store_event(self, event_type: str, rtype: ResourceType, obj: dict[str, Any]) -> None:
+    def _on_store_event(self, event_type: str, rtype: ResourceType, obj: dict[str, Any],
+                        old: dict[str, Any] | None) -> None:
         watchers = self._watchers.get(rtype.key)
         if not watchers:
             return
-        lines: dict[tuple[str, str | None], bytes] = {}
+        lines: dict[tuple[str, str | None, str], bytes] = {}
         for watcher in watchers:
-            if watcher.wants(obj):
-                line_key = (watcher.rtype.api_version, watcher.table)
-                if line_key not in lines:
-                    lines[line_key] = self._event_line(event_type, watcher.rtype, obj, watcher.table)
-                watcher.push(lines[line_key])
+            seen = watcher.transition(event_type, obj, old)
+            if seen is None:
+                continue
+            line_key = (watcher.rtype.api_version, watcher.table, seen)
+            if line_key not in lines:
+                lines[line_key] = self._event_line(seen, watcher.rtype, _as_seen(seen, event_type, obj, old),
+                                                   watcher.table)
+            watcher.push(lines[line_key])
 
-    def _bookmark_line(self, rtype: ResourceType) -> bytes:
-        bookmark = {"kind": rtype.kind, "apiVersion": rtype.api_version,
-                    "metadata": {"resourceVersion": str(self.store.resource_version)}}
+    def _bookmark_line(self, rtype: ResourceType, initial_events_end: bool = False) -> bytes:
+        bookmark: dict[str, Any] = {"kind": rtype.kind, "apiVersion": rtype.api_version,
+                                    "metadata": {"resourceVersion": str(self.store.resource_version)}}
+        if initial_events_end:
+            bookmark["metadata"]["annotations"] = {INITIAL_EVENTS_END: "true"}
         return b'{"type":"BOOKMARK","object":' + json.dumps(bookmark, separators=(",", ":")).encode() + b"}\n"
 
     def _event_line(self, event_type: str, rtype: ResourceType, obj: dict[str, Any],
@@ -531,21 +572,29 @@ class ApiServer:
             timeout = float(request.query.get("timeoutSeconds") or DEFAULT_WATCH_SECONDS)
         except ValueError:
             raise apierror.bad_request("timeoutSeconds must be a number") from None
+        check_list_options(request.query, watch=True)
         since = request.query.get("resourceVersion") or "0"
         if not since.isdigit():
             raise apierror.bad_request(f"invalid resourceVersion {since!r}")
         table = request.query.get("includeObject", "Metadata") if TABLE_MARKER in request.headers.get("Accept", "") \
             else None
+        bookmarks = request.query.get("allowWatchBookmarks") == "true"
+        initial_events = request.query.get("sendInitialEvents") == "true"
         watcher = _Watcher(rtype, parsed.namespace, labels, fields, table)
         # Snapshot and subscription happen with no await in between, so no event is lost or duplicated.
         error: ApiError | None = None
-        if since == "0":
+        if since == "0" or initial_events:
             initial = [self._event_line("ADDED", rtype, obj, table)
                        for obj in self.store.list(rtype, parsed.namespace, labels, fields)]
+            if initial_events and bookmarks:
+                initial.append(self._bookmark_line(rtype, initial_events_end=True))
         else:
             try:
-                initial = [self._event_line(event_type, rtype, obj, table)
-                           for event_type, obj in self.store.events_since(rtype, int(since)) if watcher.wants(obj)]
+                initial = []
+                for event_type, obj, old in self.store.events_since(rtype, int(since)):
+                    seen = watcher.transition(event_type, obj, old)
+                    if seen is not None:
+                        initial.append(self._event_line(seen, rtype, _as_seen(seen, event_type, obj, old), table))
             except ApiError as gone:
                 initial, error = [], gone
         response = web.StreamResponse(headers={"Content-Type": JSON})
@@ -561,7 +610,7 @@ class ApiServer:
             if initial:
                 await response.write(b"".join(initial))
             await self._pump(watcher, response, time.monotonic() + timeout)
-            if request.query.get("allowWatchBookmarks") == "true" and not watcher.overflowed:
+            if bookmarks and not watcher.overflowed:
                 # every event up to the current resourceVersion has been written: the client may resume from it
                 await response.write(self._bookmark_line(rtype))
             await response.write_eof()
@@ -672,6 +721,14 @@ class ApiServer:
             reason = "ContainerCreating"
         raise apierror.bad_request(f'container "{container}" in pod "{pod["metadata"]["name"]}" is waiting to '
                                    f"start: {reason}")
+
+
+def _as_seen(seen: str, event_type: str, obj: dict[str, Any], old: dict[str, Any] | None) -> dict[str, Any]:
+    """The object a watcher receives: for an object that left its selection, the previous content at the event's
+    resourceVersion (as the watch cache sends it)."""
+    if seen == "DELETED" and event_type == "MODIFIED" and old is not None:
+        return {**old, "metadata": {**old["metadata"], "resourceVersion": obj["metadata"]["resourceVersion"]}}
+    return obj
 
 
 def _scale_of(obj: dict[str, Any]) -> dict[str, Any]:

@@ -29,16 +29,23 @@ Interface (stable; the controllers and the server code against it)
   collected: Background (default; batch/v1 jobs default to Orphan like the real apiserver), Foreground (owner waits
   for its dependents under the ``foregroundDeletion`` finalizer) and Orphan (owner references removed).
   Deleting a namespace marks it Terminating, deletes its content and removes it once empty.
-- ``add_listener(callback)`` / ``remove_listener(callback)``: ``callback(event_type, rtype, obj)`` with event_type
-  "ADDED" | "MODIFIED" | "DELETED" is called synchronously on the event loop's thread after each commit, in commit
-  order, once the outermost store call has finished (a listener may call the store; its commits are delivered after
-  the current event to every listener). Exceptions in listeners are logged, never propagated.
+- ``add_listener(callback, with_old=False)`` / ``remove_listener(callback)``: ``callback(event_type, rtype, obj)``
+  (``callback(event_type, rtype, obj, old)`` with ``with_old``: the previous version, None for ADDED; for DELETED
+  the object before its removal) with event_type "ADDED" | "MODIFIED" | "DELETED" is called synchronously on the
+  event loop's thread after each commit, in commit order, once the outermost store call has finished (a listener
+  may call the store; its commits are delivered after the current event to every listener). Exceptions in
+  listeners are logged, never propagated.
 - ``record_event(involved_object, reason, message, type="Normal", source="simulator") -> dict | None``: a core/v1
   Event in the object's namespace ("default" for cluster-scoped objects) with eventTime, first/lastTimestamp, count.
 - Pod logs: ``append_log(namespace, pod, container, text)``, ``read_log(namespace, pod, container) -> str``;
   removed with the pod.
-- Watch support for the server: ``events_since(rtype, resource_version) -> list[(type, obj)]`` (410 ApiError when
-  the bounded per-resource event log no longer reaches back that far); ``resource_version`` is the current global RV.
+- Watch support for the server: ``events_since(rtype, resource_version) -> list[(type, obj, old)]`` (410 ApiError
+  when the bounded per-resource event log no longer reaches back that far); ``objects_at(rtype, resource_version)``
+  the objects as they were at that resourceVersion (rebuilt from the same log; 410 when it does not reach back);
+  ``resource_version`` is the current global RV.
+- Every namespace gets what the apiserver's controllers give it at once: the ``default`` ServiceAccount and the
+  ``kube-root-ca.crt`` ConfigMap (``root_ca`` PEM); ``default`` holds the ``kubernetes`` Service. A dependent whose
+  owners (by uid) do not exist is collected right after its commit, as the garbage collector does.
 - Errors: ``ApiError(code, reason, message)``; the server renders it as a ``kind: Status`` body.
 
 Returned dicts are shared with the store and READ-ONLY for callers: never mutate them; build a new dict (a
@@ -81,7 +88,7 @@ __all__ = ["ApiError", "ResourceType", "Store"]
 logger = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
-Listener = Callable[[str, ResourceType, Obj], None]
+Listener = Callable[..., None]
 ObjKey = tuple[str, str]  # (namespace or "", name)
 
 NAMESPACES = ("", "namespaces")
@@ -91,6 +98,8 @@ _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _LOG_LIMIT = 1 << 20  # bytes kept per container
 # Per-resource defaults of the real apiserver when a delete names no propagationPolicy.
 _ORPHAN_BY_DEFAULT = {("batch", "jobs"), ("batch", "cronjobs"), ("", "replicationcontrollers")}
+ROOT_CA_CONFIGMAP = "kube-root-ca.crt"
+KUBERNETES_SERVICE_IP = "10.96.0.1"
 
 
 def format_time(epoch: float) -> str:
@@ -119,7 +128,7 @@ class Store:
     """Objects, indexes, resource versions, watch event log, garbage collection and namespace lifecycle."""
 
     def __init__(self, *, watch_log_size: int = 20_000, seed: int | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, root_ca: str = "") -> None:
         self._clock = clock
         self._random = random.Random(seed)
         self._watch_log_size = watch_log_size
@@ -129,8 +138,10 @@ class Store:
         self._tables: dict[tuple[str, str], _Table] = {}
         self._by_uid: dict[str, tuple[ResourceType, ObjKey]] = {}
         self._dependents: dict[str, set[tuple[tuple[str, str], ObjKey]]] = {}
-        self._listeners: list[Listener] = []
+        self._listeners: list[tuple[Listener, bool]] = []  # (callback, wants the previous version)
         self._pending: collections.deque = collections.deque()
+        self._ownerless: list[tuple[ResourceType, ObjKey]] = []  # dependents to check once the commit is done
+        self._root_ca = root_ca
         self._depth = 0
         self._logs: dict[ObjKey, dict[str, list[str]]] = {}
         self._event_counter = 0
@@ -139,6 +150,7 @@ class Store:
             self._register_type(rtype)
         for name in INITIAL_NAMESPACES:
             self.create(self.resource_type("namespaces"), {"metadata": {"name": name}})
+        self.create(self.resource_type("services"), _kubernetes_service(), "default")
 
     # ----------------------------------------------------------------- types
     def _register_type(self, rtype: ResourceType, preferred: bool = True) -> None:
@@ -242,6 +254,8 @@ class Store:
         self._depth += 1
 
     def _end(self) -> None:
+        if self._depth == 1 and self._ownerless:
+            self._collect_ownerless()
         self._depth -= 1
         if self._depth == 0:
             self._dispatch()
@@ -250,28 +264,30 @@ class Store:
         self._depth += 1  # commits made by listeners are queued behind the current event
         try:
             while self._pending:
-                event_type, rtype, obj = self._pending.popleft()
-                for listener in list(self._listeners):
+                event_type, rtype, obj, old = self._pending.popleft()
+                for listener, with_old in list(self._listeners):
                     try:
-                        listener(event_type, rtype, obj)
+                        if with_old:
+                            listener(event_type, rtype, obj, old)
+                        else:
+                            listener(event_type, rtype, obj)
                     except Exception:
                         logger.exception("store listener %r failed on %s %s", listener, event_type, rtype)
         finally:
             self._depth -= 1
 
-    def _emit(self, event_type: str, rtype: ResourceType, obj: Obj, table: _Table) -> None:
+    def _emit(self, event_type: str, rtype: ResourceType, obj: Obj, table: _Table, old: Obj | None) -> None:
         rv = int(obj["metadata"]["resourceVersion"])
         if len(table.log) >= self._watch_log_size:
             table.log_floor = table.log.popleft()[0]
-        table.log.append((rv, event_type, obj))
-        self._pending.append((event_type, rtype, obj))
+        table.log.append((rv, event_type, obj, old))
+        self._pending.append((event_type, rtype, obj, old))
 
-    def add_listener(self, callback: Listener) -> None:
-        self._listeners.append(callback)
+    def add_listener(self, callback: Listener, with_old: bool = False) -> None:
+        self._listeners.append((callback, with_old))
 
     def remove_listener(self, callback: Listener) -> None:
-        if callback in self._listeners:
-            self._listeners.remove(callback)
+        self._listeners = [entry for entry in self._listeners if entry[0] != callback]
 
     # ----------------------------------------------------------------- indexes
     def _index(self, rtype: ResourceType, table: _Table, key: ObjKey, obj: Obj) -> None:
@@ -327,8 +343,10 @@ class Store:
 
     def list(self, rtype: ResourceType, namespace: str | None = None,
              label_selector: str | dict[str, str] | Iterable[Requirement] | None = None,
-             field_selector: str | dict[str, str] | Iterable[FieldRequirement] | None = None) -> list[Obj]:
-        """Objects of ``rtype`` (in ``namespace`` if given) matching the selectors, sorted by namespace/name."""
+             field_selector: str | dict[str, str] | Iterable[FieldRequirement] | None = None,
+             resource_version: int | None = None) -> list[Obj]:
+        """Objects of ``rtype`` (in ``namespace`` if given) matching the selectors, sorted by namespace/name; as they
+        were at ``resource_version`` when given (see ``objects_at``)."""
         table = self._table(rtype)
         labels = _as_label_requirements(label_selector)
         fields = _as_field_requirements(field_selector)
@@ -339,10 +357,15 @@ class Store:
                 if namespace is not None and namespace != requirement.value:
                     return []
                 namespace = requirement.value
-        keys = self._candidate_keys(table, namespace, labels, fields)
+        objects = table.objects
+        if resource_version is None:
+            keys = self._candidate_keys(table, namespace, labels, fields)
+        else:
+            objects = self.objects_at(rtype, resource_version)
+            keys = objects.keys()
         result = []
         for key in sorted(keys):
-            obj = table.objects.get(key)
+            obj = objects.get(key)
             if obj is None or (namespace is not None and key[0] != namespace):
                 continue
             if labels and not labels_match(labels, obj["metadata"].get("labels")):
@@ -388,12 +411,30 @@ class Store:
             table.raw[key] = (obj, raw)
         return raw
 
-    def events_since(self, rtype: ResourceType, resource_version: int) -> list[tuple[str, Obj]]:
-        """Watch events of ``rtype`` with a resourceVersion above ``resource_version``, oldest first."""
+    def events_since(self, rtype: ResourceType, resource_version: int) -> list[tuple[str, Obj, Obj | None]]:
+        """Watch events of ``rtype`` with a resourceVersion above ``resource_version``, oldest first, each with the
+        object's previous version."""
         table = self._table(rtype)
         if resource_version < table.log_floor:
             raise apierror.gone(f"too old resource version: {resource_version} ({table.log_floor + 1})")
-        return [(event_type, obj) for rv, event_type, obj in table.log if rv > resource_version]
+        return [(event_type, obj, old) for rv, event_type, obj, old in table.log if rv > resource_version]
+
+    def objects_at(self, rtype: ResourceType, resource_version: int) -> dict[ObjKey, Obj]:
+        """The objects of ``rtype`` as they were at ``resource_version``: the current ones with the logged events
+        after it undone. 410 when the event log no longer reaches back that far."""
+        table = self._table(rtype)
+        if resource_version < table.log_floor:
+            raise apierror.gone("The resourceVersion for the provided list is too old.")
+        state = dict(table.objects)
+        for rv, event_type, obj, old in reversed(table.log):
+            if rv <= resource_version:
+                break
+            key = self._obj_key(rtype, obj["metadata"].get("namespace"), obj["metadata"]["name"])
+            if event_type == "ADDED":
+                state.pop(key, None)
+            else:
+                state[key] = old
+        return state
 
     # ----------------------------------------------------------------- create
     def create(self, rtype: ResourceType, obj: Obj, namespace: str | None = None, *, dry_run: bool = False) -> Obj:
@@ -452,8 +493,40 @@ class Store:
         self._index_owners(rtype, key, new, add=True)
         if rtype.key == CRDS:
             self._install_crd(new)
-        self._emit("ADDED", rtype, new, table)
+        self._emit("ADDED", rtype, new, table, None)
+        self._note_owners(rtype, key, new)
+        if rtype.key == NAMESPACES:
+            self._add_namespace_defaults(name)
         return new
+
+    def _add_namespace_defaults(self, namespace: str) -> None:
+        """What the service account and root CA publisher controllers put in every new namespace."""
+        self._create(self.resource_type("serviceaccounts"), {"metadata": {"name": "default"}}, namespace)
+        description = ("Contains a CA bundle that can be used to verify the kube-apiserver when using internal "
+                       "endpoints such as the internal service IP or kubernetes.default.svc. No other usage is "
+                       "guaranteed across distributions of Kubernetes clusters.")
+        self._create(self.resource_type("configmaps"), {
+            "metadata": {"name": ROOT_CA_CONFIGMAP, "annotations": {"kubernetes.io/description": description}},
+            "data": {"ca.crt": self._root_ca}}, namespace)
+
+    def _note_owners(self, rtype: ResourceType, key: ObjKey, obj: Obj) -> None:
+        if any(ref.get("uid") not in self._by_uid for ref in obj["metadata"].get("ownerReferences") or ()):
+            self._ownerless.append((rtype, key))
+
+    def _collect_ownerless(self) -> None:
+        """The garbage collector's rule for dangling owner references: a dependent none of whose owners exists is
+        deleted (in the background); one with some live owners only loses the dangling references."""
+        while self._ownerless:
+            rtype, key = self._ownerless.pop(0)
+            obj = self._tables[rtype.key].objects.get(key) if rtype.key in self._tables else None
+            if obj is None or obj["metadata"].get("deletionTimestamp"):
+                continue
+            refs = obj["metadata"].get("ownerReferences") or []
+            solid = [ref for ref in refs if ref.get("uid") in self._by_uid]
+            if not solid:
+                self._delete(rtype, obj, "Background")
+            elif len(solid) < len(refs):
+                self._replace_owner_refs(rtype, obj, solid)
 
     def _check_namespace_open(self, namespace: str, rtype: ResourceType, name: str) -> None:
         ns = self._tables[NAMESPACES].objects.get(("", namespace))
@@ -511,6 +584,8 @@ class Store:
             raise apierror.not_found(f"{rtype.plural}/{subresource}", rtype.group, name)
         metadata["resourceVersion"] = old["metadata"]["resourceVersion"]
         new["metadata"] = metadata
+        if old["metadata"].get("deletionTimestamp"):
+            _check_no_new_finalizers(rtype, old, metadata)
         if subresource is None and _spec_changed(old, new):
             metadata["generation"] = old["metadata"].get("generation", 1) + 1
             validate(rtype, new)
@@ -534,7 +609,9 @@ class Store:
         self._index_owners(rtype, key, new, add=True)
         if rtype.key == CRDS:
             self._install_crd(new)
-        self._emit("MODIFIED", rtype, new, table)
+        self._emit("MODIFIED", rtype, new, table, old)
+        if new["metadata"].get("ownerReferences") != old["metadata"].get("ownerReferences"):
+            self._note_owners(rtype, key, new)
         if deleting and rtype.key == NAMESPACES:
             self._maybe_finish_namespace(key[1])
         return new
@@ -563,7 +640,8 @@ class Store:
 
     # ----------------------------------------------------------------- delete
     def delete(self, rtype: ResourceType, namespace: str | None, name: str, *,
-               propagation_policy: str | None = None, preconditions: dict[str, str] | None = None) -> Obj:
+               propagation_policy: str | None = None, preconditions: dict[str, str] | None = None,
+               dry_run: bool = False) -> Obj:
         self._begin()
         try:
             obj = self.get(rtype, namespace, name)
@@ -575,11 +653,31 @@ class Store:
                                             f"{field_name} in object meta: {obj['metadata'].get(field_name)}")
             if propagation_policy not in (None, "Background", "Foreground", "Orphan"):
                 raise apierror.bad_request(f"unknown propagationPolicy {propagation_policy!r}")
+            if dry_run:
+                return self._delete_preview(rtype, obj, propagation_policy)
             if rtype.key == NAMESPACES:
                 return self._delete_namespace(rtype, obj)
             return self._delete(rtype, obj, propagation_policy)
         finally:
             self._end()
+
+    def _delete_preview(self, rtype: ResourceType, obj: Obj, policy: str | None) -> Obj:
+        """What a delete would answer, changing nothing (dryRun=All): the object marked for deletion when something
+        holds it (finalizers, Foreground dependents, a namespace's content), else the object as it is."""
+        metadata = obj["metadata"]
+        finalizers = list(metadata.get("finalizers") or ())
+        if policy == "Foreground" and self._dependents.get(metadata["uid"]) and "foregroundDeletion" not in finalizers:
+            finalizers.append("foregroundDeletion")
+        if rtype.key != NAMESPACES and not finalizers:
+            return obj
+        new_meta = {**metadata, "deletionTimestamp": metadata.get("deletionTimestamp") or format_time(self._clock()),
+                    "deletionGracePeriodSeconds": 0}
+        if finalizers:
+            new_meta["finalizers"] = finalizers
+        preview = {**obj, "metadata": new_meta}
+        if rtype.key == NAMESPACES:
+            preview["status"] = {**(obj.get("status") or {}), "phase": "Terminating"}
+        return preview
 
     def _delete(self, rtype: ResourceType, obj: Obj, policy: str | None) -> Obj:
         policy = policy or ("Orphan" if rtype.key in _ORPHAN_BY_DEFAULT else "Background")
@@ -617,7 +715,7 @@ class Store:
         self._unindex(table, key, obj)
         self._index_owners(rtype, key, obj, add=False)
         final = {**obj, "metadata": {**metadata, "resourceVersion": self._next_rv()}}
-        self._emit("DELETED", rtype, final, table)
+        self._emit("DELETED", rtype, final, table, obj)
         if rtype.key == ("", "pods"):
             self._logs.pop(key, None)
         if rtype.key == CRDS:
@@ -698,7 +796,7 @@ class Store:
         return self._tables[NAMESPACES].objects.get(("", name)) or self._last_deleted(rtype, name)
 
     def _last_deleted(self, rtype: ResourceType, name: str) -> Obj:
-        for _rv, event_type, obj in reversed(self._tables[rtype.key].log):
+        for _rv, event_type, obj, _old in reversed(self._tables[rtype.key].log):
             if event_type == "DELETED" and obj["metadata"]["name"] == name:
                 return obj
         raise apierror.not_found(rtype.plural, rtype.group, name)
@@ -772,6 +870,24 @@ def _as_field_requirements(selector: Any) -> list[FieldRequirement]:
     if selector is None or isinstance(selector, (str, dict)):
         return parse_field_selector(selector)
     return list(selector)
+
+
+def _check_no_new_finalizers(rtype: ResourceType, old: Obj, metadata: Obj) -> None:
+    before = old["metadata"].get("finalizers") or ()
+    added = [name for name in metadata.get("finalizers") or () if name not in before]
+    if added:
+        found = ", ".join(json.dumps(name) for name in added)
+        raise apierror.invalid(rtype.kind, rtype.group, metadata.get("name", ""), [(
+            "metadata.finalizers", "Forbidden: no new finalizers can be added if the object is being deleted, "
+                                   f"found new finalizers []string{{{found}}}")])
+
+
+def _kubernetes_service() -> Obj:
+    return {"metadata": {"name": "kubernetes", "labels": {"component": "apiserver", "provider": "kubernetes"}},
+            "spec": {"type": "ClusterIP", "clusterIP": KUBERNETES_SERVICE_IP, "clusterIPs": [KUBERNETES_SERVICE_IP],
+                     "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack", "sessionAffinity": "None",
+                     "internalTrafficPolicy": "Cluster",
+                     "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}]}}
 
 
 def _spec_changed(old: Obj, new: Obj) -> bool:

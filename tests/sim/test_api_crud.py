@@ -51,7 +51,7 @@ def test_read_list_replace_delete(core: client.CoreV1Api, namespace: str) -> Non
     read = core.read_namespaced_config_map("cm", namespace)
     assert read.data == {"a": "1"}
     listed = core.list_namespaced_config_map(namespace)
-    assert [c.metadata.name for c in listed.items] == ["cm"]
+    assert [c.metadata.name for c in listed.items] == ["cm", "kube-root-ca.crt"]  # every namespace has the CA
     assert int(listed.metadata.resource_version) >= int(read.metadata.resource_version)
     read.data = {"a": "2"}
     replaced = core.replace_namespaced_config_map("cm", namespace, read)
@@ -152,11 +152,11 @@ def test_label_selectors(core: client.CoreV1Api, namespace: str) -> None:
 
     assert names("tier=web") == ["a", "c"]
     assert names("tier==web,env=prod") == ["a"]
-    assert names("tier!=web") == ["b", "d"]
+    assert names("tier!=web") == ["b", "d", "kube-root-ca.crt"]
     assert names("tier in (db, web)") == ["a", "b", "c"]
-    assert names("tier notin (web)") == ["b", "d"]
+    assert names("tier notin (web)") == ["b", "d", "kube-root-ca.crt"]
     assert names("env") == ["a", "b"]
-    assert names("!env") == ["c", "d"]
+    assert names("!env") == ["c", "d", "kube-root-ca.crt"]
 
 
 def test_field_selectors(core: client.CoreV1Api, namespace: str) -> None:
@@ -186,12 +186,13 @@ def test_delete_collection_by_label(core: client.CoreV1Api, namespace: str) -> N
     for name, group in (("x1", "x"), ("x2", "x"), ("y1", "y")):
         core.create_namespaced_config_map(namespace, {"metadata": {"name": name, "labels": {"group": group}}})
     core.delete_collection_namespaced_config_map(namespace, label_selector="group=x")
-    assert [c.metadata.name for c in core.list_namespaced_config_map(namespace).items] == ["y1"]
+    assert [c.metadata.name for c in core.list_namespaced_config_map(namespace).items] == ["kube-root-ca.crt", "y1"]
 
 
 def test_list_pages_with_limit_and_continue(core: client.CoreV1Api, namespace: str) -> None:
     for index in range(5):
         core.create_namespaced_config_map(namespace, {"metadata": {"name": f"page-{index}"}})
+    core.delete_namespaced_config_map("kube-root-ca.crt", namespace)
     first = core.list_namespaced_config_map(namespace, limit=2)
     assert [c.metadata.name for c in first.items] == ["page-0", "page-1"]
     assert first.metadata.remaining_item_count == 3
