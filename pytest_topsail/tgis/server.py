@@ -7,8 +7,9 @@ or from synchronous code, on its own event loop in a thread:
     with ServerThread(ServerSettings(...)) as running: ...
 As a child process:
     python -m pytest_topsail.tgis.server --model NAME [--config-json JSON] [--gpu-profile a100] [--port 8033]
-        [--zero-latency] [--diverge] [--prefix ID=TEXT ...]
-which prints `TGIS reference server listening on HOST:PORT` once it serves (port 0 picks a free one) and stops on
+        [--http-port PORT] [--zero-latency] [--diverge] [--prefix ID=TEXT ...]
+which prints `TGIS reference server listening on HOST:PORT` once it serves (after `OpenAI-compatible HTTP listening
+on HOST:PORT` with --http-port) (port 0 picks a free one) and stops on
 SIGTERM/SIGINT. TOPSAIL_TGIS_DIVERGE=1 in its environment is the same as --diverge.
 """
 
@@ -24,6 +25,7 @@ import sys
 import threading
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -51,6 +53,7 @@ class ServerSettings:
     zero_latency: bool = False
     diverge: bool = False  # this server's text differs from every other config's (see toymodel)
     prefixes: dict[str, str] = field(default_factory=dict)  # prefix/adapter id -> prompt prefix text
+    http_port: int | None = None  # also serve the OpenAI-compatible HTTP front (openai_http.py); 0: a free port
 
 
 class GenerationServicer(pb_grpc.GenerationServiceServicer):
@@ -172,12 +175,16 @@ class RunningServer:
         self.host = host
         self.port = port
         self.backend = backend
+        self.http_port: int | None = None  # the OpenAI-compatible HTTP front's, when served
+        self.http_runner: Any = None
 
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
 
     async def stop(self, grace: float | None = 1.0) -> None:
+        if self.http_runner is not None:
+            await self.http_runner.cleanup()
         await self.server.stop(grace)
 
 
@@ -198,7 +205,18 @@ async def start_server(settings: ServerSettings) -> RunningServer:
     await server.start()
     for service in ("", SERVICE_NAME):
         await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
-    return RunningServer(server, settings.host, port, backend)
+    running = RunningServer(server, settings.host, port, backend)
+    if settings.http_port is not None:
+        from pytest_topsail.tgis.openai_http import OpenAIFront, start_http
+
+        try:
+            running.http_runner, running.http_port = await start_http(OpenAIFront(backend), settings.host,
+                                                                      settings.http_port)
+        except OSError as error:
+            await server.stop(None)
+            raise TopsailError(f"TGIS reference server: cannot listen on {settings.host}:{settings.http_port} "
+                               f"(HTTP): {error.strerror or error}") from None
+    return running
 
 
 class ServerThread:
@@ -249,6 +267,8 @@ def parse_args(argv: Sequence[str] | None) -> ServerSettings:
     parser.add_argument("--gpu-profile", default="a100", help="GPU profile of the latency model")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", "--grpc-port", type=int, default=8033, dest="port", help="gRPC port; 0: free one")
+    parser.add_argument("--http-port", type=int, default=None,
+                        help="also serve the OpenAI-compatible HTTP API on this port; 0: a free one")
     parser.add_argument("--zero-latency", action="store_true", help="answer at once (benchmarks)")
     parser.add_argument("--diverge", action="store_true", help="make this server's text differ (suite self-test)")
     parser.add_argument("--prefix", action="append", default=[], metavar="ID=TEXT", help="a known prefix id")
@@ -269,11 +289,14 @@ def parse_args(argv: Sequence[str] | None) -> ServerSettings:
         parser.error(str(error))
     diverge = args.diverge or os.environ.get(DIVERGE_ENV, "") not in ("", "0", "false")
     return ServerSettings(model_name=args.model, config=config, gpu_profile=args.gpu_profile, host=args.host,
-                          port=args.port, zero_latency=args.zero_latency, diverge=diverge, prefixes=prefixes)
+                          port=args.port, http_port=args.http_port, zero_latency=args.zero_latency, diverge=diverge,
+                          prefixes=prefixes)
 
 
 async def serve_until_signalled(settings: ServerSettings) -> None:
     running = await start_server(settings)
+    if running.http_port is not None:
+        print(f"OpenAI-compatible HTTP listening on {running.host}:{running.http_port}", flush=True)
     print(f"TGIS reference server listening on {running.address}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -4,7 +4,6 @@ its own event loop: gRPC and the OpenAI-compatible HTTP front over one ModelServ
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 import time
@@ -35,49 +34,37 @@ class ReferenceServers:
     """Reference servers started on first use, one per (model, server settings), all stopped at session end."""
 
     def __init__(self) -> None:
-        self.started: dict[str, tuple[Any, Any, Endpoint]] = {}
+        self.started: dict[str, tuple[Any, Endpoint]] = {}
 
     def endpoint(self, model: str, server: dict[str, Any], gpu_profile: str, itl_factor: float,
                  where: str) -> Endpoint:
         key = json.dumps([model, server, gpu_profile, itl_factor], sort_keys=True)
         if key not in self.started:
             self.started[key] = self.start(model, server, gpu_profile, itl_factor, where)
-        return self.started[key][2]
+        return self.started[key][1]
 
     def start(self, model: str, server: dict[str, Any], gpu_profile: str, itl_factor: float,
-              where: str) -> tuple[Any, Any, Endpoint]:
-        from pytest_topsail.tgis.server import ServerSettings, ServerThread
-
+              where: str) -> tuple[Any, Endpoint]:
         from pytest_topsail.tgis.model_config import load_model_config
-        from pytest_topsail.tgis.openai_http import OpenAIFront, start_http
+        from pytest_topsail.tgis.server import ServerSettings, ServerThread
 
         config = load_model_config(server, f"{where}: server")
         began = time.perf_counter()
-        thread = ServerThread(ServerSettings(model_name=model, config=config, gpu_profile=gpu_profile),
+        thread = ServerThread(ServerSettings(model_name=model, config=config, gpu_profile=gpu_profile, http_port=0),
                               start_timeout=START_TIMEOUT_S)
         running = thread.start()
-        try:
-            backend = running.backend
-            if itl_factor != 1.0:
-                latency = backend.latency
-                backend.latency = dataclasses.replace(
-                    latency, itl_base_ms=latency.itl_base_ms * itl_factor,
-                    itl_ms_per_running=latency.itl_ms_per_running * itl_factor)
-            future = asyncio.run_coroutine_threadsafe(start_http(OpenAIFront(backend)), thread.loop)
-            runner, http_port = future.result(START_TIMEOUT_S)
-        except BaseException:
-            thread.stop()
-            raise
-        endpoint = Endpoint(http_url=f"http://127.0.0.1:{http_port}", grpc_target=running.address,
+        if itl_factor != 1.0:  # a slower decode on the same GPU profile: prefill (TTFT) unchanged
+            latency = running.backend.latency
+            running.backend.latency = dataclasses.replace(
+                latency, itl_base_ms=latency.itl_base_ms * itl_factor,
+                itl_ms_per_running=latency.itl_ms_per_running * itl_factor)
+        endpoint = Endpoint(http_url=f"http://127.0.0.1:{running.http_port}", grpc_target=running.address,
                             load_duration_s=time.perf_counter() - began, accelerator=gpu_profile)
-        return thread, runner, endpoint
+        return thread, endpoint
 
     def stop(self) -> None:
-        for thread, runner, _ in self.started.values():
-            try:
-                asyncio.run_coroutine_threadsafe(runner.cleanup(), thread.loop).result(10)
-            finally:
-                thread.stop()
+        for thread, _ in self.started.values():
+            thread.stop()
         self.started.clear()
 
 

@@ -99,3 +99,22 @@ def test_sweep_shows_the_knee_at_max_batch_size(serve_front: Any, tmp_path: Path
     assert four["stats"]["itl_ms"]["median"] > one["stats"]["itl_ms"]["median"] + 2  # 10 + 1 x 3 running
     assert eight["output_tokens_per_s"] < 1.3 * four["output_tokens_per_s"]
     assert eight["stats"]["ttft_ms"]["median"] > 5 * four["stats"]["ttft_ms"]["median"]  # waits for a slot
+
+
+def test_reference_server_process_serves_both_fronts() -> None:
+    import subprocess
+    import sys
+
+    process = subprocess.Popen([sys.executable, "-m", "pytest_topsail.tgis.server", "--model", MODEL, "--port", "0",
+                                "--http-port", "0", "--zero-latency"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        http_line, grpc_line = process.stdout.readline(), process.stdout.readline()
+        assert http_line.startswith("OpenAI-compatible HTTP listening on 127.0.0.1:")
+        assert grpc_line.startswith("TGIS reference server listening on 127.0.0.1:")
+        status, text = post("http://" + http_line.split()[-1], "/v1/completions",
+                            {"model": MODEL, "prompt": "hi", "max_tokens": 2})
+        assert status == 200 and json.loads(text)["usage"]["completion_tokens"] == 2
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
