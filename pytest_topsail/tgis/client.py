@@ -10,7 +10,7 @@ in the protobuf JSON form (camelCase or snake_case, e.g. tgis-tester's case file
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncGenerator, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +69,7 @@ class TgisClient:
 
     async def generate_stream(self, text: str, params: ParamsLike = None, *, prefix_id: str | None = None,
                               adapter_id: str | None = None,
-                              timeout: float | None = None) -> AsyncIterator[pb.GenerationResponse]:
+                              timeout: float | None = None) -> AsyncGenerator[pb.GenerationResponse, None]:
         """The stream's messages as they arrive; cancelled when the caller stops iterating."""
         request = pb.SingleGenerationRequest(
             model_id=self.model_id, request=pb.GenerationRequest(text=text), params=to_parameters(params),

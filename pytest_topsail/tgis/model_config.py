@@ -37,10 +37,10 @@ class _Strict(BaseModel):
 
 
 class ResourceSpec(_Strict):
-    request_cpu: int = Field(2, ge=0)
-    request_memory_gb: int = Field(4, ge=0)
-    limit_cpu: int = Field(4, ge=0)
-    limit_memory_gb: int = Field(96, ge=0)
+    request_cpu: int = Field(default=2, ge=0)
+    request_memory_gb: int = Field(default=4, ge=0)
+    limit_cpu: int = Field(default=4, ge=0)
+    limit_memory_gb: int = Field(default=96, ge=0)
     # n whole GPUs, {mig profile: n} slices, or None for CPU only
     gpu: int | dict[Literal["mig_1g_10gb", "mig_2g_20gb", "mig_3g_40gb"], int] | None = 1
 
@@ -70,17 +70,17 @@ class ModelConfig(_Strict):
     revision: str | None = None
     deployment_framework: DeploymentFramework = DeploymentFramework.TGIS_NATIVE
     dtype_str: Literal["float16", "float32", "bfloat16"] = "float16"
-    num_shard: int = Field(1, ge=1)
-    port: int = Field(5001, ge=1, le=65535)
-    grpc_port: int = Field(8001, ge=1, le=65535)
+    num_shard: int = Field(default=1, ge=1)
+    port: int = Field(default=5001, ge=1, le=65535)
+    grpc_port: int = Field(default=8001, ge=1, le=65535)
     master_addr: str = "localhost"
-    master_port: int = Field(29500, ge=1, le=65535)
-    cuda_process_memory_fraction: float = Field(1.0, gt=0)
-    max_batch_size: int = Field(8, ge=1)
-    max_concurrent_requests: int = Field(96, ge=1)
-    max_sequence_length: int = Field(2048, ge=2)
-    max_new_tokens: int = Field(1024, ge=1)
-    max_waiting_tokens: int = Field(10, ge=1)
+    master_port: int = Field(default=29500, ge=1, le=65535)
+    cuda_process_memory_fraction: float = Field(default=1.0, gt=0)
+    max_batch_size: int = Field(default=8, ge=1)
+    max_concurrent_requests: int = Field(default=96, ge=1)
+    max_sequence_length: int = Field(default=2048, ge=2)
+    max_new_tokens: int = Field(default=1024, ge=1)
+    max_waiting_tokens: int = Field(default=10, ge=1)
     max_batch_weight: int | None = None
     max_prefill_weight: int | None = None
     output_special_tokens: bool = False

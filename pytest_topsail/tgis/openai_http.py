@@ -15,7 +15,7 @@ import contextlib
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
@@ -182,7 +182,7 @@ class OpenAIFront:
         return {"index": 0, ("message" if whole else "delta"): content, "logprobs": None, "finish_reason": finish}
 
     async def whole(self, completion: Completion, input_tokens: int,
-                    steps: contextlib.aclosing[AsyncIterator[tuple[Generation, Any]]]) -> web.Response:
+                    steps: contextlib.aclosing[AsyncGenerator[tuple[Generation, Any], None]]) -> web.Response:
         generation = None
         async with steps as decoding:
             async for step_generation, _step in decoding:
@@ -194,7 +194,7 @@ class OpenAIFront:
         return web.json_response(body)
 
     async def stream(self, request: web.Request, completion: Completion, input_tokens: int,
-                     steps: contextlib.aclosing[AsyncIterator[tuple[Generation, Any]]]) -> web.StreamResponse:
+                     steps: contextlib.aclosing[AsyncGenerator[tuple[Generation, Any], None]]) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await response.prepare(request)
         request_id = new_id(completion)

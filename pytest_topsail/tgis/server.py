@@ -106,7 +106,7 @@ class GenerationServicer(pb_grpc.GenerationServiceServicer):
                             continue
                         yield pb.GenerationResponse(
                             generated_token_count=len(generation.tokens), text=step.text, tokens=tokens,
-                            stop_reason=int(step.stop_reason), stop_sequence=generation.stop_sequence,
+                            stop_reason=step.stop_reason.name, stop_sequence=generation.stop_sequence,
                             seed=settings.seed if generation.finished else 0)
         except InvalidRequest as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
@@ -137,7 +137,7 @@ class GenerationServicer(pb_grpc.GenerationServiceServicer):
         return pb.GenerationResponse(
             input_token_count=len(prepared.tokens), generated_token_count=len(generation.tokens),
             text=(prepared.text if flags.input_text else "") + generation.text,
-            stop_reason=int(generation.stop_reason), stop_sequence=generation.stop_sequence, seed=settings.seed,
+            stop_reason=generation.stop_reason.name, stop_sequence=generation.stop_sequence, seed=settings.seed,
             tokens=[_token_info(t, flags) for t in generation.tokens] if flags.generated_tokens else [],
             input_tokens=self._input_infos(prepared, flags, settings))
 

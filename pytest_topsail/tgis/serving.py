@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncGenerator, Iterator, Mapping
 from dataclasses import dataclass
 
 from pytest_topsail.tgis.latency import LatencyModel
@@ -87,7 +87,7 @@ class ModelServer:
         return pieces[-truncate_input_tokens:] if 0 < truncate_input_tokens < len(pieces) else pieces
 
     async def generate(self, prepared: PreparedInput, settings: DecodingSettings,
-                       time_limit_ms: int = 0) -> AsyncIterator[tuple[Generation, Step]]:
+                       time_limit_ms: int = 0) -> AsyncGenerator[tuple[Generation, Step], None]:
         """Decode one request, yielding after each token; the batch slot is released however the caller stops."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + time_limit_ms / 1000 if time_limit_ms else None

@@ -105,12 +105,12 @@ class ToyModel:
         self.noise_key = f"{config_name or dtype}".encode()
         self.output_special_tokens = output_special_tokens
 
-    def context(self, tokens: Sequence[str] = ()) -> hashlib._Hash:
+    def context(self, tokens: Sequence[str] = ()) -> hashlib.blake2b:
         digest = hashlib.blake2b(self.salt.encode(), digest_size=16)
         digest.update("".join(token + "\x00" for token in tokens).encode())  # the same bytes as _feed, at once
         return digest
 
-    def scores(self, context: hashlib._Hash) -> np.ndarray:
+    def scores(self, context: hashlib.blake2b) -> np.ndarray:
         digest = context.digest()
         first = int.from_bytes(digest[:4], "little") % _TABLE_ROWS
         second = int.from_bytes(digest[4:8], "little") % _TABLE_ROWS
@@ -250,7 +250,7 @@ class Generation:
 _VOCAB_INDEX = {token: index for index, token in enumerate(VOCABULARY)}
 
 
-def _feed(context: hashlib._Hash, token: str) -> None:
+def _feed(context: hashlib.blake2b, token: str) -> None:
     context.update((token + "\x00").encode())
 
 
@@ -259,7 +259,7 @@ def _log_softmax(scores: np.ndarray) -> np.ndarray:
     return scores - (top + math.log(float(np.exp(scores - top).sum())))
 
 
-def _score_of(token: str, logprobs: np.ndarray, context: hashlib._Hash) -> tuple[float, int]:
+def _score_of(token: str, logprobs: np.ndarray, context: hashlib.blake2b) -> tuple[float, int]:
     """Logprob and rank of an input token; one outside the vocabulary gets a low score derived from its digest."""
     index = _VOCAB_INDEX.get(token)
     if index is not None:

@@ -94,10 +94,10 @@ def test_fit_reports_why_a_model_does_not_fit() -> None:
     assert not too_big.fits
     assert too_big.reason == ("model EleutherAI/gpt-neox-20b (20B parameters, float16) needs 44.7 GiB per GPU with "
                               "num_shard=1, more than one NVIDIA A100-SXM4-40GB GPU (40.0 GiB usable)")
-    sharded = ModelConfig(num_shard=2, resources={"gpu": 2})
+    sharded = ModelConfig.model_validate({"num_shard": 2, "resources": {"gpu": 2}})
     assert check_fit(sharded, "a100", "EleutherAI/gpt-neox-20b").fits
     assert check_fit(config, "a100-80gb", "EleutherAI/gpt-neox-20b").fits
-    mig = ModelConfig(resources={"gpu": {"mig_1g_10gb": 1}})
+    mig = ModelConfig.model_validate({"resources": {"gpu": {"mig_1g_10gb": 1}}})
     assert "one mig_1g_10gb slice (10.0 GiB usable)" in check_fit(mig, "a100", "meta-llama/Llama-2-7b-hf").reason
     assert check_fit(ModelConfig(quantize="gptq"), "t4", "meta-llama/Llama-2-13b-hf").fits
 
@@ -105,5 +105,6 @@ def test_fit_reports_why_a_model_does_not_fit() -> None:
 def test_load_time_grows_with_size_and_shrinks_with_shards() -> None:
     small = load_seconds(ModelConfig(), "a100", "bigscience/bloom-560m")
     big = load_seconds(ModelConfig(), "a100", "meta-llama/Llama-2-13b-hf")
-    sharded = load_seconds(ModelConfig(num_shard=2, resources={"gpu": 2}), "a100", "meta-llama/Llama-2-13b-hf")
+    two_gpus = ModelConfig.model_validate({"num_shard": 2, "resources": {"gpu": 2}})
+    sharded = load_seconds(two_gpus, "a100", "meta-llama/Llama-2-13b-hf")
     assert small < sharded < big

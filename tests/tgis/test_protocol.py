@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,9 +30,9 @@ def read_varint(data: bytes, pos: int) -> tuple[int, int]:
             return value, pos
 
 
-def decode(data: bytes) -> list[tuple[int, int, object]]:
+def decode(data: bytes) -> list[tuple[int, int, Any]]:
     """(field number, wire type, raw value) of each field in encoding order."""
-    fields = []
+    fields: list[tuple[int, int, Any]] = []
     pos = 0
     while pos < len(data):
         key, pos = read_varint(data, pos)
@@ -52,8 +53,8 @@ def decode(data: bytes) -> list[tuple[int, int, object]]:
     return fields
 
 
-def as_dict(data: bytes) -> dict[int, list[object]]:
-    result: dict[int, list[object]] = {}
+def as_dict(data: bytes) -> dict[int, list[Any]]:
+    result: dict[int, list[Any]] = {}
     for number, _wire_type, value in decode(data):
         result.setdefault(number, []).append(value)
     return result

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import os
 import subprocess
@@ -266,8 +267,9 @@ def test_health_and_reflection(server: RunningServer) -> None:
 def test_diverge_switch_changes_the_text_and_config_only_the_logprobs() -> None:
     params = {"stopping": {"maxNewTokens": 8}, "response": {"generatedTokens": True, "tokenLogprobs": True}}
     results = {}
+    bf16_sharded = ModelConfig.model_validate({"dtype_str": "bfloat16", "num_shard": 2, "resources": {"gpu": 2}})
     for key, config, diverge in (("f16", ModelConfig(), False),
-                                 ("bf16", ModelConfig(dtype_str="bfloat16", num_shard=2, resources={"gpu": 2}), False),
+                                 ("bf16", bf16_sharded, False),
                                  ("diverged", ModelConfig(), True)):
         with ServerThread(ServerSettings(MODEL, config, zero_latency=True, diverge=diverge)) as running:
             results[key] = generate(running, params)[0]
@@ -316,10 +318,10 @@ def test_cancelled_stream_frees_its_batch_slot() -> None:
         async def scenario() -> float:
             async with TgisClient(running.address, timeout=30) as client:
                 stream = client.generate_stream("hi", {"stopping": {"maxNewTokens": 500, "minNewTokens": 500}})
-                async for message in stream:
-                    if message.generated_token_count >= 2:
-                        break
-                await stream.aclose()
+                async with contextlib.aclosing(stream):
+                    async for message in stream:
+                        if message.generated_token_count >= 2:
+                            break
                 loop = asyncio.get_running_loop()
                 began = loop.time()
                 await client.generate(["hi"], {"stopping": {"maxNewTokens": 2}})
