@@ -28,6 +28,7 @@ CONTROLLERS: list[str] = [
     "pytest_topsail.sim.controllers.olm:OlmController",
     "pytest_topsail.sim.controllers.gpu_operator:GpuOperatorController",
     "pytest_topsail.sim.controllers.rhoai:RhoaiController",
+    "pytest_topsail.sim.controllers.kserve:KServeController",
 ]
 
 

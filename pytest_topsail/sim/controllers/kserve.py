@@ -1,0 +1,429 @@
+"""KServe (serving.kserve.io), simulated as on OpenShift AI with KServe installed, and the TGIS model servers behind
+simulated pods.
+
+On start it registers the ServingRuntime (v1alpha1) and InferenceService (v1beta1, short name `isvc`) CRDs. For each
+InferenceService (RawDeployment; a Serverless one is simulated the same way) it picks the ServingRuntime
+(`spec.predictor.model.runtime`, else one whose `supportedModelFormats` auto-selects the model format) and creates
+the Deployment and Service `<isvc>-predictor`: the runtime's containers with the predictor's args, env and resources
+(GPUs), a storage-initializer init container for `storageUri`, pods labelled
+`serving.kserve.io/inferenceservice=<name>` that carry the InferenceService's own `sim.topsail.io/*` annotations.
+The model (the last part of `storageUri`) and its ModelConfig (from the container's TGIS args and env:
+`--dtype-str`/DTYPE_STR, `--num-shard`/NUM_SHARD, MAX_BATCH_SIZE, ...; GPUs from the `nvidia.com/gpu` limit) time
+the pod: initialize = storage download at STORAGE_GBPS, ready = model load (pytest_topsail.tgis.sizing.load_seconds
+on the cluster's GPU profile). A model that does not fit the GPU memory crashes its container after the load time
+with the reason in its log, and the InferenceService reports
+`modelStatus` FailedToLoad with that reason.
+
+Every ready pod that serves TGIS — a predictor pod, or a plain pod whose container runs `text-generation-launcher`
+or an image named text-generation-inference (tgis-tester's way, model from MODEL_NAME) — gets a reference TGIS
+server (pytest_topsail.tgis.server) on 127.0.0.1, in the simulator's process, stopped when the pod goes; its address
+is published on the pod as `sim.topsail.io/endpoint-<grpc port>` (what pods/portforward connects to). Then the
+InferenceService becomes Ready: `modelStatus` Loaded, conditions PredictorReady/IngressReady/Ready, `status.url`.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Hashable
+from typing import Any
+
+from pytest_topsail.errors import TopsailError
+from pytest_topsail.sim.apierror import ApiError
+from pytest_topsail.sim.controllers.base import Controller, condition, now_seconds, set_condition
+from pytest_topsail.sim.controllers.containers import ANNOTATION_PREFIX
+from pytest_topsail.sim.controllers.olm import crd_manifest
+from pytest_topsail.sim.controllers.workload import owner_reference
+from pytest_topsail.sim.gpu_profiles import GPU_PROFILES, sanitize_label_value
+from pytest_topsail.sim.patch import MERGE_PATCH
+from pytest_topsail.sim.portforward import ENDPOINT_ANNOTATION
+
+log = logging.getLogger(__name__)
+
+GROUP = "serving.kserve.io"
+ISVC_LABEL = f"{GROUP}/inferenceservice"
+MODEL_ANNOTATION = ANNOTATION_PREFIX + "model-name"
+FAILURE_ANNOTATION = ANNOTATION_PREFIX + "model-load-failure"
+DEFAULT_GRPC_PORT = 8033
+STORAGE_GBPS = 1.0  # simulated download speed of the storage-initializer (GB/s)
+SOURCE = "kserve-controller"
+_CONFIG_ENV = {"DTYPE_STR": "dtype_str", "NUM_SHARD": "num_shard", "MAX_BATCH_SIZE": "max_batch_size",
+               "MAX_CONCURRENT_REQUESTS": "max_concurrent_requests", "MAX_SEQUENCE_LENGTH": "max_sequence_length",
+               "MAX_NEW_TOKENS": "max_new_tokens", "DEPLOYMENT_FRAMEWORK": "deployment_framework",
+               "FLASH_ATTENTION": "flash_attention", "QUANTIZE": "quantize"}
+
+
+def crd_manifests() -> list[dict[str, Any]]:
+    runtime = crd_manifest(GROUP, "v1alpha1", "ServingRuntime", "servingruntimes", "Namespaced")
+    isvc = crd_manifest(GROUP, "v1beta1", "InferenceService", "inferenceservices", "Namespaced")
+    isvc["spec"]["names"]["shortNames"] = ["isvc"]
+    return [runtime, isvc]
+
+
+# ----------------------------------------------------------------- what a TGIS container asks for
+def _args(container: dict[str, Any]) -> dict[str, str]:
+    """`--name=value` and `--name value` options of the container's command and args."""
+    words = [str(w) for w in [*(container.get("command") or ()), *(container.get("args") or ())]]
+    options: dict[str, str] = {}
+    for index, word in enumerate(words):
+        if word.startswith("--"):
+            name, equals, value = word[2:].partition("=")
+            if not equals and index + 1 < len(words) and not words[index + 1].startswith("--"):
+                value = words[index + 1]
+            options[name.replace("_", "-")] = value
+    return options
+
+
+def _env(container: dict[str, Any]) -> dict[str, str]:
+    return {str(e.get("name")): str(e.get("value")) for e in container.get("env") or () if "value" in e}
+
+
+def serves_tgis(container: dict[str, Any]) -> bool:
+    words = " ".join(str(w) for w in [*(container.get("command") or ()), *(container.get("args") or ())])
+    return "text-generation-launcher" in words or "text-generation-inference" in str(container.get("image") or "")
+
+
+def model_config(container: dict[str, Any]) -> Any:
+    """The tgis ModelConfig the container's args, env and GPU limit describe; ValueError naming the problem."""
+    from pytest_topsail.tgis.model_config import load_model_config
+
+    options, env = _args(container), _env(container)
+    data: dict[str, Any] = {}
+    for variable, field_name in _CONFIG_ENV.items():
+        value = options.get(field_name.replace("_", "-"), env.get(variable))
+        if value not in (None, ""):
+            data[field_name] = value.lower() == "true" if field_name == "flash_attention" else value
+    limits = (container.get("resources") or {}).get("limits") or {}
+    gpus = int(float(str(limits.get("nvidia.com/gpu", "0")) or 0))
+    data["resources"] = {"gpu": gpus or None}
+    if not gpus:
+        data.setdefault("dtype_str", "float32")
+    try:
+        return load_model_config(data, f"container {container.get('name')}")
+    except TopsailError as error:
+        raise ValueError(str(error)) from None
+
+
+def grpc_port(container: dict[str, Any]) -> int:
+    for port in container.get("ports") or ():
+        if port.get("name") in ("h2c", "grpc") and port.get("containerPort"):
+            return int(port["containerPort"])
+    options, env = _args(container), _env(container)
+    value = options.get("grpc-port") or env.get("GRPC_PORT")
+    return int(value) if value and value.isdigit() else DEFAULT_GRPC_PORT
+
+
+def model_name(isvc: dict[str, Any]) -> str:
+    uri = str((((isvc.get("spec") or {}).get("predictor") or {}).get("model") or {}).get("storageUri") or "")
+    tail = uri.rstrip("/").rsplit("/", 1)[-1] if "/" in uri else ""
+    return tail or isvc["metadata"]["name"]
+
+
+# ----------------------------------------------------------------- the controller
+class KServeController(Controller):
+    name = "kserve"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.pods = self.store.resource_type("pods")
+        self.nodes = self.store.resource_type("nodes")
+        self.deployments = self.store.resource_type("deployments", "apps")
+        self.services = self.store.resource_type("services")
+        self.servers: dict[str, Any] = {}  # pod uid -> tgis RunningServer
+        self.isvcs: Any = None
+        self.runtimes: Any = None
+
+    async def on_start(self) -> None:
+        self.runtimes, self.isvcs = (self.store.register_crd(crd) for crd in crd_manifests())
+        self.watch_key((GROUP, "inferenceservices"), self._on_isvc)
+        self.watch_key((GROUP, "servingruntimes"), self._on_runtime)
+        self.watch("pods", "", self._on_pod)
+        for isvc in self.store.list(self.isvcs):
+            self._on_isvc("ADDED", isvc)
+        for pod in self.store.list(self.pods):
+            self._on_pod("ADDED", pod)
+
+    async def stop(self) -> None:
+        await super().stop()
+        for server in list(self.servers.values()):
+            await server.stop(0)
+        self.servers.clear()
+
+    def _on_isvc(self, event_type: str, isvc: dict[str, Any]) -> None:
+        if event_type != "DELETED":
+            self.enqueue(("isvc", isvc["metadata"].get("namespace") or "", isvc["metadata"]["name"]))
+
+    def _on_runtime(self, event_type: str, runtime: dict[str, Any]) -> None:
+        namespace = runtime["metadata"].get("namespace") or ""
+        for isvc in self.store.list(self.isvcs, namespace):
+            if not isvc.get("status"):
+                self._on_isvc("MODIFIED", isvc)
+
+    def _on_pod(self, event_type: str, pod: dict[str, Any]) -> None:
+        metadata = pod["metadata"]
+        isvc = (metadata.get("labels") or {}).get(ISVC_LABEL)
+        if isvc is None and not any(serves_tgis(c) for c in (pod.get("spec") or {}).get("containers") or ()):
+            return
+        namespace = metadata.get("namespace") or ""
+        self.enqueue(("pod", namespace, metadata["name"], metadata["uid"], event_type == "DELETED"))
+        if isvc:
+            self.enqueue(("isvc", namespace, isvc))
+
+    async def reconcile(self, key: Hashable) -> None:
+        if key[0] == "pod":  # type: ignore[index]
+            _, namespace, name, uid, deleted = key  # type: ignore[misc]
+            await self._reconcile_pod(namespace, name, uid, deleted)
+        else:
+            _, namespace, name = key  # type: ignore[misc]
+            self._reconcile_isvc(namespace, name)
+
+    # ------------------------------------------------------------- pods: the model servers
+    async def _reconcile_pod(self, namespace: str, name: str, uid: str, deleted: bool) -> None:
+        pod = None if deleted else self.store.find(self.pods, namespace, name)
+        if pod is None or pod["metadata"]["uid"] != uid or (pod.get("status") or {}).get("phase") in (
+                "Succeeded", "Failed") or pod["metadata"].get("deletionTimestamp"):
+            server = self.servers.pop(uid, None)
+            if server is not None:
+                await server.stop(0)
+            return
+        ready = condition(pod, "Ready")
+        if uid in self.servers or ready is None or ready.get("status") != "True":
+            return
+        annotations = pod["metadata"].get("annotations") or {}
+        if FAILURE_ANNOTATION in annotations:
+            return
+        containers = pod["spec"]["containers"]
+        container = next((c for c in containers if serves_tgis(c)), containers[0])
+        env = _env(container)
+        model = annotations.get(MODEL_ANNOTATION) or env.get("MODEL_NAME") or _args(container).get("model-name") or name
+        try:
+            config = model_config(container)
+        except ValueError as error:
+            self.store.record_event(pod, "FailedToLoad", str(error), type="Warning", source=SOURCE)
+            return
+        await self._serve(pod, container, model, config)
+
+    async def _serve(self, pod: dict[str, Any], container: dict[str, Any], model: str, config: Any) -> None:
+        from pytest_topsail.tgis.server import ServerSettings, start_server
+
+        gpu_profile = self._node_profile(pod)
+        try:
+            running = await start_server(ServerSettings(model_name=model, config=config, gpu_profile=gpu_profile))
+        except (TopsailError, ValueError) as error:
+            self.store.record_event(pod, "FailedToLoad", str(error), type="Warning", source=SOURCE)
+            return
+        metadata = pod["metadata"]
+        self.servers[metadata["uid"]] = running
+        patch = {"metadata": {"annotations": {f"{ENDPOINT_ANNOTATION}{grpc_port(container)}": running.address}}}
+        try:
+            self.store.patch(self.pods, metadata.get("namespace") or "", metadata["name"], patch, MERGE_PATCH)
+        except ApiError:
+            self.servers.pop(metadata["uid"], None)
+            await running.stop(0)
+            return
+        self.store.record_event(pod, "ModelLoaded", f"TGIS reference server for {model} serving on "
+                                f"{running.address}", source=SOURCE)
+
+    def _node_profile(self, pod: dict[str, Any]) -> str:
+        node = self.store.find(self.nodes, None, (pod.get("spec") or {}).get("nodeName") or "")
+        return self._profile_of(node) if node is not None else "none"
+
+    @staticmethod
+    def _profile_of(node: dict[str, Any]) -> str:
+        product = (node["metadata"].get("labels") or {}).get("nvidia.com/gpu.product")
+        for profile in GPU_PROFILES.values():
+            if product and profile.product and sanitize_label_value(profile.product) == product:
+                return profile.name
+        return "none"
+
+    def _cluster_profile(self) -> str:
+        """The GPU profile predictor pods will land on: that of the first GPU node (the simulator's node pools)."""
+        for node in sorted(self.store.list(self.nodes), key=lambda n: n["metadata"]["name"]):
+            profile = self._profile_of(node)
+            if profile != "none":
+                return profile
+        return "none"
+
+    # ------------------------------------------------------------- InferenceServices
+    def _reconcile_isvc(self, namespace: str, name: str) -> None:
+        isvc = self.store.find(self.isvcs, namespace, name)
+        if isvc is None or isvc["metadata"].get("deletionTimestamp"):
+            return
+        runtime = self._runtime(isvc)
+        if runtime is None:
+            wanted = (((isvc.get("spec") or {}).get("predictor") or {}).get("model") or {}).get("runtime")
+            message = (f"No ServingRuntimes or ClusterServingRuntimes with the name: {wanted}" if wanted else
+                       "No runtime found to support the predictor with the model format")
+            self._set_status(isvc, _failure_status(isvc, "RuntimeNotRecognized", message, "InvalidSpec"))
+            return
+        predictor = self._ensure_predictor(isvc, runtime)
+        if predictor is None:
+            return
+        self._set_status(isvc, self._status(isvc, predictor))
+
+    def _runtime(self, isvc: dict[str, Any]) -> dict[str, Any] | None:
+        model = ((isvc.get("spec") or {}).get("predictor") or {}).get("model") or {}
+        namespace = isvc["metadata"].get("namespace") or ""
+        if model.get("runtime"):
+            return self.store.find(self.runtimes, namespace, str(model["runtime"]))
+        format_name = (model.get("modelFormat") or {}).get("name")
+        for runtime in self.store.list(self.runtimes, namespace):
+            for supported in (runtime.get("spec") or {}).get("supportedModelFormats") or ():
+                if supported.get("name") == format_name and supported.get("autoSelect"):
+                    return runtime
+        return None
+
+    def _ensure_predictor(self, isvc: dict[str, Any], runtime: dict[str, Any]) -> dict[str, Any] | None:
+        """The predictor Deployment (created with its Service when missing)."""
+        namespace, name = isvc["metadata"].get("namespace") or "", f"{isvc['metadata']['name']}-predictor"
+        deployment = self.store.find(self.deployments, namespace, name)
+        if deployment is not None:
+            return deployment
+        template, failure = self._pod_template(isvc, runtime)
+        if template is None:
+            self._set_status(isvc, _failure_status(isvc, "InvalidModelConfig", failure, "InvalidSpec"))
+            return None
+        labels = {ISVC_LABEL: isvc["metadata"]["name"], "app": f"isvc.{name}", "component": "predictor"}
+        metadata = {"name": name, "namespace": namespace, "labels": labels, "ownerReferences": [owner_reference(isvc)]}
+        template["metadata"]["labels"] = {**template["metadata"].get("labels", {}), **labels}
+        deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": copy.deepcopy(metadata),
+                      "spec": {"replicas": 1, "selector": {"matchLabels": {"app": f"isvc.{name}"}},
+                               "template": template}}
+        ports = [{"name": p.get("name") or f"port-{p['containerPort']}", "port": int(p["containerPort"]),
+                  "targetPort": int(p["containerPort"]), "protocol": "TCP"}
+                 for c in template["spec"]["containers"] for p in c.get("ports") or () if p.get("containerPort")]
+        service = {"apiVersion": "v1", "kind": "Service", "metadata": copy.deepcopy(metadata),
+                   "spec": {"selector": {"app": f"isvc.{name}"}, "ports": ports or [
+                       {"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}]}}
+        try:
+            created = self.store.create(self.deployments, deployment)
+            if self.store.find(self.services, namespace, name) is None:
+                self.store.create(self.services, service)
+        except ApiError as error:
+            self.store.record_event(isvc, "InternalError", error.message, type="Warning", source=SOURCE)
+            return None
+        self.store.record_event(isvc, "Created",
+                                f"created predictor Deployment and Service {name}", source=SOURCE)
+        return created
+
+    def _pod_template(self, isvc: dict[str, Any], runtime: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+        from pytest_topsail.tgis.sizing import check_fit, load_seconds, params_billions
+
+        predictor = (isvc.get("spec") or {}).get("predictor") or {}
+        model = predictor.get("model") or {}
+        containers = copy.deepcopy((runtime.get("spec") or {}).get("containers") or [])
+        if not containers:
+            return None, f"ServingRuntime {runtime['metadata']['name']} has no containers"
+        main = containers[0]
+        main["args"] = [*(main.get("args") or ()), *(model.get("args") or ())]
+        main["env"] = [*(main.get("env") or ()), *(model.get("env") or ())]
+        resources = copy.deepcopy(main.get("resources") or {})
+        for part in ("requests", "limits"):
+            resources[part] = {**(resources.get(part) or {}), **((model.get("resources") or {}).get(part) or {})}
+        main["resources"] = resources
+        name = model_name(isvc)
+        try:
+            config = model_config(main)
+        except ValueError as error:
+            return None, str(error)
+        profile = self._cluster_profile() if config.resources.gpu_count else "none"
+        fit = check_fit(config, profile, name)
+        load = load_seconds(config, profile, name)
+        weights_gb = params_billions(name) * (4.0 if config.dtype_str == "float32" else 2.0) / config.num_shard
+        annotations = {MODEL_ANNOTATION: name, "sim.topsail.io/ready-delay-ms": f"{load * 1000:.0f}"}
+        spec: dict[str, Any] = {"containers": containers}
+        if model.get("storageUri"):
+            annotations["sim.topsail.io/initialize-delay-ms"] = f"{weights_gb / STORAGE_GBPS * 1000:.0f}"
+            spec["initContainers"] = [{"name": "storage-initializer", "image": "kserve/storage-initializer",
+                                       "args": [str(model["storageUri"]), "/mnt/models"]}]
+        if not fit.fits:
+            annotations.update({FAILURE_ANNOTATION: fit.reason, "sim.topsail.io/exit-code": "1",
+                                "sim.topsail.io/duration-seconds": f"{max(load, 0.1):.3f}",
+                                "sim.topsail.io/log": f"torch.cuda.OutOfMemoryError: CUDA out of memory: {fit.reason}"})
+            annotations.pop("sim.topsail.io/ready-delay-ms")
+        overrides = {k: str(v) for k, v in (isvc["metadata"].get("annotations") or {}).items()
+                     if k.startswith(ANNOTATION_PREFIX) and k != FAILURE_ANNOTATION}
+        annotations.update(overrides)  # the user's timings (e.g. a shorter download) win over the model's
+        for key in ("nodeSelector", "tolerations", "serviceAccountName"):
+            if predictor.get(key):
+                spec[key] = copy.deepcopy(predictor[key])
+        return {"metadata": {"annotations": annotations, "labels": {}}, "spec": spec}, ""
+
+    def _status(self, isvc: dict[str, Any], deployment: dict[str, Any]) -> dict[str, Any]:
+        metadata = isvc["metadata"]
+        namespace, name = metadata.get("namespace") or "", metadata["name"]
+        pods = [p for p in self.store.list(self.pods, namespace, label_selector={ISVC_LABEL: name})
+                if not p["metadata"].get("deletionTimestamp")]
+        failure = (deployment["spec"]["template"]["metadata"].get("annotations") or {}).get(FAILURE_ANNOTATION)
+        serving = [p for p in pods if any(k.startswith(ENDPOINT_ANNOTATION)
+                                          for k in (p["metadata"].get("annotations") or {}))]
+        crashed = [p for p in pods if _crashed(p)]
+        if failure and crashed:
+            return _failure_status(isvc, "ModelLoadFailed", failure, "BlockedByFailedLoad", exit_code=1)
+        url = f"http://{name}-predictor.{namespace}.svc.cluster.local"
+        if serving:
+            states = {"activeModelState": "Loaded", "targetModelState": "Loaded"}
+            ready, reason, transition = True, "", "UpToDate"
+        else:
+            loading = any((condition(p, "Initialized") or {}).get("status") == "True" for p in pods)
+            states = {"activeModelState": "", "targetModelState": "Loading" if loading else "Pending"}
+            ready, reason, transition = False, "PredictorNotReady" if pods else "PredictorNotCreated", "InProgress"
+        conditions = list((isvc.get("status") or {}).get("conditions") or ())
+        for kind in ("IngressReady", "PredictorReady", "Ready"):
+            conditions = set_condition(conditions, _condition(kind, ready, reason))
+        status = {"observedGeneration": metadata.get("generation", 1), "conditions": conditions,
+                  "modelStatus": {"transitionStatus": transition, "states": states,
+                                  "copies": {"failedCopies": 0, "totalCopies": len(serving)}},
+                  "deploymentMode": "RawDeployment"}
+        if ready:
+            status.update({"url": url, "address": {"url": url},
+                           "components": {"predictor": {"url": url}}})
+        return status
+
+    def _set_status(self, isvc: dict[str, Any], status: dict[str, Any]) -> None:
+        if status == isvc.get("status"):
+            return
+        previous = (isvc.get("status") or {}).get("modelStatus", {}).get("states", {}).get("targetModelState")
+        self.store.update(self.isvcs, {**isvc, "status": status}, subresource="status")
+        target = status["modelStatus"]["states"]["targetModelState"]
+        if target != previous and target in ("Loaded", "FailedToLoad"):
+            failure = status["modelStatus"].get("lastFailureInfo") or {}
+            self.store.record_event(isvc, "InferenceServiceReady" if target == "Loaded" else "FailedToLoad",
+                                    failure.get("message") or "InferenceService is ready",
+                                    type="Normal" if target == "Loaded" else "Warning", source=SOURCE)
+
+
+def _crashed(pod: dict[str, Any]) -> bool:
+    for status in (pod.get("status") or {}).get("containerStatuses") or ():
+        state = status.get("state") or {}
+        if int(status.get("restartCount") or 0) > 0 or "terminated" in state or (
+                (state.get("waiting") or {}).get("reason") == "CrashLoopBackOff"):
+            return True
+    return (pod.get("status") or {}).get("phase") == "Failed"
+
+
+def _condition(kind: str, ready: bool, reason: str, message: str = "") -> dict[str, Any]:
+    cond = {"type": kind, "status": "True" if ready else "False", "lastTransitionTime": now_seconds()}
+    if not ready:
+        cond.update({"reason": reason, "message": message or reason})
+    return cond
+
+
+def _failure_status(isvc: dict[str, Any], reason: str, message: str, transition: str,
+                    exit_code: int | None = None) -> dict[str, Any]:
+    conditions = list((isvc.get("status") or {}).get("conditions") or ())
+    for kind in ("PredictorReady", "Ready"):
+        conditions = set_condition(conditions, _condition(kind, False, reason, message))
+    failure: dict[str, Any] = {"reason": reason, "message": message, "time": now_seconds()}
+    if exit_code is not None:
+        failure["exitCode"] = exit_code
+    previous = (((isvc.get("status") or {}).get("modelStatus") or {}).get("lastFailureInfo") or {})
+    if previous.get("reason") == reason and previous.get("message") == message:
+        failure["time"] = previous.get("time", failure["time"])  # unchanged failure: no new status write
+    return {"observedGeneration": isvc["metadata"].get("generation", 1), "conditions": conditions,
+            "modelStatus": {"transitionStatus": transition,
+                            "states": {"activeModelState": "", "targetModelState": "FailedToLoad"},
+                            "copies": {"failedCopies": 1 if exit_code is not None else 0, "totalCopies": 0},
+                            "lastFailureInfo": failure},
+            "deploymentMode": "RawDeployment"}
+

@@ -1,0 +1,251 @@
+"""KServe on the simulated cluster: TGIS ServingRuntime + RawDeployment InferenceService applied with kubectl, the
+predictor reached through kubectl port-forward and kubernetes.stream.portforward with our TGIS client."""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import shutil
+import socket
+import subprocess
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+import pytest
+from kubernetes import client
+from kubernetes.stream import portforward
+
+from pytest_topsail.tgis.client import TgisClient
+
+pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+WAIT = 30.0
+
+RUNTIME = """
+apiVersion: serving.kserve.io/v1alpha1
+kind: ServingRuntime
+metadata:
+  name: tgis-runtime
+spec:
+  multiModel: false
+  supportedModelFormats:
+  - {name: pytorch, autoSelect: true}
+  containers:
+  - name: kserve-container
+    image: quay.io/opendatahub/text-generation-inference:stable
+    command: [text-generation-launcher]
+    args: [--model-name=/mnt/models/, --port=3000, --grpc-port=8033]
+    env:
+    - {name: TRANSFORMERS_CACHE, value: /tmp/transformers_cache}
+    readinessProbe:
+      httpGet: {path: /health, port: 3000}
+    ports:
+    - {containerPort: 8033, name: h2c, protocol: TCP}
+"""
+
+ISVC = """
+apiVersion: serving.kserve.io/v1beta1
+kind: InferenceService
+metadata:
+  name: {name}
+  annotations:
+    serving.kserve.io/deploymentMode: RawDeployment
+{extra}
+spec:
+  predictor:
+    model:
+      modelFormat: {{name: pytorch}}
+      runtime: {runtime}
+      storageUri: {uri}
+      resources:
+        requests: {{nvidia.com/gpu: "1"}}
+        limits: {{nvidia.com/gpu: "1"}}
+"""
+
+
+def isvc(name: str, uri: str, runtime: str = "tgis-runtime", extra: str = "") -> str:
+    return ISVC.format(name=name, uri=uri, runtime=runtime, extra=extra)
+
+
+@pytest.fixture(scope="module")
+def sim(start_sim: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    profile = {"seed": 5, "node_pools": [{"name": "gpu", "count": 2, "gpu_profile": "a100"}]}
+    yield from start_sim(tmp_path_factory, "kserve-sim", profile=profile)
+
+
+@pytest.fixture(scope="module")
+def core(sim: Any) -> client.CoreV1Api:
+    return client.CoreV1Api(sim.api_client())
+
+
+@pytest.fixture(scope="module")
+def flan(sim: Any) -> str:
+    """A Ready RawDeployment InferenceService serving flan-t5-small; the name of its predictor pod."""
+    sim.kubectl("apply", "-f", "-", stdin=RUNTIME + "---" + isvc("flan", "s3://models/google/flan-t5-small"))
+    sim.kubectl("wait", "--for=condition=Ready", "isvc/flan", f"--timeout={WAIT:.0f}s")
+    return sim.kubectl("get", "pods", "-l", "serving.kserve.io/inferenceservice=flan", "-o",
+                       "jsonpath={.items[0].metadata.name}").stdout
+
+
+def _status(sim: Any, name: str) -> dict[str, Any]:
+    custom = client.CustomObjectsApi(sim.api_client())
+    return custom.get_namespaced_custom_object("serving.kserve.io", "v1beta1", "default", "inferenceservices",
+                                               name).get("status") or {}
+
+
+async def _tgis_calls(target: str) -> dict[str, Any]:
+    """What a user's smoke test does through a forwarded port: each RPC once, and one invalid request."""
+    async with TgisClient(target, model_id="flan-t5-small") as tgis:
+        generated = await tgis.generate(["Hello world"], {"stopping": {"minNewTokens": 10, "maxNewTokens": 10}})
+        streamed = [m async for m in tgis.generate_stream("Hello world", {"stopping": {"maxNewTokens": 4}})]
+        tokens = await tgis.tokenize(["Hello world"], return_tokens=True)
+        info = await tgis.model_info()
+        with pytest.raises(grpc.aio.AioRpcError) as invalid:
+            await tgis.generate(["x"], {"method": "SAMPLE", "sampling": {"topP": 2.0}})
+    return {"generated": generated.responses[0], "streamed": streamed, "tokens": list(tokens.responses[0].tokens),
+            "info": info, "invalid": invalid.value}
+
+
+def _check_calls(calls: dict[str, Any]) -> None:
+    assert calls["generated"].generated_token_count == 10 and calls["generated"].text
+    assert calls["streamed"][-1].generated_token_count == 4
+    assert "".join(m.text for m in calls["streamed"]).strip()
+    assert calls["tokens"] == ["▁Hello", "▁world"]
+    assert calls["info"].max_sequence_length > 0
+    assert calls["invalid"].code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert calls["invalid"].details() == "top_p must be > 0.0 and <= 1.0"
+
+
+def test_kserve_kinds_exist_on_a_fresh_simulator(sim: Any) -> None:
+    resources = sim.kubectl("api-resources", "--api-group=serving.kserve.io", "-o", "name").stdout.split()
+    assert resources == ["inferenceservices.serving.kserve.io", "servingruntimes.serving.kserve.io"]
+
+
+def test_ready_inferenceservice_status_and_predictor(sim: Any, core: client.CoreV1Api, flan: str) -> None:
+    status = _status(sim, "flan")
+    assert status["modelStatus"]["states"] == {"activeModelState": "Loaded", "targetModelState": "Loaded"}
+    assert status["url"] == "http://flan-predictor.default.svc.cluster.local"
+    assert {c["type"]: c["status"] for c in status["conditions"]} == {
+        "IngressReady": "True", "PredictorReady": "True", "Ready": "True"}
+    pod = core.read_namespaced_pod(flan, "default")
+    container = pod.spec.containers[0]
+    assert container.resources.limits["nvidia.com/gpu"] == "1"
+    assert pod.spec.init_containers[0].name == "storage-initializer"
+    assert core.read_namespaced_service("flan-predictor", "default").spec.ports[0].port == 8033
+    assert pod.metadata.annotations["sim.topsail.io/endpoint-8033"].startswith("127.0.0.1:")
+
+
+def test_kubectl_port_forward_to_the_predictor(sim: Any, flan: str) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        local = probe.getsockname()[1]
+    process = subprocess.Popen(["kubectl", "--kubeconfig", str(sim.kubeconfig_path), "port-forward", f"pod/{flan}",
+                                f"{local}:8033"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=lambda: [lines.put(line) for line in process.stdout or ()], daemon=True).start()
+        assert lines.get(timeout=WAIT).startswith(f"Forwarding from 127.0.0.1:{local}")
+        _check_calls(asyncio.run(asyncio.wait_for(_tgis_calls(f"127.0.0.1:{local}"), WAIT)))
+    finally:
+        process.terminate()
+        process.communicate(timeout=WAIT)
+
+
+class _Bridge:
+    """A local TCP port whose every connection is forwarded by `kubernetes.stream.portforward` to the pod's port."""
+
+    def __init__(self, core: client.CoreV1Api, pod: str, port: int) -> None:
+        self.core, self.pod, self.port = core, pod, port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(0.2)
+        self.address = f"127.0.0.1:{self.listener.getsockname()[1]}"
+        self.stopped = threading.Event()
+        self.acceptor = threading.Thread(target=self._accept, daemon=True)
+        self.acceptor.start()
+
+    def _accept(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                local, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            forward = portforward(self.core.connect_get_namespaced_pod_portforward, self.pod, "default",
+                                  ports=str(self.port))
+            remote = forward.socket(self.port)
+            for source, target in ((local, remote), (remote, local)):
+                threading.Thread(target=self._copy, args=(source, target), daemon=True).start()
+
+    def _copy(self, source: Any, target: Any) -> None:
+        try:
+            while data := source.recv(65536):
+                target.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, target):
+                sock.close()
+
+    def close(self) -> None:
+        self.stopped.set()
+        self.acceptor.join(WAIT)
+        self.listener.close()
+
+
+def test_official_client_portforward_to_the_predictor(core: client.CoreV1Api, flan: str) -> None:
+    bridge = _Bridge(core, flan, 8033)
+    try:
+        _check_calls(asyncio.run(asyncio.wait_for(_tgis_calls(bridge.address), WAIT)))
+    finally:
+        bridge.close()
+
+
+def test_model_that_does_not_fit_reports_failed_to_load(sim: Any, flan: str, wait_until: Any) -> None:
+    fast = ('    sim.topsail.io/initialize-delay-ms: "100"\n'
+            '    sim.topsail.io/duration-seconds: "0.5"')  # download and crash quickly
+    sim.kubectl("apply", "-f", "-", stdin=isvc("huge", "s3://models/meta-llama/Llama-2-70b-hf", extra=fast))
+    status = wait_until(lambda: (s := _status(sim, "huge")).get("modelStatus", {}).get("states", {}).get(
+        "targetModelState") == "FailedToLoad" and s, WAIT, "huge to report FailedToLoad")
+    failure = status["modelStatus"]["lastFailureInfo"]
+    assert failure["reason"] == "ModelLoadFailed"
+    assert "Llama-2-70b-hf (70B parameters, float16) needs" in failure["message"]
+    assert "more than one NVIDIA A100-SXM4-40GB GPU" in failure["message"]
+    assert {c["type"]: c["status"] for c in status["conditions"]}["Ready"] == "False"
+    waited = sim.kubectl("wait", "--for=condition=Ready", "isvc/huge", "--timeout=1s", check=False)
+    assert waited.returncode != 0
+
+
+def test_unknown_runtime_is_reported(sim: Any, flan: str, wait_until: Any) -> None:
+    sim.kubectl("apply", "-f", "-", stdin=isvc("orphan", "s3://models/gpt2", runtime="nope"))
+    status = wait_until(lambda: _status(sim, "orphan").get("modelStatus"), WAIT, "orphan's model status")
+    assert status["lastFailureInfo"]["reason"] == "RuntimeNotRecognized"
+    assert status["lastFailureInfo"]["message"] == "No ServingRuntimes or ClusterServingRuntimes with the name: nope"
+
+
+def test_plain_tgis_pod_serves_until_deleted(sim: Any, core: client.CoreV1Api, wait_until: Any) -> None:
+    core.create_namespaced_pod("default", {
+        "metadata": {"name": "tgis"},
+        "spec": {"containers": [{
+            "name": "server", "image": "quay.io/opendatahub/text-generation-inference:stable",
+            "env": [{"name": "MODEL_NAME", "value": "bigscience/bloom-560m"}, {"name": "MAX_NEW_TOKENS", "value": "77"},
+                    {"name": "GRPC_PORT", "value": "8033"}],
+            "resources": {"limits": {"nvidia.com/gpu": "1"}, "requests": {"nvidia.com/gpu": "1"}}}]}})
+    annotations = wait_until(lambda: (core.read_namespaced_pod("tgis", "default").metadata.annotations or {}).get(
+        "sim.topsail.io/endpoint-8033"), WAIT, "the plain TGIS pod's endpoint")
+
+    async def info() -> Any:
+        async with TgisClient(annotations, model_id="bigscience/bloom-560m") as tgis:
+            return await tgis.model_info(timeout=5)
+
+    assert asyncio.run(info()).max_new_tokens == 77  # from the pod's env
+    core.delete_namespaced_pod("tgis", "default", grace_period_seconds=0)
+    host, port = annotations.rsplit(":", 1)
+
+    def refused() -> bool:
+        try:
+            socket.create_connection((host, int(port)), timeout=1).close()
+        except ConnectionRefusedError:
+            return True
+        return False
+
+    wait_until(refused, WAIT, "the model server of the deleted pod to stop")
