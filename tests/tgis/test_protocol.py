@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import struct
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -92,12 +93,23 @@ def f32(raw: object) -> float:
 
 
 def test_checked_in_stubs_match_the_proto(tmp_path: Path) -> None:
+    """Byte for byte with the grpcio-tools that made them; with another version, the same serialized descriptor."""
     pytest.importorskip("grpc_tools")
     here = Path(protogen.__file__).parent
+    same_tools = f"GRPC_GENERATED_VERSION = '{version('grpcio-tools')}'" in (
+        here / "generation_pb2_grpc.py").read_text()
     for generated in protogen.generate(tmp_path):
         checked_in = here / generated.name
-        assert checked_in.read_text() == generated.read_text(), (
-            f"{checked_in.name} is stale: run python -m pytest_topsail.tgis.protogen")
+        if same_tools:
+            assert checked_in.read_text() == generated.read_text(), (
+                f"{checked_in.name} is stale: run python -m pytest_topsail.tgis.protogen")
+        elif generated.name == "generation_pb2.py":
+            assert descriptor_line(checked_in) == descriptor_line(generated), (
+                f"{checked_in.name} is stale: run python -m pytest_topsail.tgis.protogen")
+
+
+def descriptor_line(path: Path) -> str:
+    return next(line for line in path.read_text().splitlines() if "AddSerializedFile" in line)
 
 
 def test_generation_request_encodes_with_reference_field_numbers() -> None:
