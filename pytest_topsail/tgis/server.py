@@ -9,8 +9,9 @@ As a child process:
     python -m pytest_topsail.tgis.server --model NAME [--config-json JSON] [--gpu-profile a100] [--port 8033]
         [--http-port PORT] [--zero-latency] [--diverge] [--prefix ID=TEXT ...]
 which prints `TGIS reference server listening on HOST:PORT` once it serves (after `OpenAI-compatible HTTP listening
-on HOST:PORT` with --http-port) (port 0 picks a free one) and stops on
-SIGTERM/SIGINT. TOPSAIL_TGIS_DIVERGE=1 in its environment is the same as --diverge.
+on HOST:PORT` with --http-port) (port 0 picks a free one) and stops on SIGTERM/SIGINT.
+Environment (also read from a simulated pod's env by the simulator, see `environment_settings`):
+TOPSAIL_TGIS_DIVERGE=1 is --diverge; TOPSAIL_TGIS_PREFIXES='{"id": "text"}' adds known prefix ids.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +42,7 @@ from pytest_topsail.tgis.validation import InvalidRequest, ResponseFlags, check_
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["GenerationService"].full_name
 DIVERGE_ENV = "TOPSAIL_TGIS_DIVERGE"
+PREFIXES_ENV = "TOPSAIL_TGIS_PREFIXES"
 
 
 @dataclass(frozen=True)
@@ -259,6 +261,23 @@ class ServerThread:
             self.loop.close()
 
 
+def environment_settings(env: Mapping[str, str]) -> dict[str, Any]:
+    """ServerSettings fields a server's (or a simulated pod's) environment asks for: TOPSAIL_TGIS_DIVERGE=1 (diverge)
+    and TOPSAIL_TGIS_PREFIXES='{"id": "prefix text"}' (known prefix/adapter ids). ValueError naming a bad value."""
+    settings: dict[str, Any] = {}
+    if env.get(DIVERGE_ENV, "").strip().lower() not in ("", "0", "false", "no"):
+        settings["diverge"] = True
+    if env.get(PREFIXES_ENV, "").strip():
+        try:
+            prefixes = json.loads(env[PREFIXES_ENV])
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{PREFIXES_ENV} is not JSON: {error}") from None
+        if not isinstance(prefixes, dict) or not all(isinstance(v, str) for v in prefixes.values()):
+            raise ValueError(f'{PREFIXES_ENV} must be a JSON object of id -> prefix text, e.g. {{"p1": "Answer:"}}')
+        settings["prefixes"] = prefixes
+    return settings
+
+
 def parse_args(argv: Sequence[str] | None) -> ServerSettings:
     parser = argparse.ArgumentParser(prog="python -m pytest_topsail.tgis.server",
                                      description="The reference TGIS server (deterministic toy model).")
@@ -287,10 +306,14 @@ def parse_args(argv: Sequence[str] | None) -> ServerSettings:
         config = load_model_config(config_data, "--config-json")
     except TopsailError as error:
         parser.error(str(error))
-    diverge = args.diverge or os.environ.get(DIVERGE_ENV, "") not in ("", "0", "false")
+    try:
+        from_env = environment_settings(os.environ)
+    except ValueError as error:
+        parser.error(str(error))
     return ServerSettings(model_name=args.model, config=config, gpu_profile=args.gpu_profile, host=args.host,
-                          port=args.port, http_port=args.http_port, zero_latency=args.zero_latency, diverge=diverge,
-                          prefixes=prefixes)
+                          port=args.port, http_port=args.http_port, zero_latency=args.zero_latency,
+                          diverge=args.diverge or from_env.get("diverge", False),
+                          prefixes={**from_env.get("prefixes", {}), **prefixes})
 
 
 async def serve_until_signalled(settings: ServerSettings) -> None:

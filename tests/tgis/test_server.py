@@ -339,3 +339,18 @@ def test_command_line_rejects_a_bad_config() -> None:
     assert ("--config-json: invalid TGIS model config: model config tgis_native|f16|pt2c: pt2_compile requires "
             "deployment_framework hf_transformers") in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_environment_switches() -> None:
+    from pytest_topsail.tgis.server import environment_settings
+
+    assert environment_settings({}) == {}
+    assert environment_settings({"TOPSAIL_TGIS_DIVERGE": "0"}) == {}
+    assert environment_settings({"TOPSAIL_TGIS_DIVERGE": "1", "TOPSAIL_TGIS_PREFIXES": '{"p": "Answer:"}'}) == {
+        "diverge": True, "prefixes": {"p": "Answer:"}}
+    with pytest.raises(ValueError, match="TOPSAIL_TGIS_PREFIXES must be a JSON object of id -> prefix text"):
+        environment_settings({"TOPSAIL_TGIS_PREFIXES": '["p"]'})
+    env = {**os.environ, "TOPSAIL_TGIS_PREFIXES": "{oops"}
+    result = subprocess.run([sys.executable, "-m", "pytest_topsail.tgis.server", "--model", MODEL],
+                            capture_output=True, text=True, timeout=60, env=env)
+    assert result.returncode == 2 and "TOPSAIL_TGIS_PREFIXES is not JSON" in result.stderr
