@@ -11,6 +11,7 @@ import contextvars
 import datetime
 import os
 import re
+import tempfile
 import threading
 import traceback
 import uuid
@@ -106,9 +107,11 @@ def write_failure(directory: Path, exc: BaseException) -> Path:
 
 
 def append_failure(directory: Path, text: str) -> Path:
+    from pytest_topsail.redact import redact_text
+
     path = Path(directory) / FAILURE_FILE
     with path.open("a", encoding="utf-8") as out:
-        out.write(text)
+        out.write(redact_text(text))
     return path
 
 
@@ -151,6 +154,11 @@ def check_creatable(path: Path, what: str) -> None:
         raise TopsailError(f"{what} {path}: {existing} exists and is not a directory")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise TopsailError(f"{what} {path}: {existing} is not writable")
+    try:  # os.access says yes for root everywhere, and /proc or a read-only mount refuse anyway: try it
+        probe = tempfile.mkdtemp(prefix=".topsail-probe-", dir=existing)
+    except OSError as exc:
+        raise TopsailError(f"{what} {path}: cannot create a directory in {existing}: {exc.strerror}") from None
+    os.rmdir(probe)
 
 
 def artifacts_root(pytest_config: object) -> Path:

@@ -82,8 +82,8 @@ def load_cases(globs: Iterable[str], rootdir: Path, source: str = "cases", cache
     for path in resolve_case_files(globs, rootdir, source):
         shown = _shown_path(path, rootdir)
         entries = load_yaml(path, shown, cache_dir)
-        if entries is None:
-            entries = []
+        if entries is None or entries == []:
+            raise TopsailError(f"{shown}: the case file holds no case (expected a YAML list of mappings with a 'name')")
         if not isinstance(entries, list):
             raise TopsailError(f"{shown}: a case file must be a YAML list of mappings, got {type(entries).__name__}")
         for index, entry in enumerate(entries):
@@ -126,6 +126,7 @@ def expand_case(entry: Any, source: str) -> list[Case]:
     if group is not None and not isinstance(group, str):
         raise TopsailError(f"{where}: xdist_group must be a string")
     base = {key: value for key, value in entry.items() if key not in RESERVED_CASE_KEYS}
+    _check_raw_lists(raw_lists, base, entry.get("extra_settings"), where)
     if entry.get("extra_settings") is None and entry.get("skip_if") is None and not _has_list(base):
         return [Case(name=name, id=name, settings=base, source=source, marks=marks, xdist_group=group)]
     declared = _product(base, raw_lists, entry.get("extra_settings"), where)
@@ -135,6 +136,19 @@ def expand_case(entry: Any, source: str) -> list[Case]:
     return [Case(name=name, id=case_id(name, settings, varying), settings=settings, source=source,
                  marks=marks, xdist_group=group, varying=tuple(varying))
             for settings in combos]
+
+
+def _check_raw_lists(raw_lists: list[str], base: Mapping[str, Any], extra_settings: Any, where: str) -> None:
+    """Each ``raw_lists`` entry names a setting (its dotted path or its key), else it would be silently ignored."""
+    if not raw_lists:
+        return
+    trees = [base, *(alt for alt in extra_settings or [] if isinstance(alt, Mapping))]
+    known = {path for tree in trees for path in _leaf_keys(tree, "")}
+    known |= {path.rsplit(".", 1)[-1] for path in known}
+    for name in raw_lists:
+        if name not in known:
+            raise TopsailError(f"{where}: raw_lists names {name!r}, which is not a setting of the case; settings are: "
+                               f"{', '.join(sorted(known)) or 'none'}")
 
 
 def _string_list(value: Any, key: str, where: str) -> list[str]:

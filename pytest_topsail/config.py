@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextvars
 import copy
 import difflib
-import re
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -60,7 +59,7 @@ def load_yaml(path: Path, shown: str | None = None, cache_dir: Path | None = Non
     return document
 
 
-_CACHE_FORMAT = "topsail-yaml-1"
+_CACHE_FORMAT = "topsail-yaml-2"  # 2: duplicate keys are errors
 
 
 def _cache_entry(cache_dir: Path, path: Path, raw: bytes) -> tuple[Path, str]:
@@ -109,8 +108,10 @@ _MERGE_TAG = "tag:yaml.org,2002:merge"
 def parse_yaml(text: str) -> Any:
     """``yaml.safe_load`` (C parser when available), with plain strings, lists and mappings built directly.
 
-    Case files hold thousands of small mappings; PyYAML's generic constructor costs as much as parsing them. Anything
-    else (numbers, dates, merge keys, anchors to non-trivial nodes) goes through the safe constructor unchanged.
+    A key given twice in one mapping is an error (PyYAML keeps the last one silently: a second top-level ``tests:``
+    would wipe the first). Case files hold thousands of small mappings; PyYAML's generic constructor costs as much as
+    parsing them. Anything else (numbers, dates, merge keys, anchors to non-trivial nodes) goes through the safe
+    constructor unchanged.
     """
     import yaml
 
@@ -138,10 +139,38 @@ def _build(loader: Any, node: Any, built: dict[int, Any]) -> Any:
             and all(isinstance(key, ScalarNode) and key.tag != _MERGE_TAG for key, _ in node.value)):
         mapping: dict[Any, Any] = {}
         built[id(node)] = mapping
-        for key, value in node.value:
-            mapping[_build(loader, key, built)] = _build(loader, value, built)
+        first_seen: dict[Any, Any] = {}
+        for key_node, value in node.value:
+            key = _build(loader, key_node, built)
+            if key in first_seen:
+                raise _duplicate_key(key, first_seen[key], key_node)
+            first_seen[key] = key_node
+            mapping[key] = _build(loader, value, built)
         return mapping
+    if isinstance(node, MappingNode):
+        _check_unique_keys(node)
     return loader.construct_object(node, deep=True)
+
+
+def _check_unique_keys(node: Any) -> None:
+    """Duplicate scalar keys of a mapping handed to PyYAML's constructor (merge keys ``<<`` may repeat)."""
+    from yaml.nodes import ScalarNode
+
+    first_seen: dict[tuple[str, str], Any] = {}
+    for key_node, _ in node.value:
+        if not isinstance(key_node, ScalarNode) or key_node.tag == _MERGE_TAG:
+            continue
+        identity = (key_node.tag, key_node.value)
+        if identity in first_seen:
+            raise _duplicate_key(key_node.value, first_seen[identity], key_node)
+        first_seen[identity] = key_node
+
+
+def _duplicate_key(key: Any, first: Any, again: Any) -> Exception:
+    from yaml.constructor import ConstructorError
+
+    return ConstructorError(None, None, f"duplicate key {key!r} (first given at line {first.start_mark.line + 1})",
+                            again.start_mark)
 
 
 def _describe_yaml_error(exc: Exception) -> str:
@@ -236,7 +265,7 @@ class Config:
                     return default
                 raise TopsailError(self._unknown_key_message(key))
             node = node[part]
-        return self._resolve(node, [key])
+        return self._resolve(node, key)
 
     def set(self, key: str, value: Any) -> None:
         """Replace the value of an existing key. New keys and changes while frozen are refused."""
@@ -251,7 +280,7 @@ class Config:
     def as_dict(self, resolve: bool = True) -> dict[str, Any]:
         """A deep copy of the document (references resolved unless ``resolve=False``)."""
         if resolve:
-            return self._resolve(self._data, ["<root>"])
+            return self._resolve(self._data, "")
         return copy.deepcopy(self._data)
 
     def keys(self) -> list[str]:
@@ -284,41 +313,24 @@ class Config:
         hint = f"; closest existing keys: {', '.join(close)}" if close else ""
         return f"{self.source}: unknown configuration key {key!r}{hint}"
 
-    def _resolve(self, value: Any, chain: list[str]) -> Any:
+    def _resolve(self, value: Any, here: str, chain: tuple[str, ...] = ()) -> Any:
+        """``value`` (found at dotted key ``here``) with references resolved; ``chain``: the references followed."""
         if isinstance(value, str) and value.startswith(REFERENCE_PREFIX) and len(value) > 1:
             target = value[len(REFERENCE_PREFIX):]
-            if target in chain:
-                raise TopsailError(f"{self.source}: reference cycle: {' -> '.join([*chain, target])}")
+            if target == here or target in chain:
+                raise TopsailError(f"{self.source}: reference cycle: {' -> '.join([*chain, here, target])}")
             node: Any = self._data
-            for part in split_key(target):
+            for part in target.split("."):
                 if not isinstance(node, Mapping) or part not in node:
-                    raise TopsailError(f"{self.source}: {chain[-1]!r} refers to unknown key {target!r}")
+                    raise TopsailError(f"{self.source}: {here!r} refers to unknown key {target!r}")
                 node = node[part]
-            return self._resolve(node, [*chain, target])
+            return self._resolve(node, target, (*chain, here))
         if isinstance(value, Mapping):
-            return {name: self._resolve(item, chain) for name, item in value.items()}
+            return {name: self._resolve(item, f"{here}.{name}" if here else str(name), chain)
+                    for name, item in value.items()}
         if isinstance(value, list):
-            return [self._resolve(item, chain) for item in value]
+            return [self._resolve(item, f"{here}[{index}]", chain) for index, item in enumerate(value)]
         return value
-
-
-# Keys whose string values never leave the process (artifacts, --topsail-show-config): "password", "api_key",
-# "bearer_token", ...; not "max_new_tokens" or "password_env" (the name of a variable, not its value).
-_SECRET_KEY = re.compile(r"(^|[_-])(password|passwd|secret|token|api[_-]?key|credentials?|private[_-]?key)$", re.I)
-REDACTED = "<redacted>"
-
-
-def redact_secrets(data: Any) -> Any:
-    """A copy of ``data`` with the non-empty string values of secret-looking keys replaced by ``<redacted>``."""
-    if isinstance(data, Mapping):
-        return {key: REDACTED if _is_secret(key, value) else redact_secrets(value) for key, value in data.items()}
-    if isinstance(data, list):
-        return [redact_secrets(item) for item in data]
-    return data
-
-
-def _is_secret(key: Any, value: Any) -> bool:
-    return isinstance(key, str) and isinstance(value, str) and bool(value) and bool(_SECRET_KEY.search(key))
 
 
 def current_config() -> Config | None:
@@ -368,8 +380,8 @@ def _apply_preset(data: dict[str, Any], presets: Mapping[str, Any], name: str, s
         known = ", ".join(preset_names(presets)) or "none"
         raise TopsailError(f"{source}: unknown preset {name!r}{where}; presets defined: {known}")
     body = presets[name]
-    if body is None:
-        body = {}
+    if body is None or body == {}:
+        raise TopsailError(f"{source}: preset {name!r} is empty (it sets no key and extends no preset)")
     if not isinstance(body, Mapping):
         raise TopsailError(f"{source}: preset {name!r} must be a mapping of keys to values, got {type(body).__name__}")
     for key, value in body.items():
@@ -403,7 +415,8 @@ def parse_var(text: str) -> tuple[str, Any]:
         raise TopsailError(f"--var {text!r}: expected KEY=VALUE, e.g. --var tests.scale.jobs=100")
     split_key(key)
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        # "@other.key" (a reference) cannot start a plain YAML scalar: taken as the string it is
+        value = raw.strip() if raw.strip().startswith(REFERENCE_PREFIX) else parse_yaml(raw) if raw.strip() else ""
     except yaml.YAMLError as exc:
         raise TopsailError(f"--var {text!r}: VALUE is not valid YAML: {_describe_yaml_error(exc)}") from None
     return key, value

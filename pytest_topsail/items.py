@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from pytest_topsail.cases import Case
+from pytest_topsail.redact import redact
 
 ITEM_RECORD_KEY = pytest.StashKey[dict[str, Any]]()
 ITEM_DIR_KEY = pytest.StashKey[Path]()
@@ -37,7 +38,7 @@ def new_record(item: pytest.Item, suite: str, artifact_dir: Path | None) -> dict
         "nodeid": item.nodeid,
         "test_id": item.name,
         "artifact_dir": str(artifact_dir) if artifact_dir is not None else None,
-        "case": {"name": case.name, "id": case.id, "settings": _json_safe(case.settings)} if case else None,
+        "case": {"name": case.name, "id": case.id, "settings": redact(_json_safe(case.settings))} if case else None,
         "outcome": "passed",
         "start": time.time(),
         "end": None,
@@ -65,7 +66,7 @@ def finish_record(item: pytest.Item, record: dict[str, Any]) -> None:
     record["end"] = time.time()
     for labels in item.config.hook.pytest_topsail_labels(item=item):
         if labels:
-            record["labels"].update(labels)
+            record["labels"].update(redact(labels))
     if record["artifact_dir"]:
         write_item_files(Path(record["artifact_dir"]), record)
 

@@ -29,6 +29,7 @@ from typing import Any
 import pydantic
 
 from pytest_topsail.errors import TopsailError
+from pytest_topsail.redact import redact
 
 KPI_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 LABEL_SCALARS = (str, int, float, bool, type(None))
@@ -184,7 +185,7 @@ class KpiRecorder:
             **flatten_labels(extra or {}),
         }
         where = str(self.suite_kpis.path or self.item_record.get("suite", "suite"))
-        return validate_labels(merged, self.suite_kpis.labels_model, where)
+        return validate_labels(redact(merged), self.suite_kpis.labels_model, where)
 
     def record(
         self, name: str, value: float, *, unit: str | None = None, help: str | None = None,

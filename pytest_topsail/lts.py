@@ -6,12 +6,12 @@ otherwise the payload is checked leniently so that investigations can still read
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import pydantic
 
 from pytest_topsail.errors import TopsailError
+from pytest_topsail.redact import redact
 
 LTS_SCHEMA_VERSION = "1.0"
 
@@ -53,27 +53,6 @@ class LtsPayload(pydantic.BaseModel):
 
 
 KPI_FIELDS = set(LtsKpi.model_fields)
-SECRET_WORDS = {"password", "passwd", "pass", "secret", "token", "apikey", "credential", "credentials", "auth",
-                "authorization", "bearer"}
-REDACTED = "<redacted>"
-
-
-def is_secret_key(key: str) -> bool:
-    """``password``, ``auth_token``, ``api_key``, ``secret_file``...; not ``max_tokens`` or ``author``."""
-    words = re.split(r"[^a-z0-9]+", re.sub(r"([a-z])([A-Z])", r"\1_\2", key).lower())
-    return bool(SECRET_WORDS & set(words)) or "apikey" in "".join(words)
-
-
-def redact_secrets(value: Any) -> Any:
-    """A copy of a configuration document with the values of secret-looking keys replaced."""
-    if isinstance(value, dict):
-        return {k: REDACTED if is_secret_key(str(k)) and v not in (None, "") else redact_secrets(v)
-                for k, v in value.items()}
-    if isinstance(value, list):
-        return [redact_secrets(v) for v in value]
-    return value
-
-
 def build_payload(record: dict[str, Any], *, presets: list[str], config: dict[str, Any],
                   results: dict[str, Any] | None = None, strict: bool = False) -> dict[str, Any]:
     """The LTS payload of an item record (secrets in ``config`` redacted); ``strict`` validates it."""
@@ -83,8 +62,8 @@ def build_payload(record: dict[str, Any], *, presets: list[str], config: dict[st
         "metadata": {
             "suite": record["suite"], "nodeid": record["nodeid"], "test_uuid": test_uuid,
             "start": record.get("start"), "end": record.get("end"),
-            "settings": (record.get("case") or {}).get("settings") or {},
-            "presets": list(presets), "config": redact_secrets(config),
+            "settings": redact((record.get("case") or {}).get("settings") or {}),
+            "presets": list(presets), "config": redact(config),
             "exit_code": 1 if record.get("outcome") == "failed" else 0,
             "lts_schema_version": LTS_SCHEMA_VERSION,
         },

@@ -17,9 +17,10 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+import pydantic
 
 from pytest_topsail.errors import TopsailError
 
@@ -40,32 +41,36 @@ class RegressionSettings:
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any] | None, where: str = "regression") -> RegressionSettings:
+        """Validated by type (``"false"`` is no boolean, a string is no list of keys); errors name ``where.key``."""
         if values is not None and not isinstance(values, Mapping):
             raise TopsailError(f"{where}: must be a mapping, not {type(values).__name__}")
-        values = dict(values or {})
-        known = {f for f in cls.__dataclass_fields__}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise TopsailError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
         try:
-            settings = cls(
-                comparison_keys=tuple(str(k) for k in values.get("comparison_keys") or ()),
-                ignored_keys=tuple(str(k) for k in values.get("ignored_keys") or ()),
-                fail_on_regression=bool(values.get("fail_on_regression", False)),
-                window_len=int(values.get("window_len", 50)),
-                max_pvalue=float(values.get("max_pvalue", 0.001)),
-                min_magnitude=float(values.get("min_magnitude", 0.0)),
-                min_history=int(values.get("min_history", 5)),
-                short_history_threshold=float(values.get("short_history_threshold", 10.0)),
-                engine=str(values.get("engine", "auto")),
-            )
-        except (TypeError, ValueError) as error:
-            raise TopsailError(f"{where}: {error}") from None
-        if settings.window_len < 2:
-            raise TopsailError(f"{where}.window_len: must be at least 2")
-        if settings.engine not in ("auto", "builtin", "otava"):
-            raise TopsailError(f"{where}.engine: {settings.engine!r} is not one of auto, builtin, otava")
-        return settings
+            checked = _RegressionInput.model_validate(dict(values or {}))
+        except pydantic.ValidationError as error:
+            problems = "; ".join(f"{where}.{'.'.join(map(str, e['loc']))}: {e['msg']}, got {e['input']!r}"
+                                 if e["type"] != "extra_forbidden" else
+                                 f"{where}: unknown key {'.'.join(map(str, e['loc']))!r}; known: "
+                                 f"{', '.join(sorted(_RegressionInput.model_fields))}"
+                                 for e in error.errors())
+            raise TopsailError(problems) from None
+        return cls(**{**checked.model_dump(), "comparison_keys": tuple(checked.comparison_keys),
+                      "ignored_keys": tuple(checked.ignored_keys)})
+
+
+class _RegressionInput(pydantic.BaseModel):
+    """The ``regression:`` section as written by the user, checked strictly by type."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", strict=True)
+
+    comparison_keys: list[str] = []
+    ignored_keys: list[str] = []
+    fail_on_regression: bool = False
+    window_len: int = pydantic.Field(50, ge=2)
+    max_pvalue: float = pydantic.Field(0.001, gt=0, le=1)
+    min_magnitude: float = pydantic.Field(0.0, ge=0)
+    min_history: int = pydantic.Field(5, ge=1)
+    short_history_threshold: float = pydantic.Field(10.0, ge=0)
+    engine: Literal["auto", "builtin", "otava"] = "auto"
 
 
 # ---------------------------------------------------------------- statistics

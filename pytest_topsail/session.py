@@ -76,9 +76,9 @@ def _cases_comment(suite: Suite, shown: int = 20) -> str:
 
 def effective_document(suite: Suite) -> dict[str, Any]:
     """The effective configuration as shown and written to the artifacts: secret-looking values redacted."""
-    from pytest_topsail.config import redact_secrets
+    from pytest_topsail.redact import redact
 
-    return {**redact_secrets(suite.config.as_dict()), "presets_applied": list(suite.presets_applied)}
+    return {**redact(suite.config.as_dict()), "presets_applied": list(suite.presets_applied)}
 
 
 def configure(config: pytest.Config) -> None:
@@ -198,6 +198,8 @@ def after_report(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.
     record = item.stash.get(ITEM_RECORD_KEY, None)
     if record is None:
         return
+    if report.failed:
+        _redact_longrepr(report)
     record_phase(record, report)
     try:
         if report.failed and record["artifact_dir"]:
@@ -210,6 +212,16 @@ def after_report(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.
         item.warn(pytest.PytestWarning(f"topsail: cannot write the item files of {item.nodeid}: {exc}"))
     if call.when == "teardown":
         report.topsail = record  # type: ignore[attr-defined]
+
+
+def _redact_longrepr(report: pytest.TestReport) -> None:
+    """A failure message of a suite item may quote its settings: the terminal, junit and FAILURE get it redacted."""
+    from pytest_topsail.redact import redact_text
+
+    text = report.longreprtext
+    redacted = redact_text(text)
+    if redacted != text:
+        report.longrepr = redacted
 
 
 def terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

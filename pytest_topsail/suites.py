@@ -32,6 +32,7 @@ from pytest_topsail.errors import TopsailError
 
 CONFIG_FILE = "config.yaml"
 CASES_KEY = "cases"
+REGRESSION_KEY = "regression"
 
 
 @dataclass
@@ -56,7 +57,12 @@ class Suite:
         globs = self.config.get(CASES_KEY, None)
         if globs is None:
             return None
-        return [globs] if isinstance(globs, str) else list(globs)
+        if isinstance(globs, str):
+            return [globs]
+        if not isinstance(globs, list) or not globs or not all(isinstance(glob, str) and glob for glob in globs):
+            raise TopsailError(f"{self.config.source}: {CASES_KEY}: expected a case file path or glob, or a non-empty "
+                               f"list of them, got {globs!r}")
+        return list(globs)
 
     @functools.cached_property
     def cases(self) -> list[Case]:
@@ -83,9 +89,15 @@ class Suite:
         return self.path / TEMPLATE_FILE
 
     def validate(self) -> None:
-        """Load the cases and render ``command_args.yaml.j2`` now: bad input is reported before any test runs."""
+        """Resolve every ``@reference``, check the regression settings, load the cases and render
+        ``command_args.yaml.j2`` now: bad input is reported before any test runs."""
         from pytest_topsail.templates import render_command_args
 
+        self.config.as_dict()  # unknown references and reference cycles
+        if REGRESSION_KEY in self.config:
+            from pytest_topsail.regression import RegressionSettings
+
+            RegressionSettings.from_mapping(self.config.get(REGRESSION_KEY), where=f"{self.config.source}: regression")
         self.cases  # noqa: B018 - loads, expands and checks the case files (cached)
         if self.template_file.is_file():
             render_command_args(self.template_file, self.config, shown=self._shown(self.template_file), check_only=True)
@@ -166,7 +178,10 @@ def _requested_presets(values: list[str]) -> list[str]:
     for value in values:
         for name in value.split(","):
             name = name.strip()
-            if name and name not in names:
+            if not name:
+                raise TopsailError(f"--preset {value!r}: empty preset name (give names like --preset smoke or "
+                                   "--preset smoke,dgx)")
+            if name not in names:
                 names.append(name)
     return names
 
@@ -218,7 +233,8 @@ def _build_suite(name: str, path: Path, state: TopsailState) -> Suite:
         shown = str(config_file)
     document = load_yaml(config_file, shown)
     if document is None:
-        document = {}
+        raise TopsailError(f"{shown}: the configuration is empty (a suite's config.yaml holds at least its "
+                           f"'{CASES_KEY}:' and settings)")
     if not isinstance(document, dict):
         raise TopsailError(f"{shown}: the configuration must be a YAML mapping, got {type(document).__name__}")
     presets = document.pop(PRESETS_KEY, None) or {}

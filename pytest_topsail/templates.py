@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pytest_topsail.config import Config
+from pytest_topsail.config import Config, parse_yaml
 from pytest_topsail.errors import TopsailError
 
 SET_AT_RUNTIME = "SET_AT_RUNTIME"
@@ -100,7 +100,7 @@ def render_command_args(path: Path, config: Config, shown: str | None = None,
     shown = shown or str(path)
     text = render_template(path, config.as_dict(), shown, check_only)
     try:
-        document = yaml.safe_load(text)
+        document = parse_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (rendered line {mark.line + 1})" if mark is not None else ""

@@ -14,8 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from pytest_topsail.config import load_yaml
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.history import export_jsonl, import_jsonl, open_history
 
@@ -38,10 +37,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def opensearch_settings(path: Path | None) -> dict[str, Any]:
     if path is None:
         return {}
-    try:
-        values = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as error:
-        raise TopsailError(f"{path}: cannot be read ({type(error).__name__})") from None
+    values = load_yaml(path) or {}
     if not isinstance(values, dict):
         raise TopsailError(f"{path}: must be a mapping of OpenSearch settings")
     return values

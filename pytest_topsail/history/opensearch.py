@@ -21,6 +21,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import yaml
 
+from pytest_topsail.config import parse_yaml
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.history import check_record
 
@@ -69,8 +70,8 @@ class OpenSearchSettings:
         if secret_file:
             path = Path(secret_file)
             try:
-                secret = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-            except (OSError, yaml.YAMLError) as error:
+                secret = parse_yaml(path.read_text(encoding="utf-8")) or {}
+            except (OSError, ValueError, yaml.YAMLError) as error:
                 raise TopsailError(f"OpenSearch secret file {path}: cannot be read: {type(error).__name__}") from None
             if not isinstance(secret, dict):
                 raise TopsailError(f"OpenSearch secret file {path}: must be a mapping (url, username, password)")

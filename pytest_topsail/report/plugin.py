@@ -240,11 +240,12 @@ class ReportSession:
         if not record.get("artifact_dir") or not Path(record["artifact_dir"]).is_dir():
             return
         directory = Path(record["artifact_dir"])
-        (directory / "item.json").write_text(json.dumps(record, indent=2, sort_keys=True, default=str),
-                                             encoding="utf-8")
+        if not self.write_output(directory / "item.json", json.dumps(record, indent=2, sort_keys=True, default=str)):
+            return
         if not record.get("kpis"):
             return
-        (directory / "kpis.json").write_text(json.dumps(record["kpis"], indent=2, sort_keys=True), encoding="utf-8")
+        if not self.write_output(directory / "kpis.json", json.dumps(record["kpis"], indent=2, sort_keys=True)):
+            return
         config = self.suite_config(record["suite"])
         try:
             payload = build_payload(
@@ -253,8 +254,7 @@ class ReportSession:
         except TopsailError as error:
             self.errors.append(str(error))
             return
-        (directory / "lts.json").write_text(json.dumps(payload, indent=2, sort_keys=True, default=str),
-                                            encoding="utf-8")
+        self.write_output(directory / "lts.json", json.dumps(payload, indent=2, sort_keys=True, default=str))
 
     def _presets(self, suite: str) -> list[str]:
         from pytest_topsail.suites import load_suite
@@ -349,14 +349,11 @@ class ReportSession:
         self.store_history()
         self.summary = summarize(self.verdicts, total_points=len(kpis))
         root = Path(replot) if replot else self.artifacts_root()
-        root.mkdir(parents=True, exist_ok=True)
-        (root / "kpis.prom").write_text(render(kpis), encoding="utf-8")
-        (root / "regression_summary.yaml").write_text(yaml.safe_dump(self.summary, sort_keys=False),
-                                                      encoding="utf-8")
-        (root / "verdicts.json").write_text(json.dumps([v.as_dict() for v in self.verdicts], indent=1),
-                                            encoding="utf-8")
-        self.outputs["KPIs"] = str(root / "kpis.prom")
-        self.outputs["regression summary"] = str(root / "regression_summary.yaml")
+        if self.write_output(root / "kpis.prom", render(kpis)):
+            self.outputs["KPIs"] = str(root / "kpis.prom")
+        if self.write_output(root / "regression_summary.yaml", yaml.safe_dump(self.summary, sort_keys=False)):
+            self.outputs["regression summary"] = str(root / "regression_summary.yaml")
+        self.write_output(root / "verdicts.json", json.dumps([v.as_dict() for v in self.verdicts], indent=1))
         self.write_report(root)
         for verdict in self.verdicts:
             if verdict.status == "regression" and self.suite_history(verdict.suite).settings.fail_on_regression:
@@ -365,6 +362,16 @@ class ReportSession:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         elif replot and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
             session.exitstatus = pytest.ExitCode.OK
+
+    def write_output(self, path: Path, text: str) -> bool:
+        """Write one output file; a failure is one error line (the session fails), the other outputs still come."""
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        except OSError as error:
+            self.errors.append(f"{path}: cannot be written ({error.strerror or error})")
+            return False
+        return True
 
     def store_history(self) -> None:
         by_store: dict[tuple[str, str], list[dict[str, Any]]] = {}

@@ -35,16 +35,36 @@ def _read_json(path: Path, problems: list[str]) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         problems.append(f"{path}: missing")
-    except (OSError, json.JSONDecodeError) as error:
+    except (OSError, ValueError) as error:  # ValueError: not JSON, or not UTF-8 text (a binary file)
         problems.append(f"{path}: unreadable ({type(error).__name__}: {error})")
     return None
 
 
+def _is_record(record: Any) -> bool:
+    """The shape the report relies on: suite and nodeid strings, KPIs a list of mappings with a name and a value."""
+    if not isinstance(record, dict) or not isinstance(record.get("nodeid"), str):
+        return False
+    if not isinstance(record.get("suite"), str):
+        return False
+    kpis = record.get("kpis") or []
+    return isinstance(kpis, list) and all(_is_kpi(kpi) for kpi in kpis)
+
+
+def _is_kpi(kpi: Any) -> bool:
+    return (isinstance(kpi, dict) and isinstance(kpi.get("name"), str) and isinstance(kpi.get("value"), int | float)
+            and not isinstance(kpi.get("value"), bool))
+
+
 def load_item(directory: Path, root: Path, problems: list[str]) -> dict[str, Any] | None:
-    record = _read_json(directory / ITEM_FILE, []) if (directory / ITEM_FILE).is_file() else None
-    if isinstance(record, dict) and "nodeid" in record and "suite" in record:
-        record["artifact_dir"] = str(directory)
-        return record
+    if (directory / ITEM_FILE).is_file():
+        record = _read_json(directory / ITEM_FILE, problems)
+        if _is_record(record):
+            record["artifact_dir"] = str(directory)
+            return record
+        if record is not None:
+            problems.append(f"{directory / ITEM_FILE}: not an item record (suite, nodeid, kpis expected)")
+        if not (directory / "settings.yaml").is_file():
+            return None
     relative = directory.relative_to(root).parts
     suite = relative[0] if len(relative) >= 2 else root.name
     try:
@@ -54,13 +74,16 @@ def load_item(directory: Path, root: Path, problems: list[str]) -> dict[str, Any
         problems.append(f"{directory}: settings.yaml/exit_code unreadable ({type(error).__name__})")
         return None
     kpis = _read_json(directory / KPIS_FILE, problems) or []
+    if not isinstance(kpis, list) or not all(_is_kpi(kpi) for kpi in kpis):
+        problems.append(f"{directory / KPIS_FILE}: not a list of KPI records; ignored")
+        kpis = []
     name = directory.name.split("__", 1)[-1]
     stat = directory.stat()
     return {
         "suite": suite, "nodeid": f"{suite}::{name}", "test_id": name, "artifact_dir": str(directory),
         "case": {"name": name, "id": name, "settings": settings if isinstance(settings, dict) else {}},
         "outcome": "passed" if exit_code == 0 else "failed", "start": stat.st_mtime, "end": stat.st_mtime,
-        "kpis": kpis if isinstance(kpis, list) else [], "figures": [], "labels": {},
+        "kpis": kpis, "figures": [], "labels": {},
     }
 
 

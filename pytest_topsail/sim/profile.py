@@ -14,6 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from pytest_topsail.config import parse_yaml
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.sim.gpu_profiles import GpuProfile, get_gpu_profile, parse_cpu_millis, parse_memory_bytes
 
@@ -280,7 +281,7 @@ def load_profile(
         except OSError as exc:
             raise TopsailError(f"simulator profile {path}: cannot be read: {exc.strerror or exc}") from None
         try:
-            data = yaml.safe_load(text)
+            data = parse_yaml(text)
         except yaml.YAMLError as exc:
             raise TopsailError(f"simulator profile {path}: not valid YAML: {exc}") from None
         profile = Profile.from_dict(data, source=f"simulator profile {path}")

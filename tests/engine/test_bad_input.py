@@ -34,11 +34,16 @@ scale run:
 """
 
 
-def project(make_project, **overrides: str) -> pytest.Pytester:
+def project(make_project, **overrides: str | bytes) -> pytest.Pytester:
+    """The project above with files replaced (text, or bytes written as they are)."""
     files = {"suites/s/config.yaml": CONFIG, "suites/s/test_s.py": TEST_MODULE,
              "suites/s/command_args.yaml.j2": TEMPLATE, "cases/s/default.yaml": DEFAULT_CASES}
-    files.update({path.replace("__", "/"): text for path, text in overrides.items()})
-    return make_project(files)
+    files.update({path.replace("__", "/"): text for path, text in overrides.items() if isinstance(text, str)})
+    pytester = make_project(files)
+    for path, data in overrides.items():
+        if isinstance(data, bytes):
+            (pytester.path / path.replace("__", "/")).write_bytes(data)
+    return pytester
 
 
 # (id, files to replace: path with "/" written "__", extra command-line args, fragments the one message must hold)
@@ -72,6 +77,136 @@ BAD_INPUTS = [
      ["duplicate case id 'a': cases/s/default.yaml[0] and cases/s/default.yaml[2]"]),
     ("unknown-skip-if-key", {"cases__s__default.yaml": "- name: a\n  jobs: [1, 2]\n  skip_if: {job: 1}\n"}, [],
      ["cases/s/default.yaml[0] (case 'a'): skip_if uses unknown key 'job'"]),
+    # --- duplicate keys: PyYAML keeps the last one silently (a second 'tests:' wiped the thresholds)
+    ("duplicate-top-level-key", {"suites__s__config.yaml": CONFIG + "tests:\n  other: 1\n"}, [],
+     ["suites/s/config.yaml: malformed YAML: line 10, column 1: duplicate key 'tests' (first given at line 4)"]),
+    ("duplicate-nested-key", {"suites__s__config.yaml": CONFIG.replace("  nodes: 10\n", "  nodes: 10\n  nodes: 3\n")},
+     [], ["suites/s/config.yaml: malformed YAML: line 4, column 3: duplicate key 'nodes' (first given at line 3)"]),
+    ("duplicate-key-in-preset", {"suites__s__config.yaml": CONFIG + "    cluster.nodes: 2\n"}, [],
+     ["suites/s/config.yaml: malformed YAML: line 10", "duplicate key 'cluster.nodes' (first given at line 9)"]),
+    ("duplicate-preset-name", {"suites__s__config.yaml": CONFIG + "  smoke:\n    cluster.nodes: 2\n"}, [],
+     ["suites/s/config.yaml: malformed YAML: line 10", "duplicate key 'smoke' (first given at line 8)"]),
+    ("duplicate-key-in-case", {"cases__s__default.yaml": "- name: a\n  jobs: 1\n  jobs: 2\n"}, [],
+     ["cases/s/default.yaml: malformed YAML: line 3, column 3: duplicate key 'jobs' (first given at line 2)"]),
+    ("duplicate-key-in-flow-case", {"cases__s__default.yaml": "- {name: a, name: b}\n"}, [],
+     ["cases/s/default.yaml: malformed YAML: line 1", "duplicate key 'name'"]),
+    ("duplicate-key-beside-merge-key", {"cases__s__default.yaml": "- &base {name: a, jobs: 1}\n"
+                                                                  "- <<: *base\n  name: b\n  name: c\n"}, [],
+     ["cases/s/default.yaml: malformed YAML: line 4", "duplicate key 'name' (first given at line 3)"]),
+    ("duplicate-key-in-var-value", {}, ["--var", "tests.s.namespace={a: 1, a: 2}"],
+     ["--var 'tests.s.namespace={a: 1, a: 2}': VALUE is not valid YAML", "duplicate key 'a'"]),
+    ("duplicate-key-in-rendered-template", {"suites__s__command_args.yaml.j2": TEMPLATE + "scale run:\n  x: 1\n"},
+     [], ["suites/s/command_args.yaml.j2: the rendered template is not valid YAML", "duplicate key 'scale run'"]),
+    # --- the configuration document
+    ("empty-config-yaml", {"suites__s__config.yaml": ""}, [], ["suites/s/config.yaml: the configuration is empty"]),
+    ("comment-only-config-yaml", {"suites__s__config.yaml": "# nothing yet\n"}, [],
+     ["suites/s/config.yaml: the configuration is empty"]),
+    ("config-yaml-a-list", {"suites__s__config.yaml": "- cases\n"}, [],
+     ["suites/s/config.yaml: the configuration must be a YAML mapping, got list"]),
+    ("config-yaml-not-utf8", {"suites__s__config.yaml": b"cases: [caf\xc3]\n"}, [],
+     ["suites/s/config.yaml: not UTF-8 text"]),
+    ("config-yaml-tab-indent", {"suites__s__config.yaml": "tests:\n\tnamespace: x\n"}, [],
+     ["suites/s/config.yaml: malformed YAML: line 2"]),
+    ("cases-an-integer", {"suites__s__config.yaml": CONFIG.replace("cases: [cases/s/default.yaml]", "cases: 5")}, [],
+     ["suites/s/config.yaml: cases: expected a case file path or glob, or a non-empty list of them, got 5"]),
+    ("cases-an-empty-list", {"suites__s__config.yaml": CONFIG.replace("[cases/s/default.yaml]", "[]")}, [],
+     ["suites/s/config.yaml: cases: expected a case file path or glob", "got []"]),
+    ("cases-a-mapping", {"suites__s__config.yaml": CONFIG.replace("[cases/s/default.yaml]", "{a: b}")}, [],
+     ["suites/s/config.yaml: cases: expected a case file path or glob", "got {'a': 'b'}"]),
+    ("cases-list-of-numbers", {"suites__s__config.yaml": CONFIG.replace("[cases/s/default.yaml]", "[1, 2]")}, [],
+     ["suites/s/config.yaml: cases: expected a case file path or glob", "got [1, 2]"]),
+    ("cases-from-var-integer", {}, ["--var", "cases=5"], ["suites/s/config.yaml: cases: expected a case file path"]),
+    ("unknown-reference", {"suites__s__config.yaml": CONFIG + "  copy:\n    tests.s.namespace: '@tests.s.nope'\n"},
+     ["--preset", "copy"], ["suites/s/config.yaml: 'tests.s.namespace' refers to unknown key 'tests.s.nope'"]),
+    ("reference-cycle", {"suites__s__config.yaml": CONFIG.replace("    namespace: ns\n",
+                                                                   "    namespace: '@tests.s.other'\n"
+                                                                   "    other: '@tests.s.namespace'\n")}, [],
+     ["suites/s/config.yaml: reference cycle:", "tests.s.namespace"]),
+    ("self-reference", {"suites__s__config.yaml": CONFIG.replace("    namespace: ns\n", "    namespace: ns\n"
+                                                                  "    me: '@tests.s.me'\n")}, [],
+     ["suites/s/config.yaml: reference cycle:", "tests.s.me"]),
+    ("reference-from-var", {}, ["--var", "tests.s.namespace=@cluster.nope"],
+     ["suites/s/config.yaml: 'tests.s.namespace' refers to unknown key 'cluster.nope'"]),
+    ("invalid-dotted-key-in-var", {}, ["--var", "tests..s=1"], ["invalid configuration key 'tests..s'"]),
+    ("var-without-key", {}, ["--var", "=3"], ["--var '=3': expected KEY=VALUE"]),
+    # --- presets
+    ("empty-preset-option", {}, ["--preset", ""], ["--preset '': empty preset name"]),
+    ("empty-name-in-preset-list", {}, ["--preset", "smoke,"], ["--preset 'smoke,': empty preset name"]),
+    ("empty-preset-body", {"suites__s__config.yaml": CONFIG + "  empty:\n"}, ["--preset", "empty"],
+     ["suites/s/config.yaml: preset 'empty' is empty (it sets no key and extends no preset)"]),
+    ("empty-preset-mapping", {"suites__s__config.yaml": CONFIG + "  empty: {}\n"}, ["--preset", "empty"],
+     ["suites/s/config.yaml: preset 'empty' is empty"]),
+    ("preset-not-a-mapping", {"suites__s__config.yaml": CONFIG + "  five: 5\n"}, ["--preset", "five"],
+     ["suites/s/config.yaml: preset 'five' must be a mapping of keys to values, got int"]),
+    ("presets-not-a-mapping", {"suites__s__config.yaml": CONFIG.split("ci_presets:")[0] + "ci_presets: [smoke]\n"},
+     [], ["suites/s/config.yaml: ci_presets must be a mapping of preset names to presets"]),
+    ("extends-unknown-preset", {"suites__s__config.yaml": CONFIG + "  big:\n    extends: [huge]\n"},
+     ["--preset", "big"], ["suites/s/config.yaml: unknown preset 'huge' (extended by preset 'big')"]),
+    ("extends-not-a-name", {"suites__s__config.yaml": CONFIG + "  big:\n    extends: 5\n"}, ["--preset", "big"],
+     ["suites/s/config.yaml: preset 'big': extends must be a preset name or a list of names, got 5"]),
+    ("to-apply-unknown-preset", {"suites__s__config.yaml": CONFIG + "  to_apply: [smok]\n"}, [],
+     ["suites/s/config.yaml: unknown preset 'smok'; presets defined: smoke"]),
+    ("preset-key-not-a-string", {"suites__s__config.yaml": CONFIG + "  num:\n    1: x\n"}, ["--preset", "num"],
+     ["suites/s/config.yaml: preset 'num': key 1 must be a string"]),
+    # --- case files
+    ("empty-case-file", {"cases__s__default.yaml": ""}, [],
+     ["cases/s/default.yaml: the case file holds no case"]),
+    ("comment-only-case-file", {"cases__s__default.yaml": "# TODO\n"}, [],
+     ["cases/s/default.yaml: the case file holds no case"]),
+    ("empty-list-case-file", {"cases__s__default.yaml": "[]\n"}, [],
+     ["cases/s/default.yaml: the case file holds no case"]),
+    ("case-file-not-utf8", {"cases__s__default.yaml": b"- name: caf\xc3\n"}, [],
+     ["cases/s/default.yaml: not UTF-8 text"]),
+    ("case-not-a-mapping", {"cases__s__default.yaml": "- 5\n"}, [],
+     ["cases/s/default.yaml[0]: a case must be a mapping with a 'name', got int"]),
+    ("case-with-empty-name", {"cases__s__default.yaml": "- name: ''\n"}, [],
+     ["cases/s/default.yaml[0]: case without a 'name'"]),
+    ("unknown-raw-lists-entry", {"cases__s__default.yaml": "- name: a\n  ports: [1, 2]\n  raw_lists: [port]\n"}, [],
+     ["cases/s/default.yaml[0] (case 'a'): raw_lists names 'port', which is not a setting of the case",
+      "settings are: ports"]),
+    ("raw-lists-not-a-list", {"cases__s__default.yaml": "- name: a\n  raw_lists: 5\n"}, [],
+     ["cases/s/default.yaml[0] (case 'a'): raw_lists must be a list of strings, got 5"]),
+    ("marks-not-strings", {"cases__s__default.yaml": "- name: a\n  marks: [1]\n"}, [],
+     ["cases/s/default.yaml[0] (case 'a'): marks must be a list of strings, got [1]"]),
+    ("xdist-group-not-a-string", {"cases__s__default.yaml": "- name: a\n  xdist_group: [x]\n"}, [],
+     ["cases/s/default.yaml[0] (case 'a'): xdist_group must be a string"]),
+    ("extra-settings-not-mappings", {"cases__s__default.yaml": "- name: a\n  extra_settings: [1]\n"}, [],
+     ["cases/s/default.yaml[0] (case 'a'): extra_settings must be a list of mappings"]),
+    ("skip-if-not-a-mapping", {"cases__s__default.yaml": "- name: a\n  jobs: [1, 2]\n  skip_if: [5]\n"}, [],
+     ["cases/s/default.yaml[0] (case 'a'): skip_if must be a mapping or a list of mappings"]),
+    ("duplicate-ids-from-matrix", {"cases__s__default.yaml": "- name: a\n- name: a\n  jobs: 2\n"}, [],
+     ["duplicate case id 'a'"]),
+    # --- regression settings: typed, checked at start-up (not after the run)
+    ("comparison-keys-a-string", {"suites__s__config.yaml": CONFIG + "regression: {comparison_keys: workload}\n"}, [],
+     ["suites/s/config.yaml: regression.comparison_keys: Input should be a valid list, got 'workload'"]),
+    ("comparison-keys-from-var", {"suites__s__config.yaml": CONFIG + "regression: {comparison_keys: [jobs]}\n"},
+     ["--var", "regression.comparison_keys=workload"],
+     ["suites/s/config.yaml: regression.comparison_keys: Input should be a valid list, got 'workload'"]),
+    ("fail-on-regression-sometimes", {"suites__s__config.yaml": CONFIG + "regression: {fail_on_regression: "
+                                                                         "sometimes}\n"}, [],
+     ["suites/s/config.yaml: regression.fail_on_regression: Input should be a valid boolean, got 'sometimes'"]),
+    ("fail-on-regression-quoted-false", {"suites__s__config.yaml": CONFIG + "regression: {fail_on_regression: "
+                                                                            "'false'}\n"}, [],
+     ["suites/s/config.yaml: regression.fail_on_regression: Input should be a valid boolean, got 'false'"]),
+    ("max-pvalue-not-a-number", {"suites__s__config.yaml": CONFIG + "regression: {max_pvalue: low}\n"}, [],
+     ["suites/s/config.yaml: regression.max_pvalue: Input should be a valid number, got 'low'"]),
+    ("max-pvalue-out-of-range", {"suites__s__config.yaml": CONFIG + "regression: {max_pvalue: 5}\n"}, [],
+     ["suites/s/config.yaml: regression.max_pvalue: Input should be less than or equal to 1, got 5"]),
+    ("window-len-too-small", {"suites__s__config.yaml": CONFIG + "regression: {window_len: 1}\n"}, [],
+     ["suites/s/config.yaml: regression.window_len: Input should be greater than or equal to 2, got 1"]),
+    ("min-history-a-string", {"suites__s__config.yaml": CONFIG + "regression: {min_history: '5'}\n"}, [],
+     ["suites/s/config.yaml: regression.min_history: Input should be a valid integer, got '5'"]),
+    ("unknown-regression-engine", {"suites__s__config.yaml": CONFIG + "regression: {engine: magic}\n"}, [],
+     ["suites/s/config.yaml: regression.engine: Input should be 'auto', 'builtin' or 'otava', got 'magic'"]),
+    ("unknown-regression-key", {"suites__s__config.yaml": CONFIG + "regression: {max_p: 0.1}\n"}, [],
+     ["suites/s/config.yaml: regression: unknown key 'max_p'; known: comparison_keys"]),
+    ("regression-not-a-mapping", {"suites__s__config.yaml": CONFIG + "regression: [a]\n"}, [],
+     ["suites/s/config.yaml: regression: must be a mapping, not list"]),
+    # --- command_args.yaml.j2
+    ("template-syntax-error", {"suites__s__command_args.yaml.j2": "scale run:\n  ns: {{ tests.s.namespace\n"}, [],
+     ["suites/s/command_args.yaml.j2"]),
+    ("rendered-template-not-a-mapping", {"suites__s__command_args.yaml.j2": "- a\n"}, [],
+     ["suites/s/command_args.yaml.j2: the rendered template must map 'group command' keys to mappings"]),
 ]
 
 
@@ -171,3 +306,29 @@ def test_or_env_variable_may_be_exported_after_start_up(make_project, monkeypatc
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["*TopsailError: suites/s/command_args.yaml.j2:2: value is empty and environment "
                                  "variable SCALE_IMAGE is not set*"])
+
+
+XDIST_INPUTS = [case for case in BAD_INPUTS if case[0] in ("duplicate-top-level-key", "cases-an-integer",
+                                                           "unknown-reference", "empty-preset-option",
+                                                           "fail-on-regression-sometimes", "empty-case-file")]
+
+
+def test_bad_input_is_one_start_up_error_on_the_xdist_controller(make_project) -> None:
+    """Found at configure time by the controller: exit 4 before any worker starts, no per-worker repetition."""
+    for name, files, args, fragments in XDIST_INPUTS:
+        pytester = project(make_project, **files)
+        result = pytester.runpytest_subprocess("suites", "-n", "2", *args, timeout=120)
+        output = result.stdout.str() + result.stderr.str()
+        assert result.ret == pytest.ExitCode.USAGE_ERROR, (name, output)
+        assert output.count(fragments[0]) == 1, (name, output)
+        assert "Traceback" not in output and "INTERNALERROR" not in output, (name, output)
+
+
+@pytest.mark.parametrize("artifacts", ["/proc/topsail-artifacts", "/proc/version/run", "/dev/null/run"])
+def test_artifacts_root_that_cannot_be_created_is_a_start_up_error(make_project, artifacts: str) -> None:
+    pytester = project(make_project)
+    result = pytester.runpytest("suites", "--artifacts", artifacts)
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, output
+    result.stderr.fnmatch_lines([f"ERROR: artifacts root (--artifacts, else $ARTIFACT_DIR) {artifacts}: *"])
+    assert "Traceback" not in output and "INTERNALERROR" not in output

@@ -131,14 +131,13 @@ def test_pytest_html_report_of_a_run_without_suite_has_no_kpi_column(pytester: p
     assert "KPIs" not in (pytester.path / "ph.html").read_text()
 
 
-def test_a_bad_regression_section_fails_the_session_naming_the_key(project: Project) -> None:
+def test_a_bad_regression_section_is_a_start_up_error_naming_the_key(project: Project) -> None:
     project.write("suites/demo/config.yaml", "cases: [cases/demo.yaml]\nregression: {windw_len: 3}\n")
     result = project.run()
-    assert result.ret == 1
-    result.stdout.fnmatch_lines(["problem: suite demo: regression: unknown key(s) windw_len; known: *"
-                                 "; default regression settings used"])
-    assert "Traceback" not in result.stdout.str()
-    assert "windw_len" in (project.artifacts("s1") / "report.html").read_text()
+    assert result.ret == 4, "found at configure time, before any test runs"
+    result.stderr.fnmatch_lines(["ERROR: suites/demo/config.yaml: regression: unknown key 'windw_len'; known: *"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert not project.artifacts("s1").exists()
 
 
 def test_an_unusable_history_file_is_reported_not_a_traceback(project: Project) -> None:

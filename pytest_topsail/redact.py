@@ -1,0 +1,81 @@
+"""The one redaction rule of every output: saved config, --topsail-show-config, lts.json, item files, logs, KPI labels
+(hence history, junit and the report).
+
+A key is secret when one of its words (split at ``_ - .``, spaces and camelCase) is in :data:`SECRET_WORDS`, or when
+its words joined end with one of them (``apikey``, ``accesskey``): ``pg_password``, ``aws_secret_access_key``,
+``credentials``, ``passphrase``, ``authToken``; not ``max_new_tokens``, ``author`` or ``keep``. A key ending in ``_env``
+names an environment variable, not its value, and is kept. Every non-empty value of a secret key is replaced, numbers
+and booleans included, and so is every value anywhere below a secret key (``credentials: {user: .., pass: ..}``).
+Credentials inside URLs (``https://user:pw@host``) are replaced in any string.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+REDACTED = "<redacted>"
+SECRET_WORDS = frozenset({
+    "password", "passwd", "pass", "pwd", "passphrase", "secret", "secrets", "token", "apikey", "key", "credential",
+    "credentials", "creds", "auth", "authorization", "bearer", "cookie",
+})
+# Words joined without separators that still name a secret (``apikey``, ``awsaccesskey``).
+_SECRET_SUFFIXES = ("apikey", "accesskey", "secretkey", "privatekey", "password", "passwd", "passphrase", "secret",
+                    "token")
+_NOT_SECRET_SUFFIX = "_env"
+_WORD_SPLIT = re.compile(r"[^a-z0-9]+")
+_CAMEL = re.compile(r"([a-z0-9])([A-Z])")
+_URL_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^/\s@'\"<>]+)@")
+# In free text: ``name: value``, ``name=value``, ``"name": "value"`` with a secret name; ``Bearer <token>``.
+_TEXT_ASSIGNMENT = re.compile(
+    r"""(?P<name>["']?(?P<word>[A-Za-z_][A-Za-z0-9_.-]*)["']?\s*[:=]\s*)(?P<value>"[^"\n]*"|'[^'\n]*'|[^\s,;}\])]+)""")
+_BEARER = re.compile(r"\b(?P<scheme>Bearer|Basic)\s+[A-Za-z0-9._~+/=-]+", re.IGNORECASE)
+
+
+def is_secret_key(key: Any) -> bool:
+    """Whether values under ``key`` are secret (see the module documentation for the rule)."""
+    if not isinstance(key, str) or key.lower().endswith(_NOT_SECRET_SUFFIX):
+        return False
+    words = [word for word in _WORD_SPLIT.split(_CAMEL.sub(r"\1_\2", key).lower()) if word]
+    if SECRET_WORDS.intersection(words):
+        return True
+    return "".join(words).endswith(_SECRET_SUFFIXES)
+
+
+def redact(data: Any) -> Any:
+    """A copy of ``data`` (mappings, lists, scalars) with secret values and URL credentials replaced."""
+    return _redact(data, under_secret=False)
+
+
+def _redact(data: Any, under_secret: bool) -> Any:
+    if isinstance(data, Mapping):
+        return {key: _redact(value, under_secret or is_secret_key(key)) for key, value in data.items()}
+    if isinstance(data, list | tuple):
+        return [_redact(item, under_secret) for item in data]
+    if under_secret:
+        return data if data is None or data == "" else REDACTED
+    if isinstance(data, str):
+        return redact_url_credentials(data)
+    return data
+
+
+def redact_url_credentials(text: str) -> str:
+    """``scheme://user:password@host`` -> ``scheme://<redacted>@host`` (a token may stand in the user part too)."""
+    if "@" not in text:
+        return text
+    return _URL_USERINFO.sub(lambda match: f"{match['scheme']}{REDACTED}@", text)
+
+
+def redact_text(text: str) -> str:
+    """Free text (logs, failure messages): URL credentials, ``Bearer``/``Basic`` credentials, and the value of every
+    ``name: value`` / ``name=value`` whose name is secret."""
+    text = redact_url_credentials(text)
+    text = _BEARER.sub(lambda match: f"{match['scheme']} {REDACTED}", text)
+
+    def assignment(match: re.Match[str]) -> str:
+        if not is_secret_key(match["word"]) or REDACTED in match["value"]:
+            return match.group(0)
+        return f"{match['name']}{REDACTED}"
+
+    return _TEXT_ASSIGNMENT.sub(assignment, text)

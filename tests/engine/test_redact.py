@@ -1,0 +1,47 @@
+"""The one redaction rule (pytest_topsail/redact.py) on documents and on free text."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_topsail.redact import REDACTED, is_secret_key, redact, redact_text
+
+
+@pytest.mark.parametrize("key", ["password", "pg_password", "passwd", "pass", "passphrase", "aws_secret_access_key",
+                                 "client_secret", "secret_file", "token", "authToken", "bearer-token", "api_key",
+                                 "apiKey", "AWS_ACCESS_KEY_ID", "credentials", "credential", "auth", "Authorization",
+                                 "client-key-data", "private_key", "key", "cookie"])
+def test_secret_names(key: str) -> None:
+    assert is_secret_key(key)
+
+
+@pytest.mark.parametrize("key", ["max_new_tokens", "author", "keep", "comparison_keys", "password_env", "bypass",
+                                 "passes", "username", "namespace", 3, None])
+def test_names_that_are_not_secret(key: object) -> None:
+    assert not is_secret_key(key)
+
+
+def test_redact_replaces_every_value_under_a_secret_name_numbers_too() -> None:
+    data = {"history": {"opensearch": {"password": "hunter2", "password_env": "OS_PASSWORD", "username": "me",
+                                       "secret_file": "/etc/os.yaml"}},
+            "db": {"pg_password": 12345, "port": 5432, "enabled_auth": True},
+            "credentials": {"user": "bob", "pass": "x", "nested": [{"a": 1}]},
+            "tests": {"tgis": {"max_new_tokens": 20, "token": "", "api_key": None}},
+            "list": [{"client_secret": "s"}], "url": "postgres://bob:pw@db:5432/kpis", "plain": "a@b"}
+    assert redact(data) == {
+        "history": {"opensearch": {"password": REDACTED, "password_env": "OS_PASSWORD", "username": "me",
+                                   "secret_file": REDACTED}},
+        "db": {"pg_password": REDACTED, "port": 5432, "enabled_auth": REDACTED},
+        "credentials": {"user": REDACTED, "pass": REDACTED, "nested": [{"a": REDACTED}]},
+        "tests": {"tgis": {"max_new_tokens": 20, "token": "", "api_key": None}},
+        "list": [{"client_secret": REDACTED}], "url": f"postgres://{REDACTED}@db:5432/kpis", "plain": "a@b"}
+    assert data["db"]["pg_password"] == 12345  # a copy: the configuration itself is untouched
+
+
+def test_redact_text_hides_assignments_urls_and_authorization_headers() -> None:
+    text = ("settings {'pg_password': 12345, 'jobs': 3} token=abc123 api_key: \"zz9\" max_tokens=5\n"
+            "GET https://user:hunter2@example.com/x Authorization: Bearer eyJabc.def")
+    redacted = redact_text(text)
+    for secret in ("12345", "abc123", "zz9", "hunter2", "eyJabc"):
+        assert secret not in redacted
+    assert "'jobs': 3" in redacted and "max_tokens=5" in redacted and "example.com/x" in redacted
