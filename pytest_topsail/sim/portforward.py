@@ -114,7 +114,7 @@ async def _forward_channels(socket: web.WebSocketResponse, pod: dict[str, Any], 
     pumps = [loop.create_task(_pump_port(socket, pod, port, 2 * index, writers[2 * index]))
              for index, port in enumerate(ports)]
     reader = loop.create_task(_read_channels(socket, writers))
-    all_pumps = asyncio.gather(*pumps, return_exceptions=True)
+    all_pumps: asyncio.Future[Any] = asyncio.gather(*pumps, return_exceptions=True)
     try:
         await asyncio.wait([reader, all_pumps], return_when=asyncio.FIRST_COMPLETED)
     finally:

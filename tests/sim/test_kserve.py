@@ -249,3 +249,57 @@ def test_plain_tgis_pod_serves_until_deleted(sim: Any, core: client.CoreV1Api, w
         return False
 
     wait_until(refused, WAIT, "the model server of the deleted pod to stop")
+
+
+VLLM_RUNTIME = """
+apiVersion: serving.kserve.io/v1alpha1
+kind: ServingRuntime
+metadata:
+  name: vllm-runtime
+spec:
+  supportedModelFormats:
+  - {name: vLLM, autoSelect: true}
+  containers:
+  - name: kserve-container
+    image: quay.io/modh/vllm:stable
+    args: [--port=8080, --model=/mnt/models]
+    ports:
+    - {containerPort: 8080, name: http1, protocol: TCP}
+    - {containerPort: 8033, name: h2c, protocol: TCP}
+"""
+
+
+def _endpoints(core: client.CoreV1Api, isvc_name: str) -> list[dict[str, str]]:
+    pods = core.list_namespaced_pod("default", label_selector=f"serving.kserve.io/inferenceservice={isvc_name}")
+    return [pod.metadata.annotations for pod in pods.items if pod.metadata.deletion_timestamp is None]
+
+
+def test_http_port_serves_the_openai_front(sim: Any, core: client.CoreV1Api, wait_until: Any) -> None:
+    import requests
+
+    manifest = VLLM_RUNTIME + "---" + isvc("chat", "s3://models/gpt2", runtime="vllm-runtime")
+    sim.kubectl("apply", "-f", "-", stdin=manifest)
+    sim.kubectl("wait", "--for=condition=Ready", "isvc/chat", f"--timeout={WAIT:.0f}s")
+    annotations = _endpoints(core, "chat")[0]
+    models = requests.get(f"http://{annotations['sim.topsail.io/endpoint-8080']}/v1/models", timeout=WAIT).json()
+    assert [model["id"] for model in models["data"]] == ["gpt2"]
+    assert annotations["sim.topsail.io/endpoint-8033"] != annotations["sim.topsail.io/endpoint-8080"]
+
+
+def test_changed_inferenceservice_rolls_its_predictor(sim: Any, core: client.CoreV1Api, flan: str,
+                                                      wait_until: Any) -> None:
+    changed = isvc("flan", "s3://models/google/flan-t5-small").replace(
+        "      resources:", "      env:\n      - {name: MAX_NEW_TOKENS, value: \"33\"}\n      resources:")
+    sim.kubectl("apply", "-f", "-", stdin=changed)
+
+    async def max_new_tokens(address: str) -> int:
+        async with TgisClient(address, model_id="flan-t5-small") as tgis:
+            return (await tgis.model_info(timeout=5)).max_new_tokens
+
+    def rolled() -> bool:
+        endpoints = [a.get("sim.topsail.io/endpoint-8033") for a in _endpoints(core, "flan")]
+        return len(endpoints) == 1 and endpoints[0] is not None and \
+            asyncio.run(max_new_tokens(endpoints[0])) == 33
+
+    wait_until(rolled, WAIT, "the predictor to serve the changed config alone")
+    assert _status(sim, "flan")["modelStatus"]["states"]["activeModelState"] == "Loaded"

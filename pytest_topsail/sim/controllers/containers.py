@@ -283,7 +283,8 @@ class _ShellState:
 def _statements(script: str) -> list[tuple[str, str]]:
     """(separator before, statement) pairs of a script split on `;`, newlines, `&&` and `||` outside quotes."""
     result: list[tuple[str, str]] = []
-    separator, current, quote, index = ";", [], "", 0
+    separator, quote, index = ";", "", 0
+    current: list[str] = []
     while index < len(script):
         char = script[index]
         pair = script[index:index + 2]

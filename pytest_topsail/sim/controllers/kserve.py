@@ -6,7 +6,8 @@ InferenceService (RawDeployment; a Serverless one is simulated the same way) it 
 (`spec.predictor.model.runtime`, else one whose `supportedModelFormats` auto-selects the model format) and creates
 the Deployment and Service `<isvc>-predictor`: the runtime's containers with the predictor's args, env and resources
 (GPUs), a storage-initializer init container for `storageUri`, pods labelled
-`serving.kserve.io/inferenceservice=<name>` that carry the InferenceService's own `sim.topsail.io/*` annotations.
+`serving.kserve.io/inferenceservice=<name>` that carry the InferenceService's own `sim.topsail.io/*` annotations
+(a new generation of the InferenceService replaces the pod template).
 The model (the last part of `storageUri`) and its ModelConfig (from the container's TGIS args and env:
 `--dtype-str`/DTYPE_STR, `--num-shard`/NUM_SHARD, MAX_BATCH_SIZE, ...; GPUs from the `nvidia.com/gpu` limit) time
 the pod: initialize = storage download at STORAGE_GBPS, ready = model load (pytest_topsail.tgis.sizing.load_seconds
@@ -17,7 +18,8 @@ with the reason in its log, and the InferenceService reports
 Every ready pod that serves TGIS — a predictor pod, or a plain pod whose container runs `text-generation-launcher`
 or an image named text-generation-inference (tgis-tester's way, model from MODEL_NAME) — gets a reference TGIS
 server (pytest_topsail.tgis.server) on 127.0.0.1, in the simulator's process, stopped when the pod goes; its address
-is published on the pod as `sim.topsail.io/endpoint-<grpc port>` (what pods/portforward connects to). Then the
+is published on the pod as `sim.topsail.io/endpoint-<grpc port>` (what pods/portforward connects to); a container
+port named `http1`/`http` gets the server's OpenAI-compatible HTTP front, published the same way. Then the
 InferenceService becomes Ready: `modelStatus` Loaded, conditions PredictorReady/IngressReady/Ready, `status.url`.
 """
 
@@ -44,6 +46,7 @@ GROUP = "serving.kserve.io"
 ISVC_LABEL = f"{GROUP}/inferenceservice"
 MODEL_ANNOTATION = ANNOTATION_PREFIX + "model-name"
 FAILURE_ANNOTATION = ANNOTATION_PREFIX + "model-load-failure"
+GENERATION_ANNOTATION = ANNOTATION_PREFIX + "inferenceservice-generation"
 DEFAULT_GRPC_PORT = 8033
 STORAGE_GBPS = 1.0  # simulated download speed of the storage-initializer (GB/s)
 SOURCE = "kserve-controller"
@@ -113,6 +116,15 @@ def grpc_port(container: dict[str, Any]) -> int:
     return int(value) if value and value.isdigit() else DEFAULT_GRPC_PORT
 
 
+def http_port(container: dict[str, Any]) -> int | None:
+    """The container port KServe names for HTTP (`http1`, as vLLM runtimes declare it): it serves the reference
+    server's OpenAI-compatible front."""
+    for port in container.get("ports") or ():
+        if port.get("name") in ("http1", "http") and port.get("containerPort"):
+            return int(port["containerPort"])
+    return None
+
+
 def model_name(isvc: dict[str, Any]) -> str:
     uri = str((((isvc.get("spec") or {}).get("predictor") or {}).get("model") or {}).get("storageUri") or "")
     tail = uri.rstrip("/").rsplit("/", 1)[-1] if "/" in uri else ""
@@ -170,12 +182,11 @@ class KServeController(Controller):
             self.enqueue(("isvc", namespace, isvc))
 
     async def reconcile(self, key: Hashable) -> None:
-        if key[0] == "pod":  # type: ignore[index]
-            _, namespace, name, uid, deleted = key  # type: ignore[misc]
-            await self._reconcile_pod(namespace, name, uid, deleted)
+        parts: tuple[Any, ...] = key  # type: ignore[assignment]
+        if parts[0] == "pod":
+            await self._reconcile_pod(parts[1], parts[2], parts[3], parts[4])
         else:
-            _, namespace, name = key  # type: ignore[misc]
-            self._reconcile_isvc(namespace, name)
+            self._reconcile_isvc(parts[1], parts[2])
 
     # ------------------------------------------------------------- pods: the model servers
     async def _reconcile_pod(self, namespace: str, name: str, uid: str, deleted: bool) -> None:
@@ -207,14 +218,20 @@ class KServeController(Controller):
         from pytest_topsail.tgis.server import ServerSettings, start_server
 
         gpu_profile = self._node_profile(pod)
+        http = http_port(container)
+        settings = ServerSettings(model_name=model, config=config, gpu_profile=gpu_profile,
+                                  http_port=0 if http is not None else None)
         try:
-            running = await start_server(ServerSettings(model_name=model, config=config, gpu_profile=gpu_profile))
+            running = await start_server(settings)
         except (TopsailError, ValueError) as error:
             self.store.record_event(pod, "FailedToLoad", str(error), type="Warning", source=SOURCE)
             return
         metadata = pod["metadata"]
         self.servers[metadata["uid"]] = running
-        patch = {"metadata": {"annotations": {f"{ENDPOINT_ANNOTATION}{grpc_port(container)}": running.address}}}
+        endpoints = {f"{ENDPOINT_ANNOTATION}{grpc_port(container)}": running.address}
+        if http is not None:
+            endpoints[f"{ENDPOINT_ANNOTATION}{http}"] = f"{running.host}:{running.http_port}"
+        patch = {"metadata": {"annotations": endpoints}}
         try:
             self.store.patch(self.pods, metadata.get("namespace") or "", metadata["name"], patch, MERGE_PATCH)
         except ApiError:
@@ -274,36 +291,39 @@ class KServeController(Controller):
         return None
 
     def _ensure_predictor(self, isvc: dict[str, Any], runtime: dict[str, Any]) -> dict[str, Any] | None:
-        """The predictor Deployment (created with its Service when missing)."""
+        """The predictor Deployment: created with its Service when missing, its pod template replaced when the
+        InferenceService's generation changed (a new spec rolls the predictor as KServe does)."""
         namespace, name = isvc["metadata"].get("namespace") or "", f"{isvc['metadata']['name']}-predictor"
+        generation = str(isvc["metadata"].get("generation", 1))
         deployment = self.store.find(self.deployments, namespace, name)
-        if deployment is not None:
+        if deployment is not None and (deployment["metadata"].get("annotations") or {}).get(
+                GENERATION_ANNOTATION) == generation:
             return deployment
         template, failure = self._pod_template(isvc, runtime)
         if template is None:
             self._set_status(isvc, _failure_status(isvc, "InvalidModelConfig", failure, "InvalidSpec"))
             return None
         labels = {ISVC_LABEL: isvc["metadata"]["name"], "app": f"isvc.{name}", "component": "predictor"}
-        metadata = {"name": name, "namespace": namespace, "labels": labels, "ownerReferences": [owner_reference(isvc)]}
         template["metadata"]["labels"] = {**template["metadata"].get("labels", {}), **labels}
-        deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": copy.deepcopy(metadata),
-                      "spec": {"replicas": 1, "selector": {"matchLabels": {"app": f"isvc.{name}"}},
-                               "template": template}}
-        ports = [{"name": p.get("name") or f"port-{p['containerPort']}", "port": int(p["containerPort"]),
-                  "targetPort": int(p["containerPort"]), "protocol": "TCP"}
-                 for c in template["spec"]["containers"] for p in c.get("ports") or () if p.get("containerPort")]
-        service = {"apiVersion": "v1", "kind": "Service", "metadata": copy.deepcopy(metadata),
-                   "spec": {"selector": {"app": f"isvc.{name}"}, "ports": ports or [
-                       {"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}]}}
+        metadata = {"name": name, "namespace": namespace, "labels": labels, "ownerReferences": [owner_reference(isvc)],
+                    "annotations": {GENERATION_ANNOTATION: generation}}
         try:
-            created = self.store.create(self.deployments, deployment)
+            if deployment is not None:
+                deployment = copy.deepcopy(deployment)
+                deployment["metadata"].setdefault("annotations", {})[GENERATION_ANNOTATION] = generation
+                deployment["spec"]["template"] = template
+                return self.store.update(self.deployments, deployment)
+            created = self.store.create(self.deployments, {
+                "apiVersion": "apps/v1", "kind": "Deployment", "metadata": copy.deepcopy(metadata),
+                "spec": {"replicas": 1, "selector": {"matchLabels": {"app": f"isvc.{name}"}}, "template": template}})
             if self.store.find(self.services, namespace, name) is None:
-                self.store.create(self.services, service)
+                self.store.create(self.services, _service(metadata, template))
         except ApiError as error:
+            if error.code == 409:
+                raise  # changed meanwhile: reconciled again
             self.store.record_event(isvc, "InternalError", error.message, type="Warning", source=SOURCE)
             return None
-        self.store.record_event(isvc, "Created",
-                                f"created predictor Deployment and Service {name}", source=SOURCE)
+        self.store.record_event(isvc, "Created", f"created predictor Deployment and Service {name}", source=SOURCE)
         return created
 
     def _pod_template(self, isvc: dict[str, Any], runtime: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
@@ -391,6 +411,15 @@ class KServeController(Controller):
             self.store.record_event(isvc, "InferenceServiceReady" if target == "Loaded" else "FailedToLoad",
                                     failure.get("message") or "InferenceService is ready",
                                     type="Normal" if target == "Loaded" else "Warning", source=SOURCE)
+
+
+def _service(metadata: dict[str, Any], template: dict[str, Any]) -> dict[str, Any]:
+    ports = [{"name": p.get("name") or f"port-{p['containerPort']}", "port": int(p["containerPort"]),
+              "targetPort": int(p["containerPort"]), "protocol": "TCP"}
+             for c in template["spec"]["containers"] for p in c.get("ports") or () if p.get("containerPort")]
+    return {"apiVersion": "v1", "kind": "Service", "metadata": copy.deepcopy(metadata),
+            "spec": {"selector": {"app": metadata["labels"]["app"]},
+                     "ports": ports or [{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}]}}
 
 
 def _crashed(pod: dict[str, Any]) -> bool:
