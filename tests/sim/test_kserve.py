@@ -303,3 +303,19 @@ def test_changed_inferenceservice_rolls_its_predictor(sim: Any, core: client.Cor
 
     wait_until(rolled, WAIT, "the predictor to serve the changed config alone")
     assert _status(sim, "flan")["modelStatus"]["states"]["activeModelState"] == "Loaded"
+
+
+def test_pod_environment_makes_a_server_diverge(sim: Any, core: client.CoreV1Api, flan: str) -> None:
+    odd = isvc("odd", "s3://models/google/flan-t5-small").replace(
+        "      resources:", "      env:\n      - {name: TOPSAIL_TGIS_DIVERGE, value: \"1\"}\n      resources:")
+    sim.kubectl("apply", "-f", "-", stdin=odd)
+    sim.kubectl("wait", "--for=condition=Ready", "isvc/odd", f"--timeout={WAIT:.0f}s")
+
+    async def text(address: str) -> str:
+        async with TgisClient(address, model_id="flan-t5-small") as tgis:
+            reply = await tgis.generate(["Hello world"], {"stopping": {"minNewTokens": 20, "maxNewTokens": 20}})
+            return reply.responses[0].text
+
+    odd_text = asyncio.run(text(_endpoints(core, "odd")[0]["sim.topsail.io/endpoint-8033"]))
+    flan_text = asyncio.run(text(_endpoints(core, "flan")[0]["sim.topsail.io/endpoint-8033"]))
+    assert odd_text and flan_text and odd_text != flan_text

@@ -17,7 +17,8 @@ with the reason in its log, and the InferenceService reports
 
 Every ready pod that serves TGIS — a predictor pod, or a plain pod whose container runs `text-generation-launcher`
 or an image named text-generation-inference (tgis-tester's way, model from MODEL_NAME) — gets a reference TGIS
-server (pytest_topsail.tgis.server) on 127.0.0.1, in the simulator's process, stopped when the pod goes; its address
+server (pytest_topsail.tgis.server; TOPSAIL_TGIS_DIVERGE and TOPSAIL_TGIS_PREFIXES in the container's environment
+make it diverge or know prefix ids) on 127.0.0.1, in the simulator's process, stopped when the pod goes; its address
 is published on the pod as `sim.topsail.io/endpoint-<grpc port>` (what pods/portforward connects to); a container
 port named `http1`/`http` gets the server's OpenAI-compatible HTTP front, published the same way. Then the
 InferenceService becomes Ready: `modelStatus` Loaded, conditions PredictorReady/IngressReady/Ready, `status.url`.
@@ -38,6 +39,7 @@ from pytest_topsail.sim.controllers.olm import crd_manifest
 from pytest_topsail.sim.controllers.workload import owner_reference
 from pytest_topsail.sim.gpu_profiles import GPU_PROFILES, sanitize_label_value
 from pytest_topsail.sim.patch import MERGE_PATCH
+from pytest_topsail.sim.podexec import environment
 from pytest_topsail.sim.portforward import ENDPOINT_ANNOTATION
 
 log = logging.getLogger(__name__)
@@ -205,23 +207,18 @@ class KServeController(Controller):
             return
         containers = pod["spec"]["containers"]
         container = next((c for c in containers if serves_tgis(c)), containers[0])
-        env = _env(container)
+        env = environment(self.store, pod, str(container.get("name")))
         model = annotations.get(MODEL_ANNOTATION) or env.get("MODEL_NAME") or _args(container).get("model-name") or name
-        try:
-            config = model_config(container)
-        except ValueError as error:
-            self.store.record_event(pod, "FailedToLoad", str(error), type="Warning", source=SOURCE)
-            return
-        await self._serve(pod, container, model, config)
+        await self._serve(pod, container, model, env)
 
-    async def _serve(self, pod: dict[str, Any], container: dict[str, Any], model: str, config: Any) -> None:
-        from pytest_topsail.tgis.server import ServerSettings, start_server
+    async def _serve(self, pod: dict[str, Any], container: dict[str, Any], model: str, env: dict[str, str]) -> None:
+        from pytest_topsail.tgis.server import ServerSettings, environment_settings, start_server
 
-        gpu_profile = self._node_profile(pod)
         http = http_port(container)
-        settings = ServerSettings(model_name=model, config=config, gpu_profile=gpu_profile,
-                                  http_port=0 if http is not None else None)
         try:
+            settings = ServerSettings(model_name=model, config=model_config(container),
+                                      gpu_profile=self._node_profile(pod), http_port=0 if http is not None else None,
+                                      **environment_settings(env))
             running = await start_server(settings)
         except (TopsailError, ValueError) as error:
             self.store.record_event(pod, "FailedToLoad", str(error), type="Warning", source=SOURCE)
