@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pytest_topsail.config import parse_yaml
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.sim.gpu_profiles import GpuProfile, get_gpu_profile, parse_cpu_millis, parse_memory_bytes
+from pytest_topsail.sim.training import FineTuningModel
 
 SHORTCUT_KEYS = ("nodes", "gpu_profile", "gpus_per_node")
 
@@ -150,9 +151,10 @@ class PodSelector(_Model):
 
 class PodFault(_Model):
     """Pods matching `selector` (all pods when empty), a `fraction` of them chosen by the seed, `fail` (container
-    exits with `exit_code` after `after_ms` of running) or `never_schedule` (stay Pending, Unschedulable)."""
+    exits with `exit_code` after `after_ms` of running), `never_schedule` (stay Pending, Unschedulable) or `hang`
+    (containers run forever and write nothing after their start-up lines: a stuck NCCL collective)."""
 
-    action: Literal["fail", "never_schedule"]
+    action: Literal["fail", "never_schedule", "hang"]
     selector: PodSelector = PodSelector()
     fraction: float = Field(1.0, ge=0.0, le=1.0)
     exit_code: int = Field(1, ge=1, le=255)
@@ -187,6 +189,7 @@ class Profile(_Model):
     deployments: SyncTimings = SyncTimings()
     volumes: VolumeTimings = VolumeTimings()
     faults: Faults = Faults()
+    fine_tuning: FineTuningModel = FineTuningModel()  # performance model of PyTorchJob trainers (sim/training.py)
 
     @model_validator(mode="after")
     def _unique_pool_names(self) -> Profile:

@@ -5,10 +5,16 @@ initialize (bound -> Initialized, containers ContainerCreating, podIP) -> start 
 phase Running, log output written, Started event) -> ready (Ready/ContainersReady) ; and, when the containers'
 run time is finite, complete (terminated with exit code; Succeeded/Failed, or a restart after a back-off when the
 restartPolicy says so). Stages with no delay are folded into one status write.
+
+The `pytorch` container of a PyTorchJob pod with a trainer configuration (CONFIG_JSON_PATH into a ConfigMap volume)
+follows the fine-tuning performance model (sim/training.py): run time, exit code or OOMKilled, and log lines written
+at their offsets while the container runs (the rest at once when it ends).
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import math
 import time
 from collections.abc import Hashable
@@ -19,6 +25,14 @@ from pytest_topsail.sim.controllers.base import Controller, now_seconds, set_con
 from pytest_topsail.sim.controllers.containers import ContainerPlan, plan_containers
 from pytest_topsail.sim.controllers.scheduler import TERMINAL, pod_fault, stage_for
 from pytest_topsail.sim.store import format_time
+from pytest_topsail.sim.training import (
+    TrainingPlan,
+    config_source,
+    gpu_of_node,
+    job_of_pod,
+    plan_training,
+    trainer_container,
+)
 
 MAX_BACKOFF = 30.0  # seconds, like the kubelet's cap is 5 minutes; kept short for tests
 
@@ -34,6 +48,10 @@ class PodRun:
     restarts: int = 0
     started_at: float = 0.0
     fault_message: str = ""
+    reason: str = ""  # termination reason instead of Completed/Error (OOMKilled)
+    timed_logs: list[tuple[float, str, str]] = field(default_factory=list)  # (offset s, container, line)
+    logged: int = 0  # timed log lines written so far
+    started_loop: float = 0.0  # the event loop's clock at the start (timers run on it; virtual in tests)
 
 
 def _owned_by_job(pod: dict[str, Any]) -> bool:
@@ -96,6 +114,9 @@ class PodLifecycle(Controller):
         status = dict(pod.get("status") or {})
         if status.get("phase") in TERMINAL:
             return
+        if action == "log":
+            self._write_due_logs(namespace, name, run)
+            return
         if action == "complete":
             self._complete(pod, run, status)
         else:
@@ -153,11 +174,43 @@ class PodLifecycle(Controller):
             durations = [default if d is None else d for d in durations]
         run.run_seconds = max(durations, default=math.inf)
         run.exit_code = next((p.exit_code for p in run.plans if p.exit_code), 0)
+        training = self._training_plan(pod)
+        if training is not None:
+            run.run_seconds, run.exit_code, run.reason = training.run_seconds, training.exit_code, training.reason
+            run.timed_logs = [(offset, "pytorch", line) for offset, line in training.logs]
         fault = pod_fault(self.profile.faults.pods, self.seed, pod, "fail")
         if fault is not None:
             run.run_seconds = min(run.run_seconds, fault.after_ms / 1000.0)
             run.exit_code = fault.exit_code
             run.fault_message = fault.message
+        if pod_fault(self.profile.faults.pods, self.seed, pod, "hang") is not None:
+            run.run_seconds = math.inf
+            run.timed_logs = run.timed_logs[:training.preamble] if training is not None else []
+
+    def _training_plan(self, pod: dict[str, Any]) -> TrainingPlan | None:
+        container = trainer_container(pod)
+        if container is None:
+            return None
+        model = self.profile.fine_tuning
+        source = config_source(pod, container)
+        config_map = None
+        if source is not None:
+            config_map = self.store.find(self.store.resource_type("configmaps"), pod["metadata"].get("namespace"),
+                                         source[0])
+        text = ((config_map or {}).get("data") or {}).get(source[1]) if source else None
+        try:
+            config = json.loads(text) if text else None
+        except ValueError:
+            config = None
+        if not isinstance(config, dict):
+            where = f"configMap {source[0]} key {source[1]}" if source else "no configMap volume"
+            return TrainingPlan(run_seconds=0.01, exit_code=1, logs=[
+                (0.0, f"FileNotFoundError: trainer configuration not readable ({where})")])
+        gpu = gpu_of_node(self.store.find(self.nodes, None, pod["spec"]["nodeName"]), model)
+        if gpu is None:
+            return TrainingPlan(run_seconds=0.01, exit_code=1, logs=[
+                (0.0, "RuntimeError: Found no NVIDIA driver on your system.")])
+        return plan_training(job_of_pod(pod, container, config), gpu, model, self.seed)
 
     def _start(self, pod: dict[str, Any], run: PodRun, status: dict[str, Any]) -> None:
         meta = pod["metadata"]
@@ -177,6 +230,9 @@ class PodLifecycle(Controller):
         for plan in run.plans:
             if plan.log:
                 self.store.append_log(namespace, name, plan.name, plan.log)
+        run.logged = 0
+        run.started_loop = asyncio.get_running_loop().time()
+        self._write_due_logs(namespace, name, run)
         self.store.record_event(pod, "Started", "Started container " + ", ".join(p.name for p in run.plans),
                                 source="kubelet")
         if math.isfinite(run.run_seconds):
@@ -199,14 +255,18 @@ class PodLifecycle(Controller):
         self.cancel_timer(("stage", *key))
         now = now_seconds()
         finished = time.time()
-        exit_codes = {p.name: (run.exit_code if run.fault_message else p.exit_code) for p in run.plans}
+        exit_codes = {p.name: (run.exit_code if run.fault_message or (run.timed_logs and p.name == "pytorch")
+                               else p.exit_code) for p in run.plans}
+        self.cancel_timer(("log", *key))
+        self._write_due_logs(key[0], key[1], run, everything=True)
         if run.fault_message:
             self.store.append_log(key[0], key[1], run.plans[0].name, run.fault_message + "\n")
         statuses = []
         for previous in status.get("containerStatuses") or ():
             code = exit_codes.get(previous["name"], 0)
             started_at = (previous.get("state", {}).get("running") or {}).get("startedAt") or format_time(finished)
-            terminated = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
+            reason = run.reason or ("Completed" if code == 0 else "Error")
+            terminated = {"exitCode": code, "reason": reason,
                           "startedAt": started_at, "finishedAt": format_time(finished), "containerID": ""}
             statuses.append({**previous, "state": {"terminated": terminated}, "ready": False, "started": False})
         status["containerStatuses"] = statuses
@@ -241,6 +301,17 @@ class PodLifecycle(Controller):
         backoff = min(MAX_BACKOFF, max(0.01, backoff) * 2 ** (run.restarts - 1))
         run.next_stage = "start"
         self.enqueue_after(backoff, ("stage", *key))
+
+    def _write_due_logs(self, namespace: str, name: str, run: PodRun, everything: bool = False) -> None:
+        """Append the timed log lines whose offset has passed; a timer for the next one."""
+        elapsed = asyncio.get_running_loop().time() - run.started_loop
+        while run.logged < len(run.timed_logs):
+            offset, container, line = run.timed_logs[run.logged]
+            if offset > elapsed + 1e-6 and not everything:  # (float rounding of the clock)
+                self.enqueue_after(offset - elapsed, ("log", namespace, name))
+                return
+            self.store.append_log(namespace, name, container, line + "\n")
+            run.logged += 1
 
     # helpers --------------------------------------------------------------------------------------------------------
     def _host_ip(self, node_name: str) -> str:

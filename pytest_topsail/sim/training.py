@@ -1,0 +1,333 @@
+"""The simulator's fine-tuning performance model (pure logic): what a fine-tuning pod of a PyTorchJob does, from its
+trainer configuration, the GPU of its node and the profile's `fine_tuning` coefficients.
+
+`plan_training(...)` returns a `TrainingPlan`: the run time on the wall clock (simulated seconds x `time_scale`, so
+an hour of training takes about a second), the exit code and termination reason, and the log lines with the wall
+offset at which each is written (trainer formats: dataset statistics, progress dicts, the summary dict; or a CUDA
+out-of-memory traceback). The pod lifecycle (controllers/pods.py) applies the plan.
+
+Model (docs/fine-tuning.md "The simulator's model"; coefficients and their sources in docs/simulator-profile.md):
+- dataset: sample lengths drawn once per dataset from its log-normal distribution (catalog), replication x F (the
+  fraction a seeded subset; samples longer than max_seq_length dropped when F != 1), each sample truncated to
+  min(max_seq_length, model max length); batches padded to their longest sample.
+- time of one micro-step per GPU = max(compute, weight reads): compute = FLOPs/token x padded tokens /
+  (peak x dtype speed x MFU), MFU = mfu_max x t/(t + mfu_tokens_half) x N/(N + mfu_params_half) with t the tokens
+  of the micro-batch; QLoRA x qlora_slowdown; several GPUs x 1/scaling efficiency (8-GPU efficiency interpolated
+  on log(N) between the small and large model values, x inter_node per doubling of pods, x efficiency_scale);
+  seeded Gaussian noise on the throughput.
+- memory per GPU: pytest_topsail.fine_tuning.estimate with the longest padded batch; above the GPU's memory: CUDA
+  out of memory in the log and exit 1. A container memory limit below the host memory the ranks need to load the
+  model: OOMKilled (exit 137).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from pytest_topsail.fine_tuning.catalog import DatasetSpec, ModelSpec, builtin_catalog
+from pytest_topsail.fine_tuning.estimate import MemoryCoefficients, Point, flops_per_token, memory_per_gpu
+from pytest_topsail.sim.controllers.base import stable_fraction
+from pytest_topsail.sim.gpu_profiles import GPU_PROFILES, parse_memory_bytes, sanitize_label_value
+
+GIB = 2**30
+
+
+class GpuPerformance(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    peak_tflops: float = Field(gt=0)  # dense bf16/fp16 tensor-core peak
+    hbm_tbps: float = Field(gt=0)  # memory bandwidth, TB/s
+
+
+def _default_gpus() -> dict[str, GpuPerformance]:
+    table = {"a100": (312, 1.56), "a100-80gb": (312, 2.04), "h100": (989, 3.35), "b200": (2250, 8.0),
+             "l40s": (362, 0.864), "t4": (65, 0.32)}
+    return {name: GpuPerformance(peak_tflops=tflops, hbm_tbps=tbps) for name, (tflops, tbps) in table.items()}
+
+
+class FineTuningModel(BaseModel):
+    """`fine_tuning` of the simulator profile: the coefficients of the performance model."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    time_scale: float = Field(1 / 3600, gt=0)  # wall seconds per simulated second
+    mfu_max: float = Field(0.45, gt=0, le=1)
+    mfu_tokens_half: float = Field(2048, gt=0)  # tokens per micro-batch at which MFU reaches half of mfu_max
+    mfu_params_half_b: float = Field(1.5, gt=0)  # model size (billions) at which MFU reaches half of mfu_max
+    full_flops_per_param: float = Field(6.0, gt=0)
+    lora_flops_per_param: float = Field(5.0, gt=0)  # 4N in theory; measured LoRA gains are 1.1-1.4x
+    qlora_slowdown: float = Field(1.3, ge=1)  # dequantization
+    float32_speed: float = Field(0.5, gt=0, le=1)  # TF32 vs bf16 tensor cores
+    weight_reads_per_step: float = Field(3.0, ge=0)  # forward + backward reads of the 16-bit weights
+    scaling_small: float = Field(0.6, gt=0, le=1)  # FSDP efficiency at 8 GPUs (NVLink) of a 0.5B model
+    scaling_large: float = Field(0.9, gt=0, le=1)  # ... of a 7B or larger model
+    inter_node: float = Field(0.8, gt=0, le=1)  # per doubling of pods (RDMA ~0.85-0.95, TCP ~0.5-0.8)
+    efficiency_scale: float = Field(1.0, gt=0, le=2)  # x the scaling efficiency of multi-GPU jobs (regressions)
+    noise: float = Field(0.01, ge=0, le=0.5)  # relative standard deviation of the throughput
+    startup_s: float = Field(30.0, ge=0)  # simulated seconds before training: imports, NCCL, data loading
+    load_s_per_b: float = Field(2.0, ge=0)  # simulated seconds to load a billion parameters
+    save_s: float = Field(5.0, ge=0)
+    reserve_gib: float = Field(1.5, ge=0)  # CUDA context and allocator reserve
+    full_bytes_per_param: float = Field(16.0, gt=0)
+    frozen_bytes_per_param: float = Field(2.0, gt=0)
+    quantized_bytes_per_param: float = Field(0.55, gt=0)
+    progress_lines: int = Field(20, ge=1, le=1000)  # progress dicts per run (HF logging_steps)
+    gpus: dict[str, GpuPerformance] = Field(default_factory=_default_gpus)  # by GPU profile name
+    catalog: dict[str, Any] = Field(default_factory=dict)  # extra {models: {...}, datasets: {...}}
+
+    def memory_coefficients(self) -> MemoryCoefficients:
+        return MemoryCoefficients(full_bytes_per_param=self.full_bytes_per_param,
+                                  frozen_bytes_per_param=self.frozen_bytes_per_param,
+                                  quantized_bytes_per_param=self.quantized_bytes_per_param)
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """The GPU of the node a pod runs on."""
+
+    product: str
+    memory_gib: float
+    performance: GpuPerformance
+
+
+@dataclass
+class TrainingPlan:
+    run_seconds: float  # wall clock, from the container start
+    exit_code: int = 0
+    reason: str = ""  # termination reason when not Completed/Error (OOMKilled)
+    logs: list[tuple[float, str]] = field(default_factory=list)  # (wall offset, line)
+    preamble: int = 0  # how many log lines come before training starts (a hung job writes only these)
+
+
+@dataclass(frozen=True)
+class Job:
+    """What the trainer of one pod is asked to do: its configuration and environment."""
+
+    config: dict[str, Any]
+    model_name: str
+    dataset_name: str
+    replication: float
+    gpus_per_pod: int
+    pods: int
+    rank: int
+    memory_limit_bytes: float | None = None
+
+    @property
+    def world_size(self) -> int:
+        return self.gpus_per_pod * self.pods
+
+
+def _int(config: dict[str, Any], key: str, default: int) -> int:
+    try:
+        return max(1, int(config.get(key, default)))
+    except (TypeError, ValueError):
+        return default
+
+
+def _float(config: dict[str, Any], key: str, default: float) -> float:
+    try:
+        value = float(config.get(key, default))
+    except (TypeError, ValueError):
+        return default
+    return value if math.isfinite(value) and value > 0 else default
+
+
+@functools.lru_cache(maxsize=32)
+def sample_lengths(name: str, spec: DatasetSpec) -> np.ndarray:
+    """Token lengths of the dataset's samples: fixed per dataset (a dataset does not change between runs)."""
+    rng = np.random.default_rng(int.from_bytes(name.encode()[:8].ljust(8, b"\0"), "big"))
+    lengths = rng.lognormal(math.log(spec.median_tokens), spec.sigma, spec.samples)
+    return np.maximum(8, lengths.astype(np.int64))
+
+
+def dataset_lengths(job: Job, spec: DatasetSpec, max_len: int, seed: int) -> np.ndarray:
+    """The tokens of every training sample after replication, dropping and truncation, in training order."""
+    base = sample_lengths(job.dataset_name, spec)
+    rng = np.random.default_rng(seed)
+    whole = int(job.replication)
+    extra = int(round((job.replication - whole) * len(base)))
+    parts = [base] * whole + ([rng.permutation(base)[:extra]] if extra else [])
+    lengths = np.concatenate(parts) if parts else base[:1]
+    if job.replication != 1:
+        kept = lengths[lengths <= max_len]
+        lengths = kept if len(kept) else lengths[:1]
+    return rng.permutation(np.minimum(lengths, max_len))
+
+
+def _normal(seed: int, *parts: object) -> float:
+    u1 = max(1e-12, stable_fraction(seed, "n1", *parts))
+    u2 = stable_fraction(seed, "n2", *parts)
+    return math.sqrt(-2 * math.log(u1)) * math.cos(2 * math.pi * u2)
+
+
+def scaling_efficiency(model: FineTuningModel, params_b: float, gpus_per_pod: int, pods: int) -> float:
+    if gpus_per_pod * pods <= 1:
+        return 1.0
+    position = min(1.0, max(0.0, (math.log10(params_b) - math.log10(0.5)) / (math.log10(7) - math.log10(0.5))))
+    at_eight = model.scaling_small + (model.scaling_large - model.scaling_small) * position
+    efficiency = at_eight ** (math.log2(gpus_per_pod) / 3) * model.inter_node ** math.log2(pods)
+    return min(1.0, efficiency * model.efficiency_scale)
+
+
+def plan_training(job: Job, gpu: Gpu, model: FineTuningModel, seed: int) -> TrainingPlan:
+    catalog = builtin_catalog().extended(model.catalog, "simulator profile fine_tuning.catalog")
+    scale = model.time_scale
+    header = [f"sim trainer: {job.model_name} on {job.gpus_per_pod} x {gpu.product}, rank {job.rank} of {job.pods}"]
+    spec = catalog.models.get(job.model_name.split("@", 1)[0])
+    data = catalog.datasets.get(job.dataset_name.removesuffix(".json").removesuffix(".jsonl"))
+    if spec is None or data is None:
+        missing = f"model {job.model_name!r}" if spec is None else f"dataset {job.dataset_name!r}"
+        return TrainingPlan(run_seconds=model.startup_s * scale, exit_code=1, logs=[
+            (0.0, header[0]), (model.startup_s * scale, f"OSError: {missing} not found on /mnt/storage")])
+    return _plan(job, gpu, model, seed, spec, data, header)
+
+
+def _plan(job: Job, gpu: Gpu, model: FineTuningModel, seed: int, spec: ModelSpec, data: DatasetSpec,
+          header: list[str]) -> TrainingPlan:
+    config, scale = job.config, model.time_scale
+    batch = _int(config, "per_device_train_batch_size", 4)
+    accumulation = _int(config, "gradient_accumulation_steps", 1)
+    epochs = _float(config, "num_train_epochs", 1.0)
+    max_len = min(_int(config, "max_seq_length", 1024), spec.max_length)
+    method = "full" if str(config.get("peft_method", "none")) in ("none", "", "None") else (
+        "qlora" if config.get("auto_gptq") or spec.quantized else "lora")
+    lengths = dataset_lengths(job, data, max_len, seed)
+    world = job.world_size
+    micro_per_epoch = math.ceil(len(lengths) / (batch * world))
+    padded = np.resize(lengths, micro_per_epoch * world * batch).reshape(-1, batch)
+    padded_per_sample = float(padded.max(axis=1).mean())
+    longest = int(padded.max())
+    dataset_line = ("dataset stats: " + repr({
+        "total_tokens": int(lengths.sum()), "total_samples": int(len(lengths)),
+        "avg_tokens_per_sample": round(float(lengths.mean()), 2), "max_seq_token": int(lengths.max())}))
+    target = config.get("target_modules") or ["q_proj", "k_proj"]
+    point = Point(spec, method, world, batch, longest, str(config.get("torch_dtype", "bfloat16")),
+                  bool(config.get("use_flash_attn")), bool(config.get("gradient_checkpointing")),
+                  _int(config, "r", 4), len(target) if isinstance(target, list) else 4)
+    load_s = model.startup_s + spec.params_b * model.load_s_per_b
+    logs = [(0.0, header[0]), (0.0, dataset_line), (load_s * scale, f"Loaded {job.model_name} ({spec.params_b}B)")]
+    if job.memory_limit_bytes is not None and job.memory_limit_bytes < _host_bytes(spec, job):
+        return TrainingPlan(run_seconds=load_s * scale, exit_code=137, reason="OOMKilled", logs=logs[:2], preamble=2)
+    needed = memory_per_gpu(point, model.reserve_gib, model.memory_coefficients())
+    if needed.total_gib > gpu.memory_gib:
+        oom = (f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+               f"{max(0.02, needed.activations_gib / spec.layers):.2f} GiB. GPU 0 has a total capacity of "
+               f"{gpu.memory_gib:.2f} GiB of which {max(0.0, gpu.memory_gib - needed.model_states_gib) * 0.05:.2f} "
+               f"GiB is free. (estimated need {needed.total_gib:.1f} GiB)")
+        return TrainingPlan(run_seconds=(load_s + 5) * scale, exit_code=1, preamble=3,
+                            logs=[*logs, ((load_s + 5) * scale, "[rank0]: Traceback (most recent call last):"),
+                                  ((load_s + 5) * scale, "[rank0]: " + oom)])
+    step_s = _micro_step_seconds(point, padded_per_sample * batch, gpu, model)
+    step_s /= scaling_efficiency(model, spec.params_b, job.gpus_per_pod, job.pods)
+    noise_key = json.dumps(config, sort_keys=True, default=str), job.model_name, gpu.product, world
+    step_s /= max(0.5, 1 + model.noise * _normal(seed, "throughput", *noise_key))
+    micro_steps = max(1, math.ceil(micro_per_epoch * epochs))
+    runtime = micro_steps * step_s
+    optimizer_steps = max(1, math.ceil(micro_steps / accumulation))
+    logs += _progress(model, optimizer_steps, epochs, _float(config, "learning_rate", 1e-5), load_s, runtime, seed,
+                      noise_key)
+    summary = {"train_runtime": round(runtime, 4),
+               "train_samples_per_second": round(len(lengths) * epochs / runtime, 3),
+               "train_steps_per_second": round(optimizer_steps / runtime, 3),
+               "train_tokens_per_second": round(padded_per_sample * batch * micro_steps / runtime, 3),
+               "train_loss": round(_loss(1.0, seed, noise_key), 4), "epoch": round(epochs, 2)}
+    end = (load_s + runtime) * scale
+    logs += [(end, repr(summary)), ((load_s + runtime + model.save_s) * scale, "Training completed, model saved")]
+    if job.rank != 0:  # the trainer logs from the main process only
+        logs = logs[:1]
+    return TrainingPlan(run_seconds=(load_s + runtime + model.save_s) * scale, logs=logs, preamble=3)
+
+
+def _host_bytes(spec: ModelSpec, job: Job) -> float:
+    """Host memory of one pod while its ranks load the model in 16 bits, plus 2 GiB of runtime."""
+    return spec.params * 2.0 * job.gpus_per_pod + 2 * GIB
+
+
+def _micro_step_seconds(point: Point, tokens: float, gpu: Gpu, model: FineTuningModel) -> float:
+    flops = flops_per_token(point, model.lora_flops_per_param, model.full_flops_per_param) * tokens
+    mfu = (model.mfu_max * tokens / (tokens + model.mfu_tokens_half)
+           * point.model.params_b / (point.model.params_b + model.mfu_params_half_b))
+    speed = gpu.performance.peak_tflops * 1e12 * mfu * (model.float32_speed if point.dtype == "float32" else 1.0)
+    compute = flops / speed
+    reads = model.weight_reads_per_step * point.params * 2.0 / (gpu.performance.hbm_tbps * 1e12)
+    seconds = max(compute, reads)
+    return seconds * model.qlora_slowdown if point.method == "qlora" else seconds
+
+
+def _loss(progress: float, seed: int, key: tuple[Any, ...]) -> float:
+    return 0.9 + 1.2 * math.exp(-4 * progress) + 0.02 * _normal(seed, "loss", progress, *key)
+
+
+def _progress(model: FineTuningModel, steps: int, epochs: float, learning_rate: float, start_s: float,
+              runtime: float, seed: int, key: tuple[Any, ...]) -> list[tuple[float, str]]:
+    lines = []
+    count = min(steps, model.progress_lines)
+    for index in range(1, count + 1):
+        progress = index / count
+        values = {"loss": round(_loss(progress, seed, key), 4),
+                  "grad_norm": round(0.5 + 2.5 * math.exp(-2 * progress) * (1 + 0.1 * _normal(seed, "g", index)), 4),
+                  "learning_rate": learning_rate * 0.5 * (1 + math.cos(math.pi * progress)),
+                  "epoch": round(epochs * progress, 4)}
+        lines.append(((start_s + runtime * progress * 0.999) * model.time_scale, repr(values)))
+    return lines
+
+
+# reading a pod -------------------------------------------------------------------------------------------
+TRAINER_CONTAINER = "pytorch"
+JOB_LABEL = "training.kubeflow.org/job-name"
+
+
+def trainer_container(pod: dict[str, Any]) -> dict[str, Any] | None:
+    """The `pytorch` container of a PyTorchJob pod whose environment names a trainer configuration, else None."""
+    if JOB_LABEL not in ((pod.get("metadata") or {}).get("labels") or {}):
+        return None
+    for container in (pod.get("spec") or {}).get("containers") or ():
+        if container.get("name") == TRAINER_CONTAINER and _env(container).get("CONFIG_JSON_PATH"):
+            return container
+    return None
+
+
+def _env(container: dict[str, Any]) -> dict[str, str]:
+    return {str(e.get("name")): str(e.get("value", "")) for e in container.get("env") or () if isinstance(e, dict)}
+
+
+def config_source(pod: dict[str, Any], container: dict[str, Any]) -> tuple[str, str] | None:
+    """(ConfigMap name, key) that the container's CONFIG_JSON_PATH points into through a configMap volume mount."""
+    path = _env(container)["CONFIG_JSON_PATH"]
+    volumes = {v.get("name"): v for v in (pod.get("spec") or {}).get("volumes") or () if isinstance(v, dict)}
+    for mount in container.get("volumeMounts") or ():
+        prefix = str(mount.get("mountPath", "")).rstrip("/") + "/"
+        config_map = (volumes.get(mount.get("name")) or {}).get("configMap") or {}
+        if path.startswith(prefix) and config_map.get("name"):
+            return str(config_map["name"]), path[len(prefix):]
+    return None
+
+
+def job_of_pod(pod: dict[str, Any], container: dict[str, Any], config: dict[str, Any]) -> Job:
+    env = _env(container)
+    requests = ((container.get("resources") or {}).get("requests") or {})
+    limits = ((container.get("resources") or {}).get("limits") or {})
+    gpus = int(float(limits.get("nvidia.com/gpu") or requests.get("nvidia.com/gpu") or env.get("NUM_GPUS") or 1))
+    memory_limit = limits.get("memory")
+    return Job(config=config, model_name=env.get("MODEL_NAME", ""), dataset_name=env.get("DATASET_SOURCE", "alpaca"),
+               replication=_float(env, "DATASET_REPLICATION", 1.0), gpus_per_pod=max(1, gpus),
+               pods=_int(env, "WORLD_SIZE", 1), rank=int(env.get("RANK", "0") or 0),
+               memory_limit_bytes=float(parse_memory_bytes(str(memory_limit))) if memory_limit else None)
+
+
+def gpu_of_node(node: dict[str, Any] | None, model: FineTuningModel) -> Gpu | None:
+    """The GPU of a simulated node, from the labels the node controller writes (None without GPUs)."""
+    labels = ((node or {}).get("metadata") or {}).get("labels") or {}
+    product = labels.get("nvidia.com/gpu.product")
+    for name, profile in GPU_PROFILES.items():
+        if product and sanitize_label_value(profile.product) == product and name in model.gpus:
+            memory_mib = float(labels.get("nvidia.com/gpu.memory") or profile.gpu_memory_mib)
+            return Gpu(profile.product, memory_mib / 1024.0, model.gpus[name])
+    return None
