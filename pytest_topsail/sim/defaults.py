@@ -16,8 +16,8 @@ _LABEL_NAMED = {"Namespace", "Service"}
 
 def validate_name(rtype: ResourceType, name: str) -> None:
     pattern, limit = (_DNS_LABEL, 63) if rtype.kind in _LABEL_NAMED else (_DNS_SUBDOMAIN, 253)
-    if rtype.kind == "Event":
-        return  # event names embed the object name plus a suffix and are never user-facing
+    if rtype.kind in ("Event", "APIService"):
+        return  # event names embed the object name plus a suffix; the core group's APIService is "v1."
     if len(name) > limit or not pattern.match(name):
         raise invalid(rtype.kind, rtype.group, name, [(
             "metadata.name",

@@ -11,7 +11,14 @@ GIT_VERSION = "v1.32.0+topsail.sim"
 
 _SUBRESOURCE_VERBS = {"status": ["get", "patch", "update"], "log": ["get"], "scale": ["get", "patch", "update"],
                       "finalize": ["update"], "exec": ["create", "get"], "attach": ["create", "get"],
-                      "portforward": ["create", "get"]}
+                      "portforward": ["create", "get"], "eviction": ["create"], "binding": ["create"],
+                      "proxy": ["create", "delete", "get", "patch", "update"], "token": ["create"],
+                      "ephemeralcontainers": ["get", "patch", "update"], "approval": ["get", "patch", "update"]}
+
+
+_SUBRESOURCE_KINDS = {"eviction": {"group": "policy", "version": "v1", "kind": "Eviction"},
+                      "binding": {"kind": "Binding"}, "token": {"group": "authentication.k8s.io", "version": "v1",
+                                                               "kind": "TokenRequest"}}
 
 
 def version_info() -> dict[str, Any]:
@@ -76,6 +83,19 @@ def api_resource_list(types: list[ResourceType], group: str, version: str) -> di
                      "kind": rtype.kind, "verbs": _SUBRESOURCE_VERBS.get(sub, ["get"])}
             if sub == "scale":  # the scale client needs the Scale kind's group and version
                 entry.update({"group": "autoscaling", "version": "v1", "kind": "Scale"})
+            elif sub in _SUBRESOURCE_KINDS:
+                entry.update(_SUBRESOURCE_KINDS[sub])
             resources.append(entry)
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": selected[0].api_version,
             "resources": resources}
+
+
+def api_service(group: str, version: str, timestamp: str) -> dict[str, Any]:
+    """The apiregistration.k8s.io/v1 APIService of a group-version served by the apiserver itself ("Local")."""
+    return {
+        "metadata": {"name": f"{version}.{group}", "labels": {"kube-aggregator.kubernetes.io/automanaged": "onstart"}},
+        "spec": {"group": group, "version": version, "groupPriorityMinimum": 18000 if not group else 1000,
+                 "versionPriority": 1 if not group else 15},
+        "status": {"conditions": [{"type": "Available", "status": "True", "lastTransitionTime": timestamp,
+                                   "reason": "Local", "message": "Local APIServices are always available"}]},
+    }

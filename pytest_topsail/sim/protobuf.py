@@ -35,6 +35,29 @@ ROOT_MESSAGES = {
     ("rbac.authorization.k8s.io", "Role"): "Role", ("rbac.authorization.k8s.io", "ClusterRole"): "ClusterRole",
     ("rbac.authorization.k8s.io", "RoleBinding"): "RoleBinding",
     ("rbac.authorization.k8s.io", "ClusterRoleBinding"): "RoleBinding",
+    ("authorization.k8s.io", "SelfSubjectAccessReview"): "SelfSubjectAccessReview",
+    ("authorization.k8s.io", "SelfSubjectRulesReview"): "SelfSubjectRulesReview",
+    ("authorization.k8s.io", "SubjectAccessReview"): "SubjectAccessReview",
+    ("authorization.k8s.io", "LocalSubjectAccessReview"): "SubjectAccessReview",
+    ("authentication.k8s.io", "SelfSubjectReview"): "SelfSubjectReview",
+    ("authentication.k8s.io", "TokenReview"): "TokenReview",
+}
+
+# kubectl auth can-i / whoami send these (statuses are the server's to fill, never decoded)
+_REVIEW_SCHEMAS = {
+    "SelfSubjectAccessReview": "1 metadata ObjectMeta; 2 spec SelfSubjectAccessReviewSpec",
+    "SelfSubjectAccessReviewSpec": "1 resourceAttributes ResourceAttributes; 2 nonResourceAttributes "
+                                   "NonResourceAttributes",
+    "ResourceAttributes": "1 namespace s; 2 verb s; 3 group s; 4 version s; 5 resource s; 6 subresource s; 7 name s",
+    "NonResourceAttributes": "1 path s; 2 verb s",
+    "SelfSubjectRulesReview": "1 metadata ObjectMeta; 2 spec SelfSubjectRulesReviewSpec",
+    "SelfSubjectRulesReviewSpec": "1 namespace s",
+    "SubjectAccessReview": "1 metadata ObjectMeta; 2 spec SubjectAccessReviewSpec",
+    "SubjectAccessReviewSpec": "1 resourceAttributes ResourceAttributes; 2 nonResourceAttributes "
+                               "NonResourceAttributes; 3 user s; 4 groups s*; 6 uid s",
+    "SelfSubjectReview": "1 metadata ObjectMeta",
+    "TokenReview": "1 metadata ObjectMeta; 2 spec TokenReviewSpec",
+    "TokenReviewSpec": "1 token s; 2 audiences s*",
 }
 
 _RBAC_SCHEMAS = {
@@ -369,7 +392,8 @@ def _unsupported(what: str) -> ApiError:
 @cache
 def _fields(message: str) -> dict[int, tuple[str, str, bool]]:
     """field number -> (JSON name, type, repeated) of ``message``."""
-    spec = _META_SCHEMAS.get(message) or _RBAC_SCHEMAS.get(message) or _SCHEMAS.get(message)
+    spec = (_META_SCHEMAS.get(message) or _RBAC_SCHEMAS.get(message) or _REVIEW_SCHEMAS.get(message)
+            or _SCHEMAS.get(message))
     if spec is None:
         raise _unsupported(f"message {message}")
     fields = {}

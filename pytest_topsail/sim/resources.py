@@ -50,26 +50,36 @@ class ResourceType:
 
 
 def _rt(group: str, version: str, plural: str, kind: str, namespaced: bool, subresources: tuple[str, ...] = (),
-        short: tuple[str, ...] = (), categories: tuple[str, ...] = ()) -> ResourceType:
-    return ResourceType(group, version, plural, kind, namespaced, subresources, kind.lower(), short, categories)
+        short: tuple[str, ...] = (), categories: tuple[str, ...] = (), verbs: tuple[str, ...] = ALL_VERBS
+        ) -> ResourceType:
+    return ResourceType(group, version, plural, kind, namespaced, subresources, kind.lower(), short, categories, verbs)
 
 
 _ALL = ("all",)
+CREATE_ONLY = ("create",)  # reviews: answered, never stored
+
+
+def _review(group: str, plural: str, kind: str, namespaced: bool = False) -> ResourceType:
+    return _rt(group, "v1", plural, kind, namespaced, verbs=CREATE_ONLY)
+
 
 BUILTIN_TYPES: tuple[ResourceType, ...] = (
-    _rt("", "v1", "pods", "Pod", True, ("status", "log", "exec", "attach", "portforward"), ("po",), _ALL),
-    _rt("", "v1", "nodes", "Node", False, ("status",), ("no",)),
+    _rt("", "v1", "pods", "Pod", True, ("status", "log", "exec", "attach", "portforward", "eviction", "binding",
+                                        "proxy", "ephemeralcontainers"), ("po",), _ALL),
+    _rt("", "v1", "nodes", "Node", False, ("status", "proxy"), ("no",)),
     _rt("", "v1", "namespaces", "Namespace", False, ("status", "finalize"), ("ns",)),
-    _rt("", "v1", "services", "Service", True, ("status",), ("svc",), _ALL),
+    _rt("", "v1", "services", "Service", True, ("status", "proxy"), ("svc",), _ALL),
     _rt("", "v1", "endpoints", "Endpoints", True, (), ("ep",)),
     _rt("", "v1", "configmaps", "ConfigMap", True, (), ("cm",)),
     _rt("", "v1", "secrets", "Secret", True),
     _rt("", "v1", "events", "Event", True, (), ("ev",)),
     _rt("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True, ("status",), ("pvc",)),
     _rt("", "v1", "persistentvolumes", "PersistentVolume", False, ("status",), ("pv",)),
-    _rt("", "v1", "serviceaccounts", "ServiceAccount", True, (), ("sa",)),
+    _rt("", "v1", "serviceaccounts", "ServiceAccount", True, ("token",), ("sa",)),
     _rt("", "v1", "resourcequotas", "ResourceQuota", True, ("status",), ("quota",)),
     _rt("", "v1", "limitranges", "LimitRange", True, (), ("limits",)),
+    _rt("", "v1", "replicationcontrollers", "ReplicationController", True, ("status", "scale"), ("rc",), _ALL),
+    _rt("", "v1", "podtemplates", "PodTemplate", True),
     _rt("apps", "v1", "deployments", "Deployment", True, ("status", "scale"), ("deploy",), _ALL),
     _rt("apps", "v1", "replicasets", "ReplicaSet", True, ("status", "scale"), ("rs",), _ALL),
     _rt("apps", "v1", "statefulsets", "StatefulSet", True, ("status", "scale"), ("sts",), _ALL),
@@ -85,6 +95,34 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     _rt("storage.k8s.io", "v1", "storageclasses", "StorageClass", False, (), ("sc",)),
     _rt("coordination.k8s.io", "v1", "leases", "Lease", True),
     _rt("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, (), ("pc",)),
+    _rt("apps", "v1", "controllerrevisions", "ControllerRevision", True),
+    _rt("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, ("status",), ("pdb",)),
+    _rt("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", True, ("status",), ("hpa",),
+        _ALL),
+    _rt("autoscaling", "v1", "horizontalpodautoscalers", "HorizontalPodAutoscaler", True, ("status",), ("hpa",),
+        _ALL),
+    _rt("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", True, (), ("netpol",)),
+    _rt("networking.k8s.io", "v1", "ingresses", "Ingress", True, ("status",), ("ing",)),
+    _rt("networking.k8s.io", "v1", "ingressclasses", "IngressClass", False),
+    _rt("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", True),
+    _rt("events.k8s.io", "v1", "events", "Event", True, (), ("ev",)),
+    _rt("apiregistration.k8s.io", "v1", "apiservices", "APIService", False, ("status",), (), ("api-extensions",)),
+    _rt("node.k8s.io", "v1", "runtimeclasses", "RuntimeClass", False),
+    _rt("certificates.k8s.io", "v1", "certificatesigningrequests", "CertificateSigningRequest", False,
+        ("status", "approval"), ("csr",)),
+    _rt("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", "ValidatingWebhookConfiguration",
+        False, (), (), ("api-extensions",)),
+    _rt("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration",
+        False, (), (), ("api-extensions",)),
+    _rt("storage.k8s.io", "v1", "csidrivers", "CSIDriver", False),
+    _rt("storage.k8s.io", "v1", "csinodes", "CSINode", False),
+    _rt("storage.k8s.io", "v1", "volumeattachments", "VolumeAttachment", False, ("status",)),
+    _review("authorization.k8s.io", "selfsubjectaccessreviews", "SelfSubjectAccessReview"),
+    _review("authorization.k8s.io", "selfsubjectrulesreviews", "SelfSubjectRulesReview"),
+    _review("authorization.k8s.io", "subjectaccessreviews", "SubjectAccessReview"),
+    _review("authorization.k8s.io", "localsubjectaccessreviews", "LocalSubjectAccessReview", namespaced=True),
+    _review("authentication.k8s.io", "selfsubjectreviews", "SelfSubjectReview"),
+    _review("authentication.k8s.io", "tokenreviews", "TokenReview"),
 )
 
 

@@ -22,16 +22,19 @@ from typing import Any, Protocol
 import yaml
 from aiohttp import web
 
-from . import apierror, discovery, openapi, podexec, portforward, protobuf
+from . import apierror, discovery, openapi, podexec, portforward, protobuf, reviews
 from .apierror import ApiError
 from .listoptions import EXACT, check_list_options, requested_version, too_large
+from .metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from .metrics import REPORTED_VERBS, ApiMetrics
 from .patch import APPLY_PATCH, MERGE_PATCH, PATCH_TYPES, STRATEGIC_MERGE_PATCH, apply_patch
-from .resources import ResourceType
+from .resources import CREATE_ONLY, ResourceType
 from .selectors import (
     FieldRequirement,
     Requirement,
     check_field_selector,
     fields_match,
+    label_selector_from_match,
     labels_match,
     parse_field_selector,
     parse_label_selector,
@@ -140,6 +143,8 @@ class ApiServer:
                  audit_log: Path | None = None, server_address: str = "127.0.0.1") -> None:
         self.store = store
         self._authorization = f"Bearer {token}"
+        self._token = token
+        self.metrics = ApiMetrics(store.object_counts)
         self._faults = list(api_faults)
         self._random = random.Random(seed)
         self._audit = open(audit_log, "a", encoding="utf-8", buffering=1) if audit_log else None  # noqa: SIM115
@@ -171,6 +176,7 @@ class ApiServer:
         if request.headers.get("Authorization") != self._authorization:
             return status_response(ApiError(401, "Unauthorized", "Unauthorized"))
         parsed: _Request | None = None
+        started = time.monotonic()
         try:
             parsed = self._parse(request)
             if parsed is None:
@@ -186,9 +192,25 @@ class ApiServer:
         except Exception as error:  # an apiserver answers with a Status, never a traceback
             logger.exception("internal error serving %s %s", request.method, request.path_qs)
             response = status_response(ApiError(500, "InternalError", f"internal error: {type(error).__name__}"))
-        if parsed is not None and parsed.verb in _MUTATING and self._audit is not None:
-            self._write_audit(request, parsed, response)
+        if parsed is not None:
+            self._observe(request, parsed, response.status, time.monotonic() - started)
+            if parsed.verb in _MUTATING and self._audit is not None:
+                self._write_audit(request, parsed, response)
         return response
+
+    @staticmethod
+    def _metric_labels(parsed: _Request) -> tuple[str, ...]:
+        """(group, version, resource, subresource, scope) as the apiserver labels its request metrics."""
+        scope = "resource" if parsed.name else ("namespace" if parsed.namespace else "cluster")
+        rtype = parsed.rtype
+        return (rtype.group, rtype.version, rtype.plural, parsed.subresource or "", scope)
+
+    def _observe(self, request: web.Request, parsed: _Request, code: int, seconds: float) -> None:
+        verb = REPORTED_VERBS.get(parsed.verb, parsed.verb.upper())
+        if verb == "PATCH" and request.content_type == APPLY_PATCH:
+            verb = "APPLY"
+        dry_run = "All" if request.query.get("dryRun") == "All" else ""
+        self.metrics.observe(verb, (dry_run, *self._metric_labels(parsed)), code, seconds)
 
     def _write_audit(self, request: web.Request, parsed: _Request, response: web.StreamResponse) -> None:
         resource = parsed.rtype.plural + (f"/{parsed.subresource}" if parsed.subresource else "")
@@ -230,7 +252,7 @@ class ApiServer:
         namespace = None
         if rest[0] == "namespaces" and len(rest) >= 3 and rest[2] not in ("status", "finalize"):
             namespace, rest = rest[1], rest[2:]
-        if len(rest) > 3:
+        if len(rest) > 3 and rest[2] != "proxy":  # proxy paths go on: .../pods/{name}/proxy/{path}
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         plural, name, subresource = rest[0], (rest[1] if len(rest) > 1 else None), (rest[2] if len(rest) > 2 else None)
         rtype = self.store.type_for(group, version, plural)
@@ -261,6 +283,8 @@ class ApiServer:
             return status_response(apierror.method_not_allowed("the server does not allow this method"))
         if path in ("/healthz", "/readyz", "/livez"):
             return web.Response(text="ok")
+        if path == "/metrics":
+            return web.Response(body=self.metrics.exposition(), headers={"Content-Type": METRICS_CONTENT_TYPE})
         if path == "/version":
             return _json_response(discovery.version_info())
         if path == openapi.V2_PATH and "protobuf" in request.headers.get("Accept", ""):
@@ -328,9 +352,17 @@ class ApiServer:
             return await self._scale(request, parsed)
         if parsed.subresource in ("exec", "attach", "portforward"):
             return await self._stream(request, parsed)
+        if parsed.subresource in ("eviction", "binding"):
+            return await self._pod_action(request, parsed)
         if parsed.subresource not in (None, "status"):
-            raise ApiError(404, "NotFound", f"the simulated cluster does not serve {rtype.plural}/"
-                                            f"{parsed.subresource}")
+            raise not_simulated(f"{rtype.plural}/{parsed.subresource}")
+        if rtype.verbs == CREATE_ONLY:
+            if verb != "create" or parsed.name is not None:
+                raise apierror.method_not_allowed("the server does not allow this method on the requested resource")
+            body = await self._body(request)
+            if not isinstance(body, dict):
+                raise apierror.bad_request("the body of the request is not a JSON object")
+            return _json_response(reviews.answer(rtype, body, parsed.namespace, self._token), 201)
         if rtype.namespaced and parsed.namespace is None and verb in ("create", "get", "update", "patch", "delete",
                                                                        "deletecollection"):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
@@ -605,6 +637,7 @@ class ApiServer:
             await response.write_eof()
             return response
         self._watchers.setdefault(rtype.key, set()).add(watcher)
+        self.metrics.watching(self._metric_labels(parsed), +1)
         try:
             await response.prepare(request)
             if initial:
@@ -617,6 +650,7 @@ class ApiServer:
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
+            self.metrics.watching(self._metric_labels(parsed), -1)
             watchers = self._watchers.get(rtype.key)
             if watchers is not None:
                 watchers.discard(watcher)
@@ -676,6 +710,44 @@ class ApiServer:
             pass
         return response
 
+    async def _pod_action(self, request: web.Request, parsed: _Request) -> web.Response:
+        """POST pods/{name}/eviction (refused with 429 while a PodDisruptionBudget allows no disruption) and
+        pods/{name}/binding (what a scheduler sends: sets spec.nodeName)."""
+        if parsed.verb != "create":
+            raise apierror.method_not_allowed(f"pods/{parsed.subresource} supports only POST")
+        namespace, name = parsed.namespace or "", parsed.name or ""
+        pod = self.store.get(parsed.rtype, namespace, name)
+        body = await self._body(request)
+        if parsed.subresource == "binding":
+            node = ((body or {}).get("target") or {}).get("name") if isinstance(body, dict) else None
+            if not node:
+                raise apierror.invalid("Binding", "", name, [("target.name", "Required value")])
+            if (pod.get("spec") or {}).get("nodeName"):
+                raise apierror.conflict("pods/binding", "", name, f"pod {name} is already assigned to node "
+                                                                   f'"{pod["spec"]["nodeName"]}"')
+            self.store.update(parsed.rtype, {**pod, "spec": {**pod["spec"], "nodeName": node}})
+        else:
+            self._check_disruption_budgets(pod)
+            self.store.delete(parsed.rtype, namespace, name)
+        return _json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                               "code": 201}, 201)
+
+    def _check_disruption_budgets(self, pod: dict[str, Any]) -> None:
+        budgets = self.store.resource_type("poddisruptionbudgets", "policy")
+        labels = pod["metadata"].get("labels") or {}
+        for budget in self.store.list(budgets, pod["metadata"]["namespace"]):
+            selector = label_selector_from_match((budget.get("spec") or {}).get("selector"))
+            if not selector or not labels_match(selector, labels):
+                continue
+            if int((budget.get("status") or {}).get("disruptionsAllowed") or 0) < 1:
+                raise ApiError(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption "
+                                                       "budget.",
+                               {"causes": [{"reason": "DisruptionBudget", "message": f"The disruption budget "
+                                            f"{budget['metadata']['name']} needs "
+                                            f"{(budget.get('status') or {}).get('desiredHealthy', 0)} healthy pods "
+                                            f"and has {(budget.get('status') or {}).get('currentHealthy', 0)} "
+                                            "currently"}]})
+
     async def _stream(self, request: web.Request, parsed: _Request) -> web.StreamResponse:
         """pods/exec, pods/attach, pods/portforward: WebSocket streams served by podexec and portforward."""
         if request.method not in ("GET", "POST"):
@@ -721,6 +793,13 @@ class ApiServer:
             reason = "ContainerCreating"
         raise apierror.bad_request(f'container "{container}" in pod "{pod["metadata"]["name"]}" is waiting to '
                                    f"start: {reason}")
+
+
+def not_simulated(what: str) -> ApiError:
+    """The answer for a part of the API the simulator leaves out on purpose (listed in docs/simulator.md)."""
+    return ApiError(405, "MethodNotAllowed", f"{what} is not supported by the simulated cluster "
+                                             "(pytest-topsail simulator): see docs/simulator.md for what it serves",
+                    {"kind": what})
 
 
 def _as_seen(seen: str, event_type: str, obj: dict[str, Any], old: dict[str, Any] | None) -> dict[str, Any]:

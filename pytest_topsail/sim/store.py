@@ -72,6 +72,7 @@ from typing import Any
 from . import apierror
 from .apierror import ApiError
 from .defaults import apply_create_defaults, check_kind, validate, validate_name
+from .discovery import api_service
 from .patch import APPLY_PATCH, apply_patch
 from .resources import BUILTIN_TYPES, ResourceType, types_from_crd
 from .selectors import (
@@ -146,11 +147,16 @@ class Store:
         self._logs: dict[ObjKey, dict[str, list[str]]] = {}
         self._event_counter = 0
         self.types_generation = 0  # bumped whenever the set of resource types changes (discovery caches)
-        for rtype in BUILTIN_TYPES:
-            self._register_type(rtype)
+        for rtype in BUILTIN_TYPES:  # the first version listed of a resource is its preferred one
+            self._register_type(rtype, preferred=rtype.key not in self._preferred)
         for name in INITIAL_NAMESPACES:
             self.create(self.resource_type("namespaces"), {"metadata": {"name": name}})
         self.create(self.resource_type("services"), _kubernetes_service(), "default")
+        self._begin()
+        try:
+            self._sync_api_services()
+        finally:
+            self._end()
 
     # ----------------------------------------------------------------- types
     def _register_type(self, rtype: ResourceType, preferred: bool = True) -> None:
@@ -213,6 +219,18 @@ class Store:
         for index, rtype in enumerate(types):
             self._register_type(rtype, preferred=index == 0)
 
+    def _sync_api_services(self) -> None:
+        """One Local APIService per served group-version, as the apiserver's autoregistration keeps them."""
+        api_services = self._preferred[("apiregistration.k8s.io", "apiservices")]
+        table = self._tables[api_services.key]
+        served = {(t.group, t.version) for t in self._types.values()}
+        for group, version in sorted(served):
+            if ("", f"{version}.{group}") not in table.objects:
+                self._create(api_services, api_service(group, version, format_time(self._clock())), None)
+        for obj in list(table.objects.values()):
+            if (obj["spec"].get("group", ""), obj["spec"].get("version")) not in served:
+                self._remove(api_services, obj, gc_policy=None)
+
     def _uninstall_crd(self, crd: Obj) -> None:
         try:
             key = types_from_crd(crd)[0].key
@@ -228,6 +246,12 @@ class Store:
         self._preferred.pop(key, None)
         self._tables.pop(key, None)
         self.types_generation += 1
+        self._sync_api_services()
+
+    def object_counts(self) -> list[tuple[str, int]]:
+        """(resource as "plural.group", number of stored objects) for every resource with a store."""
+        return [(f"{plural}.{group}" if group else plural, len(table.objects))
+                for (group, plural), table in self._tables.items()]
 
     # ----------------------------------------------------------------- helpers
     @property
@@ -493,6 +517,7 @@ class Store:
         self._index_owners(rtype, key, new, add=True)
         if rtype.key == CRDS:
             self._install_crd(new)
+            self._sync_api_services()
         self._emit("ADDED", rtype, new, table, None)
         self._note_owners(rtype, key, new)
         if rtype.key == NAMESPACES:
@@ -609,6 +634,7 @@ class Store:
         self._index_owners(rtype, key, new, add=True)
         if rtype.key == CRDS:
             self._install_crd(new)
+            self._sync_api_services()
         self._emit("MODIFIED", rtype, new, table, old)
         if new["metadata"].get("ownerReferences") != old["metadata"].get("ownerReferences"):
             self._note_owners(rtype, key, new)

@@ -54,7 +54,10 @@ def _pod_cells(pod: Obj) -> list[Any]:
     if pod["metadata"].get("deletionTimestamp"):
         reason = "Terminating"
     restarts = sum(int(s.get("restartCount") or 0) for s in statuses)
-    return [f"{ready}/{len(spec.get('containers') or [])}", reason, restarts]
+    gates = spec.get("readinessGates") or []
+    return [f"{ready}/{len(spec.get('containers') or [])}", reason, restarts, status.get("podIP") or "<none>",
+            spec.get("nodeName") or "<none>", status.get("nominatedNodeName") or "<none>",
+            f"{len(gates)}/{len(gates)}" if gates else "<none>"]
 
 
 def _node_cells(node: Obj) -> list[Any]:
@@ -65,8 +68,25 @@ def _node_cells(node: Obj) -> list[Any]:
     labels = node["metadata"].get("labels") or {}
     prefix = "node-role.kubernetes.io/"
     roles = ",".join(sorted(k[len(prefix):] for k in labels if k.startswith(prefix))) or "<none>"
-    version = ((node.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion", "")
-    return [state, roles, version]
+    info = (node.get("status") or {}).get("nodeInfo") or {}
+    addresses = {a.get("type"): a.get("address") for a in (node.get("status") or {}).get("addresses") or []}
+    return [state, roles, info.get("kubeletVersion", ""), addresses.get("InternalIP") or "<none>",
+            addresses.get("ExternalIP") or "<none>", info.get("osImage") or "<unknown>",
+            info.get("kernelVersion") or "<unknown>", info.get("containerRuntimeVersion") or "<unknown>"]
+
+
+def _workload_wide(obj: Obj) -> list[Any]:
+    """CONTAINERS, IMAGES, SELECTOR of a workload's -o wide."""
+    spec = obj.get("spec") or {}
+    containers = ((spec.get("template") or {}).get("spec") or {}).get("containers") or []
+    selector = spec.get("selector") or {}
+    match = selector.get("matchLabels") or {}
+    terms = [f"{k}={v}" for k, v in sorted(match.items())]
+    for expression in selector.get("matchExpressions") or []:
+        values = ",".join(expression.get("values") or [])
+        terms.append(f"{expression.get('key')} {expression.get('operator', '').lower()} ({values})")
+    return [",".join(c.get("name", "") for c in containers), ",".join(c.get("image", "") for c in containers),
+            ",".join(terms) or "<none>"]
 
 
 def _job_cells(job: Obj) -> list[Any]:
@@ -75,24 +95,29 @@ def _job_cells(job: Obj) -> list[Any]:
     state = next((t for t in ("Complete", "Failed", "Suspended") if conditions.get(t) == "True"), "Running")
     completions = (job.get("spec") or {}).get("completions")
     done = status.get("succeeded", 0)
-    return [state, f"{done}/{completions if completions is not None else 1}"]
+    return [state, f"{done}/{completions if completions is not None else 1}", *_workload_wide(job)]
 
 
 def _deployment_cells(deployment: Obj) -> list[Any]:
     spec, status = deployment.get("spec") or {}, deployment.get("status") or {}
     return [f"{status.get('readyReplicas', 0)}/{spec.get('replicas', 1)}", status.get("updatedReplicas", 0),
-            status.get("availableReplicas", 0)]
+            status.get("availableReplicas", 0), *_workload_wide(deployment)]
 
 
 def _replicaset_cells(replicaset: Obj) -> list[Any]:
     spec, status = replicaset.get("spec") or {}, replicaset.get("status") or {}
-    return [spec.get("replicas", 1), status.get("replicas", 0), status.get("readyReplicas", 0)]
+    return [spec.get("replicas", 1), status.get("replicas", 0), status.get("readyReplicas", 0),
+            *_workload_wide(replicaset)]
 
 
 def _service_cells(service: Obj) -> list[Any]:
     spec = service.get("spec") or {}
     ports = ",".join(f"{p.get('port')}/{p.get('protocol', 'TCP')}" for p in spec.get("ports") or []) or "<none>"
-    return [spec.get("type", "ClusterIP"), spec.get("clusterIP") or "<none>", "<none>", ports]
+    ingress = ((service.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
+    external = ",".join(i.get("ip") or i.get("hostname") or "" for i in ingress) or (
+        "<pending>" if spec.get("type") == "LoadBalancer" else "<none>")
+    selector = ",".join(f"{k}={v}" for k, v in sorted((spec.get("selector") or {}).items())) or "<none>"
+    return [spec.get("type", "ClusterIP"), spec.get("clusterIP") or "<none>", external, ports, selector]
 
 
 def _claim_cells(claim: Obj) -> list[Any]:
@@ -104,19 +129,25 @@ def _claim_cells(claim: Obj) -> list[Any]:
             spec.get("storageClassName") or "<unset>"]
 
 
-_COLUMNS: dict[tuple[str, str], tuple[list[tuple[str, str]], Any]] = {
-    ("", "pods"): ([("Ready", "string"), ("Status", "string"), ("Restarts", "integer")], _pod_cells),
-    ("", "nodes"): ([("Status", "string"), ("Roles", "string"), ("Version", "string")], _node_cells),
-    ("", "namespaces"): ([("Status", "string")], lambda ns: [(ns.get("status") or {}).get("phase", "")]),
-    ("batch", "jobs"): ([("Status", "string"), ("Completions", "string")], _job_cells),
-    ("apps", "deployments"): ([("Ready", "string"), ("Up-to-date", "integer"), ("Available", "integer")],
-                              _deployment_cells),
-    ("apps", "replicasets"): ([("Desired", "integer"), ("Current", "integer"), ("Ready", "integer")],
-                              _replicaset_cells),
-    ("", "services"): ([("Type", "string"), ("Cluster-IP", "string"), ("External-IP", "string"),
-                        ("Port(s)", "string")], _service_cells),
-    ("", "persistentvolumeclaims"): ([("Status", "string"), ("Volume", "string"), ("Capacity", "string"),
-                                      ("Access Modes", "string"), ("StorageClass", "string")], _claim_cells),
+# Extra columns (name, type, priority): priority 1 columns show with `kubectl get -o wide` only.
+_WORKLOAD_WIDE = [("Containers", "string", 1), ("Images", "string", 1), ("Selector", "string", 1)]
+_COLUMNS: dict[tuple[str, str], tuple[list[tuple[str, str, int]], Any]] = {
+    ("", "pods"): ([("Ready", "string", 0), ("Status", "string", 0), ("Restarts", "integer", 0), ("IP", "string", 1),
+                    ("Node", "string", 1), ("Nominated Node", "string", 1), ("Readiness Gates", "string", 1)],
+                   _pod_cells),
+    ("", "nodes"): ([("Status", "string", 0), ("Roles", "string", 0), ("Age", "string", 0), ("Version", "string", 0),
+                     ("Internal-IP", "string", 1), ("External-IP", "string", 1), ("OS-Image", "string", 1),
+                     ("Kernel-Version", "string", 1), ("Container-Runtime", "string", 1)], _node_cells),
+    ("", "namespaces"): ([("Status", "string", 0)], lambda ns: [(ns.get("status") or {}).get("phase", "")]),
+    ("batch", "jobs"): ([("Status", "string", 0), ("Completions", "string", 0), *_WORKLOAD_WIDE], _job_cells),
+    ("apps", "deployments"): ([("Ready", "string", 0), ("Up-to-date", "integer", 0), ("Available", "integer", 0),
+                               *_WORKLOAD_WIDE], _deployment_cells),
+    ("apps", "replicasets"): ([("Desired", "integer", 0), ("Current", "integer", 0), ("Ready", "integer", 0),
+                               *_WORKLOAD_WIDE], _replicaset_cells),
+    ("", "services"): ([("Type", "string", 0), ("Cluster-IP", "string", 0), ("External-IP", "string", 0),
+                        ("Port(s)", "string", 0), ("Selector", "string", 1)], _service_cells),
+    ("", "persistentvolumeclaims"): ([("Status", "string", 0), ("Volume", "string", 0), ("Capacity", "string", 0),
+                                      ("Access Modes", "string", 0), ("StorageClass", "string", 0)], _claim_cells),
 }
 
 
@@ -141,9 +172,16 @@ def table_for(rtype: ResourceType, items: list[Obj], resource_version: str, incl
         cells = [_event_row(obj, now) for obj in items]
     else:
         extra, cells_of = _COLUMNS.get(rtype.key, ([], lambda _obj: []))
-        columns = [("Name", "string", 0), *((name, kind, 0) for name, kind in extra), ("Age", "string", 0)]
-        cells = [[obj["metadata"]["name"], *cells_of(obj), _age(obj["metadata"].get("creationTimestamp"), now)]
-                 for obj in items]
+        # Age where the kind's printer puts it (listed), else after the columns -o wide does not add
+        names = [column[0] for column in extra]
+        age_at = names.index("Age") if "Age" in names else sum(1 for column in extra if column[2] == 0)
+        extra = [column for column in extra if column[0] != "Age"]
+        columns = [("Name", "string", 0), *extra[:age_at], ("Age", "string", 0), *extra[age_at:]]
+        cells = []
+        for obj in items:
+            values = cells_of(obj)
+            cells.append([obj["metadata"]["name"], *values[:age_at],
+                          _age(obj["metadata"].get("creationTimestamp"), now), *values[age_at:]])
     rows = []
     for obj, row_cells in zip(items, cells, strict=True):
         row: Obj = {"cells": row_cells}

@@ -1,5 +1,9 @@
 """Node lifecycle: creates the profile's node pools, marks nodes Ready after the profile's delay, keeps the pools'
-NotReady nodes NotReady (with the not-ready taint) and turns nodes NotReady when a node fault fires."""
+NotReady nodes NotReady (with the not-ready taint) and turns nodes NotReady when a node fault fires.
+
+Each node has its kubelet's Lease in ``kube-node-lease`` (owned by the node). It is renewed when the node's Ready
+condition is written, not every 10 s as a kubelet does: thousands of simulated nodes would otherwise flood the
+store with heartbeats nobody reads."""
 
 from __future__ import annotations
 
@@ -7,9 +11,12 @@ import asyncio
 from collections.abc import Hashable
 from typing import Any
 
-from pytest_topsail.sim.controllers.base import BATCH, Controller, now_seconds, stable_fraction
+from pytest_topsail.sim.controllers.base import BATCH, Controller, now_rfc3339, now_seconds, stable_fraction
 from pytest_topsail.sim.controllers.nodeobjects import NOT_READY_TAINT, POOL_LABEL, node_conditions, node_object
 from pytest_topsail.sim.profile import NodeFault
+
+LEASE_NAMESPACE = "kube-node-lease"
+LEASE_SECONDS = 40
 
 
 class NodeController(Controller):
@@ -18,6 +25,7 @@ class NodeController(Controller):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.nodes = self.store.resource_type("nodes")
+        self.leases = self.store.resource_type("leases", "coordination.k8s.io")
         self.not_ready: set[str] = set()  # nodes that must stay (or have turned) NotReady
 
     async def on_start(self) -> None:
@@ -35,9 +43,9 @@ class NodeController(Controller):
                     continue
                 if ready_at_once and name not in self.not_ready:
                     node["status"]["conditions"] = node_conditions(ready=True, now=now_seconds())
-                    self.store.create(self.nodes, node)
+                    self._renew_lease(self.store.create(self.nodes, node))
                 else:
-                    self.store.create(self.nodes, node)
+                    self._renew_lease(self.store.create(self.nodes, node))
                     self.enqueue_after(self.delay(ready_stage, name, "ready"), name)
                 created += 1
                 if created % BATCH == 0:
@@ -76,4 +84,16 @@ class NodeController(Controller):
                 current.get("lastHeartbeatTime"):
             return
         status = {**node["status"], "conditions": node_conditions(ready=ready, now=now_seconds())}
-        self.store.update(self.nodes, {**node, "status": status}, subresource="status")
+        self._renew_lease(self.store.update(self.nodes, {**node, "status": status}, subresource="status"))
+
+    def _renew_lease(self, node: dict[str, Any]) -> None:
+        """The node's kubelet Lease (kubectl describe node reads it), created or renewed now."""
+        name = node["metadata"]["name"]
+        lease = self.store.find(self.leases, LEASE_NAMESPACE, name)
+        spec = {"holderIdentity": name, "leaseDurationSeconds": LEASE_SECONDS, "renewTime": now_rfc3339()}
+        if lease is None:
+            owner = {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]}
+            self.store.create(self.leases, {"metadata": {"name": name, "ownerReferences": [owner]}, "spec": spec},
+                              LEASE_NAMESPACE)
+        else:
+            self.store.update(self.leases, {**lease, "spec": {**(lease.get("spec") or {}), **spec}})

@@ -1,0 +1,163 @@
+"""kubectl 1.32 against the simulator where it relies on the standard API: groups and kinds, access reviews,
+/metrics, -o wide, node leases, eviction, and the parts the simulator answers as not simulated."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+
+POD = """
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, namespace: {namespace}, labels: {{app: wide}}}}
+spec:
+  containers: [{{name: main, image: busybox, command: [sleep, infinity]}}]
+"""
+
+
+@pytest.fixture(scope="module")
+def core(cluster_sim: Any) -> client.CoreV1Api:
+    return client.CoreV1Api(cluster_sim.api_client())
+
+
+@pytest.fixture
+def namespace(core: client.CoreV1Api) -> str:
+    name = f"k-{uuid.uuid4().hex[:8]}"
+    core.create_namespace({"metadata": {"name": name}})
+    return name
+
+
+def test_standard_groups_and_kinds_are_served(cluster_sim: Any) -> None:
+    listed = cluster_sim.kubectl("api-resources", "--no-headers", "-o", "name").stdout.split()
+    for resource in ("replicationcontrollers", "poddisruptionbudgets.policy", "horizontalpodautoscalers.autoscaling",
+                     "networkpolicies.networking.k8s.io", "ingresses.networking.k8s.io",
+                     "endpointslices.discovery.k8s.io", "events.events.k8s.io", "apiservices.apiregistration.k8s.io",
+                     "selfsubjectaccessreviews.authorization.k8s.io", "selfsubjectreviews.authentication.k8s.io"):
+        assert resource in listed, resource
+    versions = cluster_sim.kubectl("api-versions").stdout.split()
+    assert {"autoscaling/v1", "autoscaling/v2", "policy/v1", "networking.k8s.io/v1"} <= set(versions)
+    services = json.loads(cluster_sim.kubectl("get", "apiservices", "-o", "json").stdout)["items"]
+    names = {s["metadata"]["name"] for s in services}
+    assert {"v1.", "v1.apps", "v2.autoscaling"} <= names
+    assert all(s["status"]["conditions"][0]["reason"] == "Local" for s in services)
+
+
+def test_standard_kinds_round_trip(cluster_sim: Any, namespace: str) -> None:
+    manifest = f"""
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {{name: pdb, namespace: {namespace}}}
+spec: {{minAvailable: 1, selector: {{matchLabels: {{app: x}}}}}}
+---
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {{name: hpa, namespace: {namespace}}}
+spec:
+  scaleTargetRef: {{apiVersion: apps/v1, kind: Deployment, name: d}}
+  minReplicas: 1
+  maxReplicas: 3
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {{name: deny, namespace: {namespace}}}
+spec: {{podSelector: {{}}}}
+---
+apiVersion: v1
+kind: ReplicationController
+metadata: {{name: rc, namespace: {namespace}}}
+spec:
+  replicas: 0
+  selector: {{app: rc}}
+  template:
+    metadata: {{labels: {{app: rc}}}}
+    spec: {{containers: [{{name: c, image: busybox}}]}}
+"""
+    applied = cluster_sim.kubectl("apply", "-f", "-", stdin=manifest).stdout
+    for created in ("poddisruptionbudget.policy/pdb", "horizontalpodautoscaler.autoscaling/hpa",
+                    "networkpolicy.networking.k8s.io/deny", "replicationcontroller/rc"):
+        assert f"{created} created" in applied
+    got = cluster_sim.kubectl("get", "pdb,hpa,netpol,rc", "-n", namespace, "-o", "name").stdout.split()
+    assert sorted(got) == sorted(["poddisruptionbudget.policy/pdb", "horizontalpodautoscaler.autoscaling/hpa",
+                                  "networkpolicy.networking.k8s.io/deny", "replicationcontroller/rc"])
+
+
+def test_auth_can_i_and_whoami(cluster_sim: Any) -> None:
+    assert cluster_sim.kubectl("auth", "can-i", "create", "pods").stdout.strip() == "yes"
+    assert cluster_sim.kubectl("auth", "can-i", "delete", "nodes", "--all-namespaces").stdout.strip() == "yes"
+    whoami = cluster_sim.kubectl("auth", "whoami", "-o", "json").stdout
+    assert json.loads(whoami)["status"]["userInfo"]["username"] == "topsail-sim-admin"
+    rules = cluster_sim.kubectl("auth", "can-i", "--list").stdout
+    assert "*.*" in rules
+
+
+def test_metrics_are_prometheus_text_per_verb_and_resource(cluster_sim: Any, namespace: str) -> None:
+    cluster_sim.kubectl("get", "pods", "-n", namespace)
+    text = cluster_sim.kubectl("get", "--raw", "/metrics").stdout
+    assert "# TYPE apiserver_request_total counter" in text
+    assert "# TYPE apiserver_request_duration_seconds histogram" in text
+    lists = [line for line in text.splitlines() if line.startswith("apiserver_request_total{")
+             and 'verb="LIST"' in line and 'resource="pods"' in line and 'scope="namespace"' in line
+             and 'code="200"' in line]
+    assert lists and float(lists[0].rsplit(" ", 1)[1]) >= 1
+    assert any(line.startswith("apiserver_request_duration_seconds_bucket{") and 'verb="POST"' in line
+               and 'resource="namespaces"' in line for line in text.splitlines())
+    assert 'apiserver_storage_objects{resource="nodes"} 2.0' in text
+
+
+def test_get_wide_shows_node_and_ip(cluster_sim: Any, namespace: str, wait_until: Any) -> None:
+    cluster_sim.kubectl("apply", "-f", "-", stdin=POD.format(name="wide", namespace=namespace))
+    cluster_sim.kubectl("wait", "--for=condition=Ready", "pod/wide", "-n", namespace, "--timeout=30s")
+    lines = cluster_sim.kubectl("get", "pods", "-n", namespace, "-o", "wide").stdout.splitlines()
+    header = lines[0].split()
+    assert header[:8] == ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "NOMINATED"]
+    row = lines[1].split()
+    pod = json.loads(cluster_sim.kubectl("get", "pod", "wide", "-n", namespace, "-o", "json").stdout)
+    assert row[5] == pod["status"]["podIP"] and row[6] == pod["spec"]["nodeName"]
+    nodes = cluster_sim.kubectl("get", "nodes", "-o", "wide").stdout.splitlines()
+    assert nodes[0].split()[:6] == ["NAME", "STATUS", "ROLES", "AGE", "VERSION", "INTERNAL-IP"]
+    assert nodes[1].split()[5].startswith("10.")
+
+
+def test_nodes_have_leases_and_describe_node_works(cluster_sim: Any, core: client.CoreV1Api) -> None:
+    node = core.list_node().items[0].metadata.name
+    lease = json.loads(cluster_sim.kubectl("get", "lease", node, "-n", "kube-node-lease", "-o", "json").stdout)
+    assert lease["spec"]["holderIdentity"] == node and lease["spec"]["renewTime"]
+    described = cluster_sim.kubectl("describe", "node", node)
+    assert "Lease:" in described.stdout and f"HolderIdentity:  {node}" in described.stdout
+    assert "error" not in described.stderr.lower()
+
+
+def test_eviction_respects_a_disruption_budget(cluster_sim: Any, core: client.CoreV1Api, namespace: str) -> None:
+    core.create_namespaced_pod(namespace, {"metadata": {"name": "guarded", "labels": {"app": "g"}},
+                                           "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+    policy = client.PolicyV1Api(cluster_sim.api_client())
+    policy.create_namespaced_pod_disruption_budget(namespace, {"metadata": {"name": "g"}, "spec": {
+        "maxUnavailable": 0, "selector": {"matchLabels": {"app": "g"}}}})
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "guarded",
+                                                                            "namespace": namespace}}
+    with pytest.raises(ApiException) as refused:
+        core.create_namespaced_pod_eviction("guarded", namespace, eviction)
+    assert refused.value.status == 429
+    assert "disruption budget" in json.loads(refused.value.body)["message"]
+    policy.delete_namespaced_pod_disruption_budget("g", namespace)
+    core.create_namespaced_pod_eviction("guarded", namespace, eviction)
+    assert "guarded" not in [p.metadata.name for p in core.list_namespaced_pod(namespace).items
+                             if not p.metadata.deletion_timestamp]
+
+
+def test_parts_not_simulated_say_so(cluster_sim: Any, core: client.CoreV1Api) -> None:
+    response = cluster_sim.raw("GET", "/api/v1/namespaces/default/services/kubernetes/proxy/healthz")
+    status = response.json()
+    assert (response.status_code, status["reason"]) == (405, "MethodNotAllowed")
+    assert status["message"].startswith("services/proxy is not supported by the simulated cluster")
+    node = core.list_node().items[0].metadata.name
+    result = cluster_sim.kubectl("get", "--raw", f"/api/v1/nodes/{node}/proxy/metrics", check=False)
+    assert result.returncode != 0 and "nodes/proxy is not supported by the simulated cluster" in result.stderr
