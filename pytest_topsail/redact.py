@@ -12,7 +12,7 @@ Credentials inside URLs (``https://user:pw@host``) are replaced in any string.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 REDACTED = "<redacted>"
@@ -27,10 +27,13 @@ _NOT_SECRET_SUFFIX = "_env"
 _WORD_SPLIT = re.compile(r"[^a-z0-9]+")
 _CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 _URL_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^/\s@'\"<>]+)@")
-# In free text: ``name: value``, ``name=value``, ``"name": "value"`` with a secret name; ``Bearer <token>``.
+# In free text: ``name: value``, ``name=value``, ``"name": "value"`` with a secret name and a literal value (code
+# such as ``password = config.get(...)`` in a traceback is left alone); ``Bearer <token>``.
 _TEXT_ASSIGNMENT = re.compile(
-    r"""(?P<name>["']?(?P<word>[A-Za-z_][A-Za-z0-9_.-]*)["']?\s*[:=]\s*)(?P<value>"[^"\n]*"|'[^'\n]*'|[^\s,;}\])]+)""")
+    r"""(?P<name>["']?(?P<word>[A-Za-z_][A-Za-z0-9_.-]*)["']?\s*[:=]\s*)"""
+    r"""(?P<value>"[^"\n]*"|'[^'\n]*'|[A-Za-z0-9._~+/@%-]+(?=[\s,;}\])]|$))""")
 _BEARER = re.compile(r"\b(?P<scheme>Bearer|Basic)\s+[A-Za-z0-9._~+/=-]+", re.IGNORECASE)
+MIN_KNOWN_SECRET = 4  # shorter known values ("1", "yes") would blank out unrelated text
 
 
 def is_secret_key(key: Any) -> bool:
@@ -67,9 +70,34 @@ def redact_url_credentials(text: str) -> str:
     return _URL_USERINFO.sub(lambda match: f"{match['scheme']}{REDACTED}@", text)
 
 
-def redact_text(text: str) -> str:
-    """Free text (logs, failure messages): URL credentials, ``Bearer``/``Basic`` credentials, and the value of every
-    ``name: value`` / ``name=value`` whose name is secret."""
+def secret_values(*documents: Any) -> set[str]:
+    """The values (as text) that :func:`redact` hides in ``documents``: to hide them in free text too, e.g. a failure
+    message quoting a password read from the configuration."""
+    found: set[str] = set()
+    for document in documents:
+        _collect(document, False, found)
+    return {value for value in found if len(value) >= MIN_KNOWN_SECRET}
+
+
+def _collect(data: Any, under_secret: bool, found: set[str]) -> None:
+    if isinstance(data, Mapping):
+        for key, value in data.items():
+            _collect(value, under_secret or is_secret_key(key), found)
+    elif isinstance(data, list | tuple):
+        for item in data:
+            _collect(item, under_secret, found)
+    elif under_secret and data is not None and data != "":
+        found.add(str(data))
+    elif isinstance(data, str) and "@" in data:
+        found.update(match["userinfo"].partition(":")[2] or match["userinfo"] for match in _URL_USERINFO.finditer(data))
+
+
+def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
+    """Free text (logs, failure messages): the known ``secrets`` (see :func:`secret_values`), URL credentials,
+    ``Bearer``/``Basic`` credentials, and the literal value of every ``name: value`` / ``name=value`` whose name is
+    secret."""
+    for secret in sorted(secrets, key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
     text = redact_url_credentials(text)
     text = _BEARER.sub(lambda match: f"{match['scheme']} {REDACTED}", text)
 

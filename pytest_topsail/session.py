@@ -198,8 +198,7 @@ def after_report(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.
     record = item.stash.get(ITEM_RECORD_KEY, None)
     if record is None:
         return
-    if report.failed:
-        _redact_longrepr(report)
+    _redact_report(item, report)
     record_phase(record, report)
     try:
         if report.failed and record["artifact_dir"]:
@@ -214,14 +213,23 @@ def after_report(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.
         report.topsail = record  # type: ignore[attr-defined]
 
 
-def _redact_longrepr(report: pytest.TestReport) -> None:
-    """A failure message of a suite item may quote its settings: the terminal, junit and FAILURE get it redacted."""
-    from pytest_topsail.redact import redact_text
+def _redact_report(item: pytest.Item, report: pytest.TestReport) -> None:
+    """A failure message or captured output of a suite item may quote its secrets: the terminal, junit and FAILURE
+    get them redacted (the values the suite's configuration and the item's case hold under secret names)."""
+    from pytest_topsail.items import case_of_item
+    from pytest_topsail.redact import redact_text, secret_values
 
-    text = report.longreprtext
-    redacted = redact_text(text)
-    if redacted != text:
-        report.longrepr = redacted
+    if not report.failed and not report.sections:
+        return
+    suite = load_suite(item.config, suite_name_of_path(item.config, Path(item.path)) or "")
+    case = case_of_item(item)
+    secrets = secret_values(suite.config.as_dict(resolve=False), case.settings if case else {})
+    if report.failed:
+        text = report.longreprtext
+        redacted = redact_text(text, secrets)
+        if redacted != text:
+            report.longrepr = redacted
+    report.sections = [(title, redact_text(content, secrets)) for title, content in report.sections]
 
 
 def terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

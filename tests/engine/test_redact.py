@@ -45,3 +45,14 @@ def test_redact_text_hides_assignments_urls_and_authorization_headers() -> None:
     for secret in ("12345", "abc123", "zz9", "hunter2", "eyJabc"):
         assert secret not in redacted
     assert "'jobs': 3" in redacted and "max_tokens=5" in redacted and "example.com/x" in redacted
+
+
+def test_known_secret_values_are_hidden_in_text_without_mangling_code() -> None:
+    from pytest_topsail.redact import secret_values
+
+    secrets = secret_values({"db": {"pg_password": 987654321, "url": "https://u:pw-in-url@h/x"}, "jobs": 1234})
+    assert secrets == {"987654321", "pw-in-url"}
+    text = ('    password = config.get("db.pg_password")\n'
+            "E   AssertionError: refused 987654321 (from pw-in-url), 1234 jobs")
+    assert redact_text(text, secrets) == ('    password = config.get("db.pg_password")\n'
+                                          f"E   AssertionError: refused {REDACTED} (from {REDACTED}), 1234 jobs")
