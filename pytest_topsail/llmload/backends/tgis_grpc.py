@@ -8,6 +8,7 @@ Retries are off: a load test counts an UNAVAILABLE answer as a failure instead o
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,9 +39,13 @@ class TgisBackend:
             self.client = None
 
     @staticmethod
-    def parameters(prompt: Prompt) -> dict[str, Any]:
-        return {"method": "GREEDY", "stopping": {"maxNewTokens": prompt.output_tokens,
-                                                 "minNewTokens": prompt.output_tokens}}
+    @functools.cache
+    def parameters(output_tokens: int) -> Any:
+        """Greedy decoding of exactly ``output_tokens`` tokens (built once per length: parsing costs per request)."""
+        from pytest_topsail.tgis import generation_pb2 as pb
+
+        stopping = pb.StoppingCriteria(max_new_tokens=output_tokens, min_new_tokens=output_tokens)
+        return pb.Parameters(method=pb.GREEDY, stopping=stopping)
 
     async def send(self, prompt: Prompt, record: RequestRecord) -> None:
         if self.client is None:
@@ -50,7 +55,7 @@ class TgisBackend:
             if self.stream:
                 await self.read_stream(text, prompt, record)
             else:
-                answer = await self.client.generate([text], self.parameters(prompt))
+                answer = await self.client.generate([text], self.parameters(prompt.output_tokens))
                 response = answer.responses[0]
                 record.input_tokens = response.input_token_count
                 record.output_tokens = response.generated_token_count
@@ -59,7 +64,7 @@ class TgisBackend:
 
     async def read_stream(self, text: str, prompt: Prompt, record: RequestRecord) -> None:
         generated = 0
-        async for message in self.client.generate_stream(text, self.parameters(prompt)):
+        async for message in self.client.generate_stream(text, self.parameters(prompt.output_tokens)):
             if message.input_token_count:
                 record.input_tokens = message.input_token_count
             if message.generated_token_count > generated:
