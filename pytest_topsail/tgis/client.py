@@ -62,6 +62,7 @@ class TgisClient:
 
     async def generate(self, texts: Iterable[str], params: ParamsLike = None, *, prefix_id: str | None = None,
                        adapter_id: str | None = None, timeout: float | None = None) -> pb.BatchedGenerationResponse:
+        texts = [texts] if isinstance(texts, str) else texts  # one prompt, not its characters
         request = pb.BatchedGenerationRequest(
             model_id=self.model_id, requests=[pb.GenerationRequest(text=text) for text in texts],
             params=to_parameters(params), prefix_id=prefix_id, adapter_id=adapter_id)
@@ -91,6 +92,7 @@ class TgisClient:
 
     async def tokenize(self, texts: Iterable[str], *, return_tokens: bool = False, return_offsets: bool = False,
                        truncate_input_tokens: int = 0, timeout: float | None = None) -> pb.BatchedTokenizeResponse:
+        texts = [texts] if isinstance(texts, str) else texts
         request = pb.BatchedTokenizeRequest(
             model_id=self.model_id, requests=[pb.TokenizeRequest(text=text) for text in texts],
             return_tokens=return_tokens, return_offsets=return_offsets, truncate_input_tokens=truncate_input_tokens)

@@ -74,12 +74,14 @@ def test_calls_share_one_channel_and_send_the_model_id() -> None:
                 assert [m.generated_token_count for m in stream] == [0, 1, 2]
                 tokens = await client.tokenize(["abc"])
                 assert tokens.responses[0].token_count == 3
+                single = await client.generate("one prompt", {"stopping": {"maxNewTokens": 1}})
+                assert [r.text for r in single.responses] == ["one prompt|1|"]
                 info = await client.model_info()
                 assert info.max_new_tokens == 1024
         finally:
             await server.stop(None)
-        assert servicer.model_ids == ["google/flan-t5-small"] * 4
-        assert len(servicer.peers) == 1  # one connection for all four calls
+        assert servicer.model_ids == ["google/flan-t5-small"] * 5
+        assert len(servicer.peers) == 1  # one connection for all five calls
 
     asyncio.run(scenario())
 
