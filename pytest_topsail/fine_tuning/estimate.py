@@ -65,6 +65,11 @@ class MemoryEstimate:
                 f"{self.activations_gib:.1f} + reserve {self.reserve_gib:.1f})")
 
 
+def module_count(target_modules: list[str] | tuple[str, ...]) -> int:
+    """Adapted matrices per layer: `all-linear` is the 7 linear layers of a Llama-style block."""
+    return 7 if "all-linear" in target_modules else max(1, len(target_modules))
+
+
 def adapter_params(point: Point) -> float:
     """LoRA adapter parameters: two r x hidden matrices per targeted module and layer."""
     if point.method == "full":

@@ -32,7 +32,13 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from pytest_topsail.fine_tuning.catalog import DatasetSpec, ModelSpec, builtin_catalog
-from pytest_topsail.fine_tuning.estimate import MemoryCoefficients, Point, flops_per_token, memory_per_gpu
+from pytest_topsail.fine_tuning.estimate import (
+    MemoryCoefficients,
+    Point,
+    flops_per_token,
+    memory_per_gpu,
+    module_count,
+)
 from pytest_topsail.sim.controllers.base import stable_fraction
 from pytest_topsail.sim.gpu_profiles import GPU_PROFILES, parse_memory_bytes, sanitize_label_value
 
@@ -210,7 +216,7 @@ def _plan(job: Job, gpu: Gpu, model: FineTuningModel, seed: int, spec: ModelSpec
     target = config.get("target_modules") or ["q_proj", "k_proj"]
     point = Point(spec, method, world, batch, longest, str(config.get("torch_dtype", "bfloat16")),
                   bool(config.get("use_flash_attn")), bool(config.get("gradient_checkpointing")),
-                  _int(config, "r", 4), len(target) if isinstance(target, list) else 4)
+                  _int(config, "r", 4), module_count(target if isinstance(target, list) else [str(target)]))
     load_s = model.startup_s + spec.params_b * model.load_s_per_b
     logs = [(0.0, header[0]), (0.0, dataset_line), (load_s * scale, f"Loaded {job.model_name} ({spec.params_b}B)")]
     if job.memory_limit_bytes is not None and job.memory_limit_bytes < _host_bytes(spec, job):

@@ -1,0 +1,65 @@
+"""Figures of the fine-tuning suite (plotly): the loss curve of a point; throughput against GPU count with the
+perfect-scaling line and the scaling efficiency; tokens/s/GPU by the dimensions that vary."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pytest_topsail.fine_tuning.metrics import scaling_efficiency
+from pytest_topsail.fine_tuning.trainer_log import Progress
+
+
+def loss_curve(progress: list[Progress], title: str) -> dict[str, Any]:
+    """Loss and grad norm against the epoch (nan points left out), learning rate on a second axis."""
+    def series(attribute: str) -> tuple[list[float], list[float]]:
+        points = [(p.epoch, getattr(p, attribute)) for p in progress if p.epoch is not None]
+        kept = [(x, y) for x, y in points if y is not None and math.isfinite(y)]
+        return [x for x, _ in kept], [y for _, y in kept]
+
+    traces = []
+    for attribute, axis in (("loss", "y"), ("grad_norm", "y"), ("learning_rate", "y2")):
+        xs, ys = series(attribute)
+        traces.append({"type": "scatter", "mode": "lines+markers", "name": attribute, "x": xs, "y": ys,
+                       "yaxis": axis})
+    return {"data": traces, "layout": {"title": {"text": title}, "xaxis": {"title": {"text": "epoch"}},
+                                       "yaxis": {"title": {"text": "loss, grad norm"}},
+                                       "yaxis2": {"title": {"text": "learning rate"}, "overlaying": "y",
+                                                  "side": "right"}}}
+
+
+def scaling_figure(points: Iterable[Mapping[str, Any]], kpi: str, higher_better: bool = True) -> dict[str, Any]:
+    """`points`: {gpus, value, series} per point. One line per series (the other varying settings), its
+    perfect-scaling line from its smallest GPU count, and the efficiency of each point in the hover text."""
+    by_series: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for point in points:
+        by_series[str(point["series"])].append((float(point["gpus"]), float(point["value"])))
+    traces = []
+    for name, values in sorted(by_series.items()):
+        values.sort()
+        base_gpus, base = values[0]
+        efficiency = [scaling_efficiency(v, base, g, base_gpus, higher_better) for g, v in values]
+        traces.append({"type": "scatter", "mode": "lines+markers", "name": name, "x": [g for g, _ in values],
+                       "y": [v for _, v in values], "legendgroup": name,
+                       "text": [f"efficiency {e:.0%}" for e in efficiency]})
+        perfect = [base * g / base_gpus if higher_better else base * base_gpus / g for g, _ in values]
+        traces.append({"type": "scatter", "mode": "lines", "name": f"{name} (perfect scaling)", "legendgroup": name,
+                       "x": [g for g, _ in values], "y": perfect, "line": {"dash": "dot"}})
+    direction = "higher is better" if higher_better else "lower is better"
+    return {"data": traces, "layout": {"title": {"text": f"{kpi} vs GPU count ({direction})"},
+                                       "xaxis": {"title": {"text": "GPUs (pods x GPUs per pod)"}, "type": "log",
+                                                 "dtick": math.log10(2)},
+                                       "yaxis": {"title": {"text": kpi}}}}
+
+
+def by_dimension_figure(points: Iterable[Mapping[str, Any]], dimension: str, kpi: str) -> dict[str, Any]:
+    """Bars of `kpi` for each value of `dimension`, one bar group per series."""
+    by_series: dict[str, list[tuple[str, float]]] = defaultdict(list)
+    for point in points:
+        by_series[str(point["series"])].append((str(point[dimension]), float(point["value"])))
+    traces = [{"type": "bar", "name": name, "x": [x for x, _ in values], "y": [y for _, y in values]}
+              for name, values in sorted(by_series.items())]
+    return {"data": traces, "layout": {"title": {"text": f"{kpi} by {dimension}"}, "barmode": "group",
+                                       "xaxis": {"title": {"text": dimension}}, "yaxis": {"title": {"text": kpi}}}}

@@ -1,0 +1,312 @@
+"""Run one fine-tuning point on a cluster: create its ConfigMaps and PyTorchJob, follow the job and its pods phase by
+phase (each with its own timeout), classify a failure (the taxonomy below), save logs, objects and events, delete
+what it created and check that nothing is left.
+
+Failure taxonomy, in the failure message:
+- Unschedulable: a pod cannot be placed; names the request and the node with the most free GPUs.
+- image pull: ErrImagePull / ImagePullBackOff / InvalidImageName, with the image.
+- OOMKilled: the container hit its memory limit (host memory).
+- CUDA out of memory: the trainer's log says so; names the memory estimate and the GPU memory.
+- no progress: the master's log did not grow for `timeouts.no_progress` seconds while training (NCCL hang).
+- timeout: a phase (scheduled, started, training) took longer than its timeout; names the phase and the state.
+- exit code: a pod failed otherwise; its exit code, reason and last log lines.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_topsail.errors import TopsailError
+from pytest_topsail.fine_tuning.estimate import MemoryEstimate
+from pytest_topsail.fine_tuning.manifests import config_maps, pytorchjob
+from pytest_topsail.fine_tuning.settings import PointSettings, SuiteSettings
+from pytest_topsail.fine_tuning.trainer_log import tail
+from pytest_topsail.kube.capture import capture, write_manifests
+from pytest_topsail.kube.client import Kube, KubeError, ObjectRef
+from pytest_topsail.kube.events import pod_logs
+from pytest_topsail.kube.wait import condition_status
+from pytest_topsail.sim.gpu_profiles import parse_cpu_millis, parse_memory_bytes
+
+JOB_LABEL = "training.kubeflow.org/job-name"
+MASTER_LOG = "pod.log"
+POLL_SECONDS = 0.1
+LOG_CHECK_SECONDS = 0.5
+IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")
+PHASES = ("scheduled", "started", "training")
+
+
+class PointFailure(TopsailError):
+    """The point failed; `kind` is its class in the taxonomy, the message says what happened."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+
+
+@dataclass
+class PointRun:
+    kube: Kube
+    namespace: str
+    job: str
+    point: PointSettings
+    settings: SuiteSettings
+    directory: Path
+    progress: Callable[[str], None]
+    estimate: MemoryEstimate | None = None
+    gpu_memory_gib: float | None = None
+
+    @property
+    def job_ref(self) -> ObjectRef:
+        return ObjectRef("kubeflow.org/v1", "PyTorchJob", self.job, self.namespace)
+
+    def manifests(self) -> list[dict[str, Any]]:
+        labels = {"app.kubernetes.io/part-of": "topsail-fine-tuning", "topsail.fine-tuning/job": self.job}
+        return [*config_maps(self.job, self.namespace, self.point, labels),
+                pytorchjob(self.job, self.namespace, self.point, self.settings.storage_pvc, labels)]
+
+    def run(self) -> Path:
+        """Run the point; the path of the master's log. Raises PointFailure (or TopsailError on API problems)."""
+        manifests = self.manifests()
+        write_manifests(self.directory, manifests)
+        self._remove_leftovers(manifests)
+        for manifest in manifests:
+            self.kube.create(manifest)
+        self.progress(f"{self.job}: created ({self.point.pods} pod(s) x {self.point.gpus_per_pod} GPU(s))")
+        try:
+            self._follow()
+        finally:
+            pods = self._pods()
+            self._collect(manifests, pods)
+            if not self.settings.keep:
+                self._cleanup(manifests)
+        return self.directory / MASTER_LOG
+
+    # following the job -----------------------------------------------------------------------------------------
+    def _pods(self) -> list[dict[str, Any]]:
+        return self.kube.list("v1", "Pod", namespace=self.namespace, label_selector=f"{JOB_LABEL}={self.job}")
+
+    def _follow(self) -> None:
+        wanted = self.point.pods
+        timeouts = self.settings.timeouts
+        phase, phase_start = "scheduled", time.monotonic()
+        log_size, log_changed, next_log_check = -1, time.monotonic(), 0.0
+        while True:
+            job = self.kube.get(self.job_ref)
+            pods = self._pods()
+            self._check_pods(pods)
+            if condition_status(job, "Succeeded") == "True":
+                self.progress(f"{self.job}: succeeded")
+                return
+            if condition_status(job, "Failed") == "True":
+                raise self._failure(job, pods)
+            now = time.monotonic()
+            if phase == "scheduled" and len(pods) >= wanted and all(_node(p) for p in pods):
+                phase, phase_start = self._next_phase(phase, phase_start)
+            if phase == "started" and len(pods) >= wanted and all(_containers_started(p) for p in pods):
+                phase, phase_start = self._next_phase(phase, phase_start)
+                log_changed = now
+            if phase == "training" and now >= next_log_check:
+                next_log_check = now + LOG_CHECK_SECONDS
+                size = len(self._master_log(tail_lines=5))
+                if size != log_size:
+                    log_size, log_changed = size, now
+                elif now - log_changed > timeouts.no_progress:
+                    raise PointFailure("no progress", f"the master's log did not change for {timeouts.no_progress:g}s "
+                                       "while training (a hung collective such as NCCL?); last lines:\n"
+                                       + tail(self._master_log(tail_lines=8)))
+            limit = getattr(timeouts, phase)
+            if now - phase_start > limit:
+                stuck = [(p, _unschedulable(p)) for p in pods if _unschedulable(p) is not None]
+                if phase == "scheduled" and stuck:
+                    pod, message = stuck[0]
+                    raise self._unschedulable_failure(pod, f"{message} (for {limit:g}s, timeouts.scheduled)")
+                raise PointFailure("timeout", f"phase {phase!r} took longer than {limit:g}s "
+                                   f"(timeouts.{phase}); {self._state(job, pods)}")
+            time.sleep(POLL_SECONDS)
+
+    def _next_phase(self, phase: str, start: float) -> tuple[str, float]:
+        following = PHASES[PHASES.index(phase) + 1]
+        self.progress(f"{self.job}: {phase} after {time.monotonic() - start:.1f}s")
+        return following, time.monotonic()
+
+    def _master_log(self, tail_lines: int | None = None) -> str:
+        return pod_logs(self.kube, self.namespace, f"{self.job}-master-0", container="pytorch", tail_lines=tail_lines)
+
+    def _check_pods(self, pods: list[dict[str, Any]]) -> None:
+        for pod in pods:
+            name = pod["metadata"]["name"]
+            for status in (pod.get("status") or {}).get("containerStatuses") or ():
+                waiting = (status.get("state") or {}).get("waiting") or {}
+                if waiting.get("reason") in IMAGE_PULL_REASONS:
+                    raise PointFailure("image pull", f"pod {name} cannot pull image {status.get('image')!r}: "
+                                       f"{waiting.get('reason')} {waiting.get('message') or ''}".rstrip())
+            message = _unschedulable(pod)
+            if message is not None and self._largest_node(allocatable=True)[1] < _gpus(pod):
+                raise self._unschedulable_failure(pod, message)  # no node of the cluster can ever hold it
+
+    def _unschedulable_failure(self, pod: dict[str, Any], message: str) -> PointFailure:
+        return PointFailure("Unschedulable", f"pod {pod['metadata']['name']} requests {_request(pod)}; "
+                            f"{_describe_free(self._largest_node())}; scheduler: {message}")
+
+    def _largest_node(self, allocatable: bool = False) -> tuple[str, int]:
+        """(node, GPUs) of the node with the most free (or allocatable) GPUs; ("", 0) without nodes."""
+        used: dict[str, int] = {}
+        for pod in [] if allocatable else self.kube.list("v1", "Pod"):
+            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed") or not _node(pod):
+                continue
+            used[_node(pod)] = used.get(_node(pod), 0) + _gpus(pod)
+        best = ("", 0)
+        for node in self.kube.list("v1", "Node"):
+            name = node["metadata"]["name"]
+            gpus = int(float((node.get("status") or {}).get("allocatable", {}).get("nvidia.com/gpu", 0) or 0))
+            free = gpus if allocatable else gpus - used.get(name, 0)
+            if not best[0] or free > best[1]:
+                best = (name, free)
+        return best
+
+    def _failure(self, job: dict[str, Any] | None, pods: list[dict[str, Any]]) -> PointFailure:
+        ordered = sorted(pods, key=lambda p: not p["metadata"]["name"].endswith("-master-0"))
+        for pod in ordered:
+            terminated = _terminated(pod)
+            if terminated and terminated.get("reason") == "OOMKilled":
+                return PointFailure("OOMKilled", f"container pytorch of pod {pod['metadata']['name']} was killed at "
+                                    f"its memory limit ({_limit(pod)}){self._estimate_text()}")
+        for pod in ordered:
+            log = self._log_of(pod["metadata"]["name"])
+            if "CUDA out of memory" in log:
+                line = next(x for x in log.splitlines() if "CUDA out of memory" in x)
+                return PointFailure("CUDA out of memory", f"pod {pod['metadata']['name']}{self._estimate_text()}; "
+                                    f"log: {line.strip()[:400]}")
+        for pod in ordered:
+            terminated = _terminated(pod)
+            if terminated and terminated.get("exitCode"):
+                return PointFailure("exit code", f"pod {pod['metadata']['name']} ended with exit code "
+                                    f"{terminated['exitCode']} ({terminated.get('reason', '')}); last lines:\n"
+                                    + tail(self._log_of(pod["metadata"]["name"])))
+        message = next((c.get("message") for c in (job or {}).get("status", {}).get("conditions") or ()
+                        if c.get("type") == "Failed"), "")
+        return PointFailure("job failed", f"{message}; {self._state(job, pods)}")
+
+    def _estimate_text(self) -> str:
+        parts = []
+        if self.estimate is not None:
+            parts.append(f"memory estimate {self.estimate.describe()}")
+        if self.gpu_memory_gib is not None:
+            parts.append(f"GPU memory {self.gpu_memory_gib:.1f} GiB")
+        return "; " + ", ".join(parts) if parts else ""
+
+    def _log_of(self, pod: str) -> str:
+        try:
+            return pod_logs(self.kube, self.namespace, pod, container="pytorch")
+        except KubeError:
+            return ""
+
+    def _state(self, job: dict[str, Any] | None, pods: list[dict[str, Any]]) -> str:
+        conditions = [f"{c.get('type')}={c.get('status')}" for c in ((job or {}).get("status") or {}).get(
+            "conditions") or ()]
+        pod_states = [f"{p['metadata']['name']} {_pod_state(p)}" for p in pods] or ["no pod"]
+        return f"job conditions: {', '.join(conditions) or 'none'}; pods: {'; '.join(pod_states)}"
+
+    # artifacts and cleanup ------------------------------------------------------------------------------------
+    def _collect(self, manifests: list[dict[str, Any]], pods: list[dict[str, Any]]) -> None:
+        for pod in pods:
+            name = pod["metadata"]["name"]
+            log = self._log_of(name)
+            (self.directory / f"pod_{name}.log").write_text(log, encoding="utf-8")
+            if name.endswith("-master-0"):
+                (self.directory / MASTER_LOG).write_text(log, encoding="utf-8")
+        refs = [ObjectRef.of(m) for m in manifests] + [ObjectRef.of({**p, "apiVersion": "v1", "kind": "Pod"})
+                                                       for p in pods]
+        capture(self.kube, refs, self.directory)
+
+    def _remove_leftovers(self, manifests: list[dict[str, Any]]) -> None:
+        if self.kube.get(self.job_ref) is not None:
+            self.progress(f"{self.job}: deleting the job of an earlier run")
+            self._cleanup(manifests)
+
+    def _cleanup(self, manifests: list[dict[str, Any]]) -> None:
+        for manifest in reversed(manifests):
+            self.kube.delete(ObjectRef.of(manifest), propagation="Foreground")
+        deadline = time.monotonic() + self.settings.timeouts.cleanup
+        while True:
+            left = [str(ObjectRef.of(m)) for m in manifests if self.kube.get(ObjectRef.of(m)) is not None]
+            left += [f"Pod {p['metadata']['name']}" for p in self._pods()]
+            if not left:
+                return
+            if time.monotonic() > deadline:
+                raise PointFailure("cleanup", f"still on the cluster after {self.settings.timeouts.cleanup:g}s "
+                                   f"(timeouts.cleanup): {', '.join(left)}")
+            time.sleep(POLL_SECONDS)
+
+
+def _node(pod: dict[str, Any]) -> str:
+    return (pod.get("spec") or {}).get("nodeName") or ""
+
+
+def _containers_started(pod: dict[str, Any]) -> bool:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or ()
+    return bool(statuses) and all("running" in (s.get("state") or {}) or "terminated" in (s.get("state") or {})
+                                  for s in statuses)
+
+
+def _terminated(pod: dict[str, Any]) -> dict[str, Any] | None:
+    for status in (pod.get("status") or {}).get("containerStatuses") or ():
+        if status.get("name") == "pytorch":
+            return (status.get("state") or {}).get("terminated")
+    return None
+
+
+def _gpus(pod: dict[str, Any]) -> int:
+    total = 0
+    for container in (pod.get("spec") or {}).get("containers") or ():
+        resources = container.get("resources") or {}
+        value = (resources.get("limits") or {}).get("nvidia.com/gpu") or (resources.get("requests") or {}).get(
+            "nvidia.com/gpu") or 0
+        total += int(float(value))
+    return total
+
+
+def _request(pod: dict[str, Any]) -> str:
+    cpu = memory = 0.0
+    for container in (pod.get("spec") or {}).get("containers") or ():
+        requests = (container.get("resources") or {}).get("requests") or {}
+        cpu += parse_cpu_millis(str(requests.get("cpu", "0"))) / 1000
+        memory += parse_memory_bytes(str(requests.get("memory", "0"))) / 2**30
+    return f"nvidia.com/gpu={_gpus(pod)}, cpu={cpu:g}, memory={memory:g}Gi"
+
+
+def _limit(pod: dict[str, Any]) -> str:
+    for container in (pod.get("spec") or {}).get("containers") or ():
+        limit = ((container.get("resources") or {}).get("limits") or {}).get("memory")
+        if limit:
+            return f"memory limit {limit}"
+    return "no memory limit"
+
+
+def _describe_free(free: tuple[str, int]) -> str:
+    if not free[0]:
+        return "the cluster has no node"
+    return f"the largest free node is {free[0]} with {free[1]} free GPU(s)"
+
+
+def _unschedulable(pod: dict[str, Any]) -> str | None:
+    """The scheduler's message when the pod is marked Unschedulable."""
+    for condition in (pod.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "PodScheduled" and condition.get("reason") == "Unschedulable":
+            return str(condition.get("message") or "Unschedulable")
+    return None
+
+
+def _pod_state(pod: dict[str, Any]) -> str:
+    status = pod.get("status") or {}
+    states = []
+    for container in status.get("containerStatuses") or ():
+        state = container.get("state") or {}
+        kind = next(iter(state), "unknown")
+        reason = (state.get(kind) or {}).get("reason")
+        states.append(f"{container.get('name')}={kind}{f'({reason})' if reason else ''}")
+    return f"{status.get('phase', 'Pending')}" + (f" [{', '.join(states)}]" if states else "")

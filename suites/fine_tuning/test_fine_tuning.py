@@ -1,0 +1,102 @@
+"""The fine-tuning test: one PyTorchJob per point of the matrix, its trainer's metrics as KPIs, its loss curve."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fixtures.cluster import Cluster
+from fixtures.steps import Progress
+from pytest_topsail.cases import Case
+from pytest_topsail.errors import TopsailError
+from pytest_topsail.fine_tuning.catalog import Catalog
+from pytest_topsail.fine_tuning.estimate import MemoryEstimate, Point, memory_per_gpu, module_count
+from pytest_topsail.fine_tuning.metrics import PointMetrics
+from pytest_topsail.fine_tuning.plots import loss_curve
+from pytest_topsail.fine_tuning.run import PointRun
+from pytest_topsail.fine_tuning.settings import PointSettings, SuiteSettings, validate_point
+from pytest_topsail.fine_tuning.trainer_log import parse_file
+from pytest_topsail.kpi import KpiRecorder
+
+POINT_FILE = "point.yaml"
+
+
+def test_fine_tuning(case: Case, cluster: Cluster, namespace: str, ft_settings: SuiteSettings, ft_catalog: Catalog,
+                     ft_storage: str, ft_progress: Progress, artifact_dir: Path, kpis: KpiRecorder) -> None:
+    try:
+        point = validate_point(case.settings, f"{case.source} (case {case.id})")
+        estimate = estimate_memory(point, ft_catalog, ft_settings, f"{case.source} (case {case.id})")
+    except TopsailError as error:
+        pytest.fail(str(error), pytrace=False)
+    (artifact_dir / POINT_FILE).write_text(yaml.safe_dump(point.model_dump(mode="json"), sort_keys=False))
+    gpu_memory = ft_settings.gpu_memory_gb or cluster_gpu_memory_gib(cluster, point.gpus_per_pod)
+    preflight(point, estimate, gpu_memory, ft_settings, artifact_dir)
+    run = PointRun(cluster.kube, namespace, job_name(case.id), point, ft_settings, artifact_dir, ft_progress,
+                   estimate, gpu_memory)
+    try:
+        master_log = run.run()
+        results = parse_file(master_log)
+    except TopsailError as error:
+        pytest.fail(f"{run.job}: {error}\nartifacts: {artifact_dir}", pytrace=False)
+    kpis.labels(**labels_of(point))
+    kpis.record_from(PointMetrics(results, gpus=point.world_size, epochs=point.epochs))
+    kpis.add_figure(f"{case.id}: loss", loss_curve(results.progress, f"{case.id}: loss"))
+
+
+def job_name(case_id: str) -> str:
+    """A DNS label that depends on the point only (the same under xdist), short enough for `-worker-NNN`."""
+    return "ft-" + hashlib.sha256(case_id.encode()).hexdigest()[:12]
+
+
+def estimate_memory(point: PointSettings, catalog: Catalog, settings: SuiteSettings, where: str) -> MemoryEstimate:
+    spec = catalog.model(point.model, where)
+    if point.model_params_b is not None:
+        spec = spec.model_copy(update={"params_b": point.model_params_b})
+    shape = Point(spec, point.method, point.world_size, point.per_device_batch_size,
+                  min(point.max_seq_length, spec.max_length), point.dtype, point.flash_attention,
+                  point.gradient_checkpointing, point.lora.r, module_count(point.lora.target_modules))
+    return memory_per_gpu(shape, settings.memory_reserve_gb)
+
+
+def cluster_gpu_memory_gib(cluster: Cluster, gpus_per_pod: int) -> float | None:
+    """The largest GPU memory among the cluster's GPU pools whose nodes have enough GPUs for one pod."""
+    pools = [p for p in cluster.facts.get("gpu_pools") or () if int(p.get("gpus_per_node") or 0) >= gpus_per_pod]
+    memories = [float(p["gpu_memory_mib"]) / 1024 for p in pools if p.get("gpu_memory_mib")]
+    return max(memories) if memories else None
+
+
+def preflight(point: PointSettings, estimate: MemoryEstimate, gpu_memory: float | None, settings: SuiteSettings,
+              artifact_dir: Path) -> None:
+    verdict = "unknown GPU memory" if gpu_memory is None else (
+        "fits" if estimate.total_gib <= gpu_memory else "does not fit")
+    text = f"{estimate.describe()}; GPU memory {gpu_memory or 0:.1f} GiB: {verdict}"
+    (artifact_dir / "preflight.txt").write_text(text + "\n", encoding="utf-8")
+    if verdict != "does not fit" or settings.preflight == "run":
+        return
+    message = (f"pre-flight: memory estimate {estimate.describe()} exceeds the GPU memory {gpu_memory:.1f} GiB "
+               f"({point.method}, {point.world_size} GPU(s), batch {point.per_device_batch_size}, "
+               f"sequence {point.max_seq_length}; tests.fine_tuning.preflight: {settings.preflight})")
+    if settings.preflight == "skip":
+        pytest.skip(message)
+    pytest.fail(message, pytrace=False)
+
+
+def labels_of(point: PointSettings) -> dict[str, object]:
+    """The reference's labels, with the effective batch size counting accumulation and every GPU."""
+    labels: dict[str, object] = {
+        "model_name": point.model, "tuning_method": point.method, "replicas": point.pods,
+        "accelerators_per_replica": point.gpus_per_pod, "accelerator_count": point.world_size,
+        "per_device_train_batch_size": point.per_device_batch_size,
+        "gradient_accumulation_steps": point.gradient_accumulation_steps,
+        "effective_batch_size": point.effective_batch_size, "max_seq_length": point.max_seq_length,
+        "container_image": point.container_image, "dataset_name": point.dataset.name,
+        "dataset_replication": point.dataset.replication, "epochs": point.epochs, "dtype": point.dtype,
+        "flash_attention": point.flash_attention,
+    }
+    if point.method != "full":
+        labels.update(lora_rank=point.lora.r, lora_alpha=point.lora.alpha, lora_dropout=point.lora.dropout,
+                      lora_modules=",".join(point.lora.target_modules))
+    return labels
