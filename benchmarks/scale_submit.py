@@ -28,10 +28,10 @@ from typing import Any
 
 import yaml
 
-from pytest_topsail.scale.kubeapi import RawApi, api_client_from_kubeconfig
-from pytest_topsail.scale.run import create_namespaces, delete_namespaces
+from pytest_topsail.kube.client import Kube, connect
+from pytest_topsail.kube.namespaces import create_namespace, delete_namespaces
 from pytest_topsail.scale.submitter import JobToSubmit, Pacing, Submitter
-from pytest_topsail.scale.workloads import WorkloadSpec, job_name, job_objects
+from pytest_topsail.scale.workloads import RUN_LABEL, WorkloadSpec, job_name, job_objects
 from pytest_topsail.sim.launcher import SimCluster
 
 KUBECTL_TIMEOUT_S = 60
@@ -60,7 +60,7 @@ def submit_runai_way(kubectl: str, kubeconfig: str, objects: list[dict[str, Any]
     return {"seconds": span, "failed": failed}
 
 
-def submit_our_way(api: RawApi, objects: list[dict[str, Any]], parallelism: int) -> dict:
+def submit_our_way(api: Kube, objects: list[dict[str, Any]], parallelism: int) -> dict:
     jobs = [JobToSubmit(index=i, name=obj["metadata"]["name"], namespace=obj["metadata"]["namespace"], objects=[obj])
             for i, obj in enumerate(objects)]
     result = Submitter(api, Pacing(mode="qps", qps=0, parallelism=parallelism), progress_stream=None).submit(jobs)
@@ -68,10 +68,10 @@ def submit_our_way(api: RawApi, objects: list[dict[str, Any]], parallelism: int)
     return {"seconds": span, "failed": result.failed}
 
 
-def run_way(way: str, api: RawApi, kubectl: str, kubeconfig: str, args: argparse.Namespace, round_: int) -> dict:
+def run_way(way: str, api: Kube, kubectl: str, kubeconfig: str, args: argparse.Namespace, round_: int) -> dict:
     run_id = f"{way}{round_}"
     namespace = f"bench-{run_id}"
-    create_namespaces(api, [namespace], run_id)
+    create_namespace(api, namespace, {RUN_LABEL: run_id})
     objects = manifests(args.jobs, namespace, run_id)
     try:
         if way == "runai":
@@ -79,7 +79,7 @@ def run_way(way: str, api: RawApi, kubectl: str, kubeconfig: str, args: argparse
         else:
             figure = submit_our_way(api, objects, args.parallelism)
     finally:
-        delete_namespaces(api, [namespace], wait_s=120)
+        delete_namespaces(api, [namespace], timeout=120)
     figure["jobs_per_s"] = args.jobs / figure["seconds"] if figure["seconds"] > 0 else float("inf")
     print(f"  round {round_} {way:5s}: {args.jobs} jobs in {figure['seconds']:.2f} s "
           f"({figure['jobs_per_s']:.1f} jobs/s, {figure['failed']} failed)", flush=True)
@@ -102,14 +102,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as workdir, SimCluster(nodes=args.nodes, gpu_profile="a100", seed=1,
                                                               workdir=workdir) as sim:
         kubeconfig = str(sim.kubeconfig_path)
-        api = RawApi(api_client_from_kubeconfig(kubeconfig, pool_size=args.parallelism + 4))
+        api = connect(kubeconfig, pool_size=args.parallelism + 4)
         print(f"simulator: {args.nodes} nodes; {args.jobs} jobs per way, parallelism {args.parallelism}, "
               f"{args.repeat} round(s); kubectl {kubectl}", flush=True)
         for round_ in range(args.repeat):
             order = ("runai", "ours") if round_ % 2 == 0 else ("ours", "runai")
             for way in order:
                 figures[way].append(run_way(way, api, kubectl, kubeconfig, args, round_))
-        api.client.close()
+        api.close()
     medians = {way: statistics.median(f["seconds"] for f in runs) for way, runs in figures.items()}
     ratio = medians["runai"] / medians["ours"]
     print(json.dumps({"jobs": args.jobs, "parallelism": args.parallelism, "nodes": args.nodes,

@@ -1,8 +1,95 @@
 """pytest-topsail: AI/ML performance and scale tests on Kubernetes as pytest suites.
 
+The public API for suites and fixture modules is what this package exposes (``import pytest_topsail as topsail``),
+listed in ``__all__`` and walked through in docs/writing-a-suite.md; modules not named here are private by
+convention, like pytest's ``_pytest``. The domain libraries (``pytest_topsail.scale``, ``.tgis``, ``.llmload``,
+``.fine_tuning``) and ``pytest_topsail.kube`` are public packages too. Names are imported on first use, so that
+loading the plugin costs nothing when no suite runs.
+
 PYTEST_DONT_REWRITE: an editable install is found by setuptools' own import finder, which pytest's assertion
 rewriter does not see; without this marker every pytester run in the same process warns that the package "cannot be
 rewritten". The package uses no bare asserts that would need rewriting.
 """
 
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+# public name -> module defining it
+_EXPORTS = {
+    "TopsailError": "pytest_topsail.errors",
+    "Case": "pytest_topsail.cases",
+    "Config": "pytest_topsail.config",
+    "Suite": "pytest_topsail.suites",
+    "load_suite": "pytest_topsail.suites",
+    "kpi": "pytest_topsail.kpi",
+    "KpiRecorder": "pytest_topsail.kpi",
+    "step": "pytest_topsail.artifacts",
+    "current_artifact_dir": "pytest_topsail.artifacts",
+    "Parallel": "pytest_topsail.parallel",
+    "Progress": "pytest_topsail.progress",
+    "Settings": "pytest_topsail.settings",
+    "validate": "pytest_topsail.settings",
+    "Kube": "pytest_topsail.kube.client",
+    "KubeError": "pytest_topsail.kube.client",
+    "ObjectRef": "pytest_topsail.kube.client",
+    "connect": "pytest_topsail.kube.client",
+    "WaitTimeout": "pytest_topsail.kube.wait",
+    "wait_for": "pytest_topsail.kube.wait",
+    "wait_condition": "pytest_topsail.kube.wait",
+    "wait_deleted": "pytest_topsail.kube.wait",
+    "create_namespace": "pytest_topsail.kube.namespaces",
+    "delete_namespaces": "pytest_topsail.kube.namespaces",
+}
+
+__all__ = [
+    "Case", "Config", "KpiRecorder", "Kube", "KubeError", "ObjectRef", "Parallel", "Progress", "Settings", "Suite",
+    "TopsailError", "WaitTimeout", "connect", "create_namespace", "current_artifact_dir", "delete_namespaces", "kpi",
+    "load_suite", "step", "validate", "wait_condition", "wait_deleted", "wait_for",
+]
+
+if TYPE_CHECKING:
+    from pytest_topsail.artifacts import current_artifact_dir, step
+    from pytest_topsail.cases import Case
+    from pytest_topsail.config import Config
+    from pytest_topsail.errors import TopsailError
+    from pytest_topsail.kpi import KpiRecorder, kpi
+    from pytest_topsail.kube.client import Kube, KubeError, ObjectRef, connect
+    from pytest_topsail.kube.namespaces import create_namespace, delete_namespaces
+    from pytest_topsail.kube.wait import WaitTimeout, wait_condition, wait_deleted, wait_for
+    from pytest_topsail.parallel import Parallel
+    from pytest_topsail.progress import Progress
+    from pytest_topsail.settings import Settings, validate
+    from pytest_topsail.suites import Suite, load_suite
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pytest_topsail' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])
+
+
+class _Package(types.ModuleType):
+    """``topsail.kpi`` is the KPI decorator, though a submodule ``pytest_topsail.kpi`` exists: importing a submodule
+    sets the package attribute of that name to the module, which would replace the decorator. Public names win;
+    ``from pytest_topsail.kpi import ...`` still reaches the module (through sys.modules)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _EXPORTS and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -9,6 +10,7 @@ import pytest
 
 if TYPE_CHECKING:  # imported in the fixtures: a run that reaches no suite never loads the engine
     from pytest_topsail.config import Config
+    from pytest_topsail.progress import Progress
     from pytest_topsail.suites import Suite
 
 
@@ -53,3 +55,14 @@ def topsail_artifacts_root(pytestconfig: pytest.Config) -> Path:
     from pytest_topsail.artifacts import artifacts_root
 
     return artifacts_root(pytestconfig)
+
+
+@pytest.fixture
+def progress(request: pytest.FixtureRequest, artifact_dir: Path) -> Iterator[Progress]:
+    """The progress stream of the item: ``progress.log`` in its directory, the terminal past capture (not on
+    xdist workers), repeated lines rate-limited. Call it (``progress("waiting for ...")``) or write lines to it."""
+    from pytest_topsail.progress import Progress
+
+    stream = Progress(request.config, log=artifact_dir / "progress.log")
+    yield stream
+    stream.close()

@@ -14,11 +14,9 @@ A test records values through the ``kpis`` fixture (a :class:`KpiRecorder`).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import re
-import sys
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -30,6 +28,7 @@ import pydantic
 
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.redact import redact
+from pytest_topsail.settings import load_module, validate
 
 KPI_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 LABEL_SCALARS = (str, int, float, bool, type(None))
@@ -100,17 +99,7 @@ def load_suite_kpis(path: Path) -> SuiteKpis:
     """Load ``<suite dir>/kpis.py`` by path (no sys.path changes); a missing file means no declared KPIs."""
     if not path.is_file():
         return SuiteKpis(path=None, specs={})
-    module_name = f"topsail_suite_kpis_{abs(hash(str(path.resolve())))}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise TopsailError(f"{path}: cannot be loaded as a Python module")
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    except TopsailError as error:
-        raise TopsailError(f"{path}: {error}") from None
-    except Exception as error:
-        raise TopsailError(f"{path}: failed to load: {type(error).__name__}: {error}") from None
+    module = load_module(path, "topsail_suite_kpis")
     specs = {
         value.topsail_kpi.name: value.topsail_kpi
         for value in vars(module).values()
@@ -121,7 +110,6 @@ def load_suite_kpis(path: Path) -> SuiteKpis:
     if labels_model is not None and not is_model:
         raise TopsailError(f"{path}: Labels must be a pydantic BaseModel subclass")
     parse = getattr(module, "parse", None)
-    sys.modules.pop(module_name, None)
     return SuiteKpis(path=path, specs=specs, labels_model=labels_model, parse=parse if callable(parse) else None)
 
 
@@ -143,11 +131,7 @@ def validate_labels(labels: dict[str, Any], model: type[pydantic.BaseModel] | No
     """Validate labels with the suite's Labels model: declared fields are coerced, others kept."""
     if model is None:
         return labels
-    try:
-        validated = model.model_validate(labels)
-    except pydantic.ValidationError as error:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
-        raise TopsailError(f"{where}: KPI labels do not match the suite's Labels model: {problems}") from None
+    validated = validate(model, labels, where, "KPI labels do not match the suite's Labels model")
     return {**labels, **flatten_labels(validated.model_dump(mode="json"))}
 
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pydantic
 
-from pytest_topsail.errors import TopsailError
 from pytest_topsail.redact import redact
+from pytest_topsail.settings import validate
 
 LTS_SCHEMA_VERSION = "1.0"
 
@@ -71,9 +71,5 @@ def build_payload(record: dict[str, Any], *, presets: list[str], config: dict[st
         "kpis": {k["name"]: {f: k[f] for f in KPI_FIELDS if f in k} for k in kpis},
     }
     if strict:
-        try:
-            LtsPayload.model_validate(payload)
-        except pydantic.ValidationError as error:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
-            raise TopsailError(f"LTS payload of {record['nodeid']} (lts.strict is set): {problems}") from None
+        validate(LtsPayload, payload, f"LTS payload of {record['nodeid']}", "lts.strict is set")
     return payload

@@ -37,6 +37,8 @@ def add_options(parser: pytest.Parser) -> None:
                     help="print the effective configuration of each collected suite and exit")
     parser.addini("topsail_suites", "directory whose subdirectories holding a config.yaml are suites",
                   default="suites")
+    parser.addini("topsail_presets", "presets applied when no --preset is given and $TOPSAIL_PRESET is not set "
+                  "(comma-separated)", default="")
 
 
 def usage_error(exc: TopsailError) -> pytest.UsageError:

@@ -8,6 +8,7 @@ controller, which does not collect).
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,7 @@ from pytest_topsail.config import (
 from pytest_topsail.errors import TopsailError
 
 CONFIG_FILE = "config.yaml"
+SETTINGS_FILE = "settings.py"
 CASES_KEY = "cases"
 REGRESSION_KEY = "regression"
 
@@ -46,6 +48,7 @@ class Suite:
     presets_defined: list[str]
     rootdir: Path
     cache_dir: Path | None = None  # where parsed case files are kept between runs (pytest's cache), if anywhere
+    validated: dict[tuple[str, Any], Any] = field(default_factory=dict, repr=False)
 
     @property
     def config_file(self) -> Path:
@@ -82,6 +85,29 @@ class Suite:
 
         return case_params(self.cases)
 
+    @functools.cached_property
+    def settings_models(self) -> dict[str, Any]:
+        """``SETTINGS`` of the suite's settings.py: configuration key -> pydantic model (empty without the file)."""
+        from pytest_topsail.settings import load_settings_models
+
+        return load_settings_models(self.path / SETTINGS_FILE)
+
+    def settings(self, key: str, model: Any = None) -> Any:
+        """The configuration section `key` validated by `model` (default: the model settings.py declares for it).
+
+        Validated once per process; a section that does not fit is a TopsailError naming config.yaml, every wrong
+        key path and what was expected. A missing section validates as an empty mapping (the model's defaults).
+        """
+        from pytest_topsail.settings import validate
+
+        model = model or self.settings_models.get(key)
+        if model is None:
+            raise TopsailError(f"{self._shown(self.path / SETTINGS_FILE)}: SETTINGS declares no model for {key!r}")
+        if (key, model) not in self.validated:
+            where = f"{self.config.source}: {key}"
+            self.validated[(key, model)] = validate(model, self.config.get(key, None), where, "invalid settings")
+        return self.validated[(key, model)]
+
     @property
     def template_file(self) -> Path:
         from pytest_topsail.templates import TEMPLATE_FILE
@@ -89,8 +115,9 @@ class Suite:
         return self.path / TEMPLATE_FILE
 
     def validate(self) -> None:
-        """Resolve every ``@reference``, check the regression settings, load the cases and render
-        ``command_args.yaml.j2`` now: bad input is reported before any test runs."""
+        """Resolve every ``@reference``, check the regression settings, load the cases, validate the declared
+        settings and render ``command_args.yaml.j2`` now: bad input is reported before any test runs (also on the
+        xdist controller, which collects nothing)."""
         from pytest_topsail.templates import render_command_args
 
         self.config.as_dict()  # unknown references and reference cycles
@@ -99,6 +126,8 @@ class Suite:
 
             RegressionSettings.from_mapping(self.config.get(REGRESSION_KEY), where=f"{self.config.source}: regression")
         self.cases  # noqa: B018 - loads, expands and checks the case files (cached)
+        for key in self.settings_models:
+            self.settings(key)
         if self.template_file.is_file():
             render_command_args(self.template_file, self.config, shown=self._shown(self.template_file), check_only=True)
 
@@ -165,12 +194,34 @@ def init_state(pytest_config: pytest.Config) -> TopsailState:
         suites_root=(base / ini_value).resolve(),
         artifacts_root=root,
         run_id=run_id,
-        presets=_requested_presets(pytest_config.getoption("topsail_presets", None) or []),
+        presets=_requested_presets(preset_values(pytest_config)),
         overrides=[parse_var(text) for text in pytest_config.getoption("topsail_vars", None) or []],
         pytest_cache=getattr(pytest_config, "cache", None),
     )
     pytest_config.stash[STATE_KEY] = state
     return state
+
+
+PRESET_ENV = "TOPSAIL_PRESET"
+
+
+def preset_values(pytest_config: pytest.Config) -> list[str]:
+    """``--preset`` values; without any, $TOPSAIL_PRESET; without it, the ``topsail_presets`` ini key.
+
+    IDE runners drop an option's separate value (``--preset smoke``): the environment and the ini file give them a
+    way to choose presets that survives that.
+    """
+    from_option = pytest_config.getoption("topsail_presets", None) or []
+    if from_option:
+        return list(from_option)
+    from_env = os.environ.get(PRESET_ENV, "").strip()
+    if from_env:
+        return [from_env]
+    try:
+        from_ini = pytest_config.getini("topsail_presets")
+    except ValueError:  # the ini key is not registered (plugin disabled)
+        return []
+    return [from_ini] if isinstance(from_ini, str) and from_ini.strip() else list(from_ini or [])
 
 
 def _requested_presets(values: list[str]) -> list[str]:

@@ -1,19 +1,24 @@
-"""Connection to a Kubernetes API server and the object operations the rest of the project needs.
+"""The one Kubernetes access layer: a connection to an API server and the operations suites and fixtures need.
 
-`connect(kubeconfig, context, timeout=10)` loads a kubeconfig, checks that the server answers within `timeout`
-seconds and returns a `Kube`. Objects are plain dicts (the JSON the API returns); an object is named by an
-`ObjectRef`. Every request has a timeout; failures become `KubeError` (a TopsailError) naming the object and the
-server, never carrying credentials.
+`connect(kubeconfig, context, timeout=10, pool_size=...)` loads a kubeconfig, checks that the server answers within
+`timeout` seconds and returns a `Kube`. Objects are plain dicts (the JSON the API returns; no model conversion, so
+thousands of objects per second cost little); an object is named by an `ObjectRef`; plurals come from discovery.
+`Kube.typed(CoreV1Api)` gives the official typed API on the same connection. `Kube.watch` lists then watches with
+resume. Every request has a timeout; failures become `KubeError` (a TopsailError) naming the object and the server,
+carrying the API's Status, never credentials.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import threading
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import urllib3
 import yaml
@@ -25,19 +30,30 @@ from kubernetes.config.config_exception import ConfigException
 from pytest_topsail.errors import TopsailError
 
 DEFAULT_CONNECT_TIMEOUT = 10.0
+WATCH_POLL_S = 0.5  # a watch checks its stop flag at least this often
 DEFAULT_REQUEST_TIMEOUT = 30.0
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 USER_AGENT = "pytest-topsail"
+DEFAULT_POOL_SIZE = 4
+T = TypeVar("T")
 
 
 class KubeError(TopsailError):
-    """A failed Kubernetes request. `status` is the HTTP status (0 when the server could not be reached)."""
+    """A failed Kubernetes request: the one error type of API failures.
 
-    def __init__(self, message: str, status: int = 0, reason: str = "") -> None:
+    `status` is the HTTP status (0 when the server could not be reached), `reason` the Status reason
+    (NotFound, AlreadyExists, Conflict, ...), `api_status` the Status object the server answered (when it did),
+    `retry_after` the seconds the server asked to wait (429, 503).
+    """
+
+    def __init__(self, message: str, status: int = 0, reason: str = "", *, api_status: dict[str, Any] | None = None,
+                 retry_after: float | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.reason = reason
+        self.api_status = api_status
+        self.retry_after = retry_after
 
 
 class KubeConnectionError(KubeError):
@@ -124,6 +140,20 @@ class Kube:
     def close(self) -> None:
         self.api_client.close()
 
+    def with_pool(self, pool_size: int) -> Kube:
+        """A new connection to the same server with `pool_size` pooled connections (one per concurrent thread);
+        close it when done. Discovery already done is shared."""
+        configuration = copy.deepcopy(self.api_client.configuration)
+        other = Kube(_api_client(configuration, pool_size), description=self.description, context=self.context,
+                     request_timeout=self.request_timeout)
+        with self._discovery_lock:
+            other._discovery = dict(self._discovery)
+        return other
+
+    def typed(self, api_class: Callable[[k8s_client.ApiClient], T]) -> T:
+        """The official client's typed API on this connection, e.g. ``kube.typed(kubernetes.client.CoreV1Api)``."""
+        return api_class(self.api_client)
+
     # -- raw requests ------------------------------------------------------------------------------------------
     def request(
         self,
@@ -146,23 +176,32 @@ class Kube:
         query_params = [(k, v) for k, v in (query or {}).items() if v is not None]
         seconds = timeout or self.request_timeout
         target = what or f"{method} {path}"
+        response = self._send(method, path, query_params, headers, body, (min(seconds, 5.0), seconds), target)
+        try:
+            data = response.read()
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise KubeConnectionError(f"{target}: cannot reach {self.description}: {_reason(exc)}") from None
+        text = data.decode("utf-8", errors="replace") if data else ""
+        if response.status >= 400:
+            raise _api_error(target, response.status, text, self.description, response.getheader("Retry-After"))
+        if raw:
+            return text
+        return json.loads(text) if text else None
+
+    def _send(self, method: str, path: str, query_params: list[tuple[str, Any]], headers: dict[str, str], body: Any,
+              timeout: tuple[float, float], target: str) -> Any:
+        """Send one request, the response not yet read. Every request of the layer passes here: retries of
+        transient failures, when wanted, belong in this one place."""
         try:
             prepared = self.api_client.param_serialize(
                 method, path, query_params=query_params, header_params=headers, body=body,
                 auth_settings=["BearerToken"],
             )
-            response = self.api_client.call_api(*prepared, _request_timeout=(min(seconds, 5.0), seconds))
-            data = response.read()
+            return self.api_client.call_api(*prepared, _request_timeout=timeout)
         except ApiException as exc:
             raise KubeConnectionError(f"{target}: {self.description}: {exc.reason or exc}", exc.status or 0) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise KubeConnectionError(f"{target}: cannot reach {self.description}: {_reason(exc)}") from None
-        text = data.decode("utf-8", errors="replace") if data else ""
-        if response.status >= 400:
-            raise _api_error(target, response.status, text, self.description)
-        if raw:
-            return text
-        return json.loads(text) if text else None
 
     def version(self, timeout: float | None = None) -> dict[str, Any]:
         return self.request("GET", "/version", timeout=timeout, what="server version")
@@ -170,7 +209,8 @@ class Kube:
     # -- discovery ---------------------------------------------------------------------------------------------
     def resource(self, api_version: str, kind: str) -> ResourceInfo:
         """Discovery for `kind` in `api_version`, refreshed once when the kind is unknown (CRDs appear at run time)."""
-        info = self._discovered(api_version, refresh=False).get(kind)
+        known = self._discovery.get(api_version)  # the hot path (thousands of creates per second): no lock
+        info = known.get(kind) if known is not None else self._discovered(api_version, refresh=False).get(kind)
         if info is None:
             info = self._discovered(api_version, refresh=True).get(kind)
         if info is None:
@@ -234,18 +274,115 @@ class Kube:
             if exc.status == 404:
                 return []
             raise
+        return self.list_raw(info, namespace=namespace, label_selector=label_selector,
+                             field_selector=field_selector)["items"]
+
+    def list_raw(self, info: ResourceInfo, *, namespace: str | None = None, label_selector: str | None = None,
+                 field_selector: str | None = None) -> dict[str, Any]:
+        """The whole list answer (``items`` and ``metadata.resourceVersion``, where a watch starts from)."""
         query = {"labelSelector": label_selector, "fieldSelector": field_selector}
-        result = self.request("GET", info.path(namespace), query=query, what=f"list {kind} in {api_version}")
+        result = self.request("GET", info.path(namespace), query=query,
+                              what=f"list {info.kind} in {info.api_version}") or {}
         items = result.get("items") or []
         for item in items:  # lists omit apiVersion/kind on items
-            item.setdefault("apiVersion", api_version)
-            item.setdefault("kind", kind)
-        return items
+            item.setdefault("apiVersion", info.api_version)
+            item.setdefault("kind", info.kind)
+        result["items"] = items
+        return result
 
-    def create(self, manifest: dict[str, Any]) -> dict[str, Any]:
+    def watch(
+        self,
+        api_version: str,
+        kind: str,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        stop: threading.Event | None = None,
+        timeout: float | None = None,
+        on_listed: Callable[[], None] | None = None,
+        on_error: Callable[[KubeError], None] | None = None,
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(event type, object) pairs: first ADDED for every object listed, then the watch's ADDED/MODIFIED/DELETED.
+
+        The watch resumes from the last resourceVersion seen when the server closes it, and lists again when that
+        version is too old (410 Gone: ADDED again for every object). It ends when `stop` is set (checked at least
+        every `WATCH_POLL_S`) or after `timeout` seconds. A failed first list raises KubeError; later failures are
+        passed to `on_error` (if given) and the watch is retried after a short pause. `on_listed` is called after
+        the first list, so that a caller knows nothing created afterwards can be missed.
+        """
+        info = self.resource(api_version, kind)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        stop = stop or threading.Event()
+        resource_version: str | None = None
+        listed = False
+        while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
+            try:
+                if resource_version is None:
+                    listing = self.list_raw(info, namespace=namespace, label_selector=label_selector,
+                                            field_selector=field_selector)
+                    for item in listing["items"]:
+                        yield "ADDED", item
+                    resource_version = (listing.get("metadata") or {}).get("resourceVersion") or "0"
+                    if not listed and on_listed is not None:
+                        on_listed()
+                    listed = True
+                for event in self.watch_events(info.path(namespace), resource_version, label_selector=label_selector,
+                                               field_selector=field_selector):
+                    kind_of_event, obj = event.get("type", ""), event.get("object") or {}
+                    if kind_of_event == "ERROR":
+                        if obj.get("code") == 410:
+                            resource_version = None  # too old: list again
+                            break
+                        raise _status_error(f"watch {kind} in {api_version}", obj, self.description)
+                    resource_version = (obj.get("metadata") or {}).get("resourceVersion") or resource_version
+                    if kind_of_event != "BOOKMARK":
+                        obj.setdefault("apiVersion", api_version)
+                        obj.setdefault("kind", kind)
+                        yield kind_of_event, obj
+                    if stop.is_set():
+                        return
+            except KubeError as exc:
+                if not listed:
+                    raise
+                if on_error is not None:
+                    on_error(exc)
+                stop.wait(0.2)
+
+    def watch_events(self, path: str, resource_version: str, *, label_selector: str | None = None,
+                     field_selector: str | None = None, server_timeout_s: int = 60,
+                     read_timeout_s: float = WATCH_POLL_S) -> Iterator[dict[str, Any]]:
+        """One watch request: decoded events until the server ends it or nothing came for `read_timeout_s`.
+
+        A read timeout ends the iteration quietly, so that callers can check a stop flag and watch again from the
+        last resourceVersion they saw (`watch` does all of that).
+        """
+        query = [("watch", "true"), ("resourceVersion", resource_version), ("allowWatchBookmarks", "true"),
+                 ("timeoutSeconds", server_timeout_s)]
+        query += [(k, v) for k, v in (("labelSelector", label_selector), ("fieldSelector", field_selector)) if v]
+        headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
+        target = f"watch {path}"
+        response = self._send("GET", path, query, headers, None, (10.0, read_timeout_s), target)
+        raw = response.response
+        try:
+            if response.status >= 400:
+                text = raw.data.decode("utf-8", errors="replace") if raw.data else ""
+                raise _api_error(target, response.status, text, self.description, response.getheader("Retry-After"))
+            yield from _json_lines(raw.stream(amt=None, decode_content=False))
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            if "timed out" not in str(exc).lower() and "timeout" not in type(exc).__name__.lower():
+                raise KubeConnectionError(f"{target}: {self.description}: {_reason(exc)}") from None
+        finally:  # a stream left mid-way is never handed back to the pool
+            raw.close()
+            raw.release_conn()
+
+    def create(self, manifest: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        """Create the object (in `namespace`, else the manifest's); the object as stored."""
         ref = ObjectRef.of(manifest)
+        namespace = namespace or ref.namespace
         info = self.resource(ref.api_version, ref.kind)
-        return self.request("POST", info.path(ref.namespace), body=manifest, what=f"create {ref}")
+        what = f"create {ref.kind} {namespace + '/' if namespace else ''}{ref.name}"
+        return self.request("POST", info.path(namespace), body=manifest, what=what)
 
     def patch(self, ref: ObjectRef, patch: Any, *, content_type: str = MERGE_PATCH, subresource: str | None = None):
         info = self.resource(ref.api_version, ref.kind)
@@ -281,8 +418,11 @@ def connect(
     *,
     timeout: float = DEFAULT_CONNECT_TIMEOUT,
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+    pool_size: int = DEFAULT_POOL_SIZE,
 ) -> Kube:
     """Load `kubeconfig` (else $KUBECONFIG, else ~/.kube/config), select `context` and check the server answers.
+
+    `pool_size`: connections kept for concurrent requests (one per thread that uses this connection at once).
 
     Raises KubeConnectionError (a TopsailError) within about `timeout` seconds when the file is missing or invalid,
     the context unknown, or the server unreachable or refusing the credentials.
@@ -299,8 +439,7 @@ def connect(
     except (ConfigException, yaml.YAMLError, KeyError, TypeError, ValueError, OSError) as exc:
         raise KubeConnectionError(f"{where}: cannot be used: {_config_problem(exc)}") from None
     configuration.retries = 0  # fail fast; callers that wait poll again
-    api_client = k8s_client.ApiClient(configuration)
-    api_client.user_agent = USER_AGENT
+    api_client = _api_client(configuration, pool_size)
     kube = Kube(api_client, description=f"{configuration.host} ({where})", context=context,
                 request_timeout=request_timeout)
     try:
@@ -312,6 +451,57 @@ def connect(
                                       exc.status) from None
         raise KubeConnectionError(str(exc).removeprefix("server version: "), exc.status) from None
     return kube
+
+
+def _api_client(configuration: k8s_client.Configuration, pool_size: int) -> k8s_client.ApiClient:
+    configuration.connection_pool_maxsize = max(pool_size, 1)
+    hook = configuration.refresh_api_key_hook
+    if hook is not None and not isinstance(hook, ThrottledRefresh):
+        configuration.refresh_api_key_hook = ThrottledRefresh(hook)
+    api_client = k8s_client.ApiClient(configuration)
+    api_client.user_agent = USER_AGENT
+    return api_client
+
+
+class ThrottledRefresh:
+    """The kubeconfig loader's credential refresh, run at most every `interval_s` instead of before every request.
+
+    The loader re-applies the whole kubeconfig (host, proxy environment, token) on each call: about 0.3 ms, half of
+    the client's CPU per create. Exec-plugin and OIDC tokens live for minutes, so a refresh every 10 s is enough.
+    """
+
+    def __init__(self, hook: Any, interval_s: float = 10.0) -> None:
+        self.hook = hook
+        self.interval_s = interval_s
+        self.next_refresh = 0.0
+        self.lock = threading.Lock()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> ThrottledRefresh:
+        """A copied Configuration (Kube.with_pool) gets its own throttle over the same loader hook."""
+        return ThrottledRefresh(self.hook, self.interval_s)
+
+    def __call__(self, configuration: k8s_client.Configuration) -> None:
+        now = time.monotonic()
+        if now < self.next_refresh:
+            return
+        with self.lock:
+            if now >= self.next_refresh:
+                self.hook(configuration)
+                self.next_refresh = now + self.interval_s
+                # The loader's hook installs a fresh copy of itself on every call: keep throttling that one.
+                if configuration.refresh_api_key_hook not in (None, self):
+                    self.hook = configuration.refresh_api_key_hook
+                    configuration.refresh_api_key_hook = self
+
+
+def _json_lines(chunks: Iterator[bytes]) -> Iterator[dict[str, Any]]:
+    buffer = b""
+    for chunk in chunks:
+        buffer += chunk
+        while (newline := buffer.find(b"\n")) >= 0:
+            line, buffer = buffer[:newline], buffer[newline + 1:]
+            if line.strip():
+                yield json.loads(line)
 
 
 def _kubeconfig_path(kubeconfig: str | os.PathLike[str] | None) -> Path:
@@ -340,16 +530,30 @@ def _reason(exc: BaseException) -> str:
     return text.split(": ", 1)[-1][:300] if "object at 0x" in text else text[:300]
 
 
-def _api_error(target: str, status: int, text: str, server: str) -> KubeError:
-    reason, message = "", ""
+def _api_error(target: str, status: int, text: str, server: str, retry_after: str | None = None) -> KubeError:
+    reason, message, api_status = "", "", None
     try:
         body = json.loads(text)
         if isinstance(body, dict):
             reason, message = str(body.get("reason") or ""), str(body.get("message") or "")
+            api_status = body if body.get("kind") == "Status" else None
     except ValueError:
         message = text[:300]
     detail = message or reason or f"HTTP {status}"
+    wait = _seconds(retry_after)
     if status in (401, 403):
         return KubeConnectionError(f"{target}: {server} refused the request ({status} {reason}): {detail}", status,
-                                   reason)
-    return KubeError(f"{target}: {detail} (HTTP {status})", status, reason)
+                                   reason, api_status=api_status, retry_after=wait)
+    return KubeError(f"{target}: {detail} (HTTP {status})", status, reason, api_status=api_status, retry_after=wait)
+
+
+def _status_error(target: str, api_status: dict[str, Any], server: str) -> KubeError:
+    """A Status object received inside a watch stream, as a KubeError."""
+    return _api_error(target, int(api_status.get("code") or 0), json.dumps(api_status), server)
+
+
+def _seconds(value: str | None) -> float | None:
+    try:
+        return float(value) if value else None
+    except ValueError:
+        return None

@@ -17,7 +17,8 @@ from typing import Any, Literal, TextIO
 import pydantic
 
 from pytest_topsail.errors import TopsailError
-from pytest_topsail.scale.kubeapi import ApiError, RawApi
+from pytest_topsail.kube.client import Kube, KubeError
+from pytest_topsail.kube.namespaces import create_namespace, delete_namespaces
 from pytest_topsail.scale.latency import StepStats, Threshold, all_stats, check_thresholds, write_tables
 from pytest_topsail.scale.sampler import Sampler, read_sampled, write_sampled
 from pytest_topsail.scale.submitter import JobToSubmit, Pacing, SubmitResult, Submitter
@@ -29,6 +30,7 @@ from pytest_topsail.scale.timelines import (
     write_times_csv,
 )
 from pytest_topsail.scale.workloads import RUN_LABEL, WorkloadSpec, job_name, job_objects
+from pytest_topsail.settings import validate
 
 # Keys a case may carry beside the scale settings (names, descriptions): ignored here.
 META_KEYS = {"name", "description"}
@@ -60,11 +62,7 @@ class ScaleCase(pydantic.BaseModel):
     @classmethod
     def from_settings(cls, settings: dict[str, Any], where: str) -> ScaleCase:
         values = {k: v for k, v in settings.items() if k not in META_KEYS}
-        try:
-            return cls.model_validate(values)
-        except pydantic.ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-            raise TopsailError(f"{where}: invalid scale case settings: {problems}") from None
+        return validate(cls, values, where, "invalid scale case settings")
 
     def workload_spec(self) -> WorkloadSpec:
         return WorkloadSpec(
@@ -102,39 +100,6 @@ class ScaleResult:
     violations: list[str] = field(default_factory=list)
 
 
-def create_namespaces(api: RawApi, names: list[str], run_id: str) -> None:
-    for name in names:
-        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {RUN_LABEL: run_id}}}
-        try:
-            api.create(body)
-        except ApiError as exc:
-            if exc.status != 409:
-                raise TopsailError(f"cannot create namespace {name}: {exc}") from exc
-
-
-def delete_namespaces(api: RawApi, names: list[str], wait_s: float = 30.0) -> list[str]:
-    """Delete whole namespaces (one call each, the cluster deletes their content); return those still present."""
-    for name in names:
-        api.delete(f"/api/v1/namespaces/{name}")
-    deadline = time.monotonic() + wait_s
-    remaining = list(names)
-    while remaining and time.monotonic() < deadline:
-        remaining = [n for n in remaining if namespace_exists(api, n)]
-        if remaining:
-            time.sleep(0.2)
-    return remaining
-
-
-def namespace_exists(api: RawApi, name: str) -> bool:
-    try:
-        api.request("GET", f"/api/v1/namespaces/{name}")
-        return True
-    except ApiError as exc:
-        if exc.status == 404:
-            return False
-        raise
-
-
 def build_jobs(case: ScaleCase, namespaces: list[str], run_id: str, prefix: str) -> list[JobToSubmit]:
     spec = case.workload_spec()
     jobs = []
@@ -155,7 +120,7 @@ def build_jobs(case: ScaleCase, namespaces: list[str], run_id: str, prefix: str)
 
 
 def submit_and_sample(
-    api: RawApi,
+    api: Kube,
     case: ScaleCase,
     namespaces: list[str],
     run_id: str,
@@ -256,7 +221,7 @@ def new_run_id() -> str:
 
 
 def run_case(
-    api: RawApi,
+    api: Kube,
     case: ScaleCase,
     directory: Path,
     options: RunOptions,
@@ -269,7 +234,8 @@ def run_case(
     """
     run_id = run_id or new_run_id()
     namespaces = [f"{options.namespace_prefix}-{run_id}-{n}" for n in range(case.namespaces)]
-    create_namespaces(api, namespaces, run_id)
+    for namespace in namespaces:
+        create_namespace(api, namespace, {RUN_LABEL: run_id})
     try:
         result, sampled, _ = submit_and_sample(api, case, namespaces, run_id, directory, progress)
         analysis = analyse(
@@ -283,7 +249,7 @@ def run_case(
 
 
 def cleanup_namespaces(
-    api: RawApi, namespaces: list[str], options: RunOptions, progress: TextIO | None
+    api: Kube, namespaces: list[str], options: RunOptions, progress: TextIO | None
 ) -> dict[str, Any]:
     """Delete the run's namespaces (one request each: the cluster deletes their jobs and pods)."""
     if options.keep:
@@ -291,7 +257,7 @@ def cleanup_namespaces(
     started = time.monotonic()
     try:
         remaining = delete_namespaces(api, namespaces, options.cleanup_timeout_s)
-    except ApiError as exc:
+    except KubeError as exc:
         return {"deleted": [], "error": str(exc), "duration_s": round(time.monotonic() - started, 3)}
     duration = round(time.monotonic() - started, 3)
     if progress is not None:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from pytest_topsail.errors import TopsailError
-from pytest_topsail.scale.kubeapi import ApiError, RawApi, collection_path
+from pytest_topsail.kube.client import Kube, KubeError
 from pytest_topsail.scale.workloads import JOB_LABEL, RUN_LABEL
 
 POD_STEPS = ("created", "scheduled", "initialized", "started", "ready", "completed", "failed")
@@ -162,7 +162,7 @@ class Sampler:
 
     def __init__(
         self,
-        api: RawApi,
+        api: Kube,
         namespaces: list[str],
         run_id: str,
         workload_kind: tuple[str, str],
@@ -200,14 +200,15 @@ class Sampler:
         ns = self.scope()
         api_version, kind = self.workload_kind
         watches = [
-            ("pods", collection_path("v1", "Pod", ns), self.label_selector, None, self.on_pod),
-            ("workloads", collection_path(api_version, kind, ns), self.label_selector, None, self.on_workload),
-            ("events", collection_path("v1", "Event", ns), None, "involvedObject.kind=Pod", self.on_event),
+            ("pods", ("v1", "Pod"), self.label_selector, None, self.on_pod),
+            ("workloads", (api_version, kind), self.label_selector, None, self.on_workload),
+            ("events", ("v1", "Event"), None, "involvedObject.kind=Pod", self.on_event),
         ]
         ready = [threading.Event() for _ in watches]
-        for (name, path, labels, fields, handler), listed in zip(watches, ready, strict=True):
+        for (name, what, labels, fields, handler), listed in zip(watches, ready, strict=True):
             thread = threading.Thread(
-                target=self.run_watch, args=(path, labels, fields, handler, listed), name=f"sample-{name}", daemon=True
+                target=self.run_watch, args=(what, ns, labels, fields, handler, listed), name=f"sample-{name}",
+                daemon=True,
             )
             thread.start()
             self.threads.append(thread)
@@ -231,41 +232,35 @@ class Sampler:
             thread.join(timeout=5.0)
         self.finished_ms = self.now_ms()
 
-    def run_watch(self, path: str, labels: str | None, fields: str | None, handler: Callable, listed: threading.Event):
-        resource_version: str | None = None
+    def run_watch(self, what: tuple[str, str], namespace: str | None, labels: str | None, fields: str | None,
+                  handler: Callable, listed: threading.Event) -> None:
+        """List then watch `what` (apiVersion, kind) until stopped; errors are counted and the watch resumed."""
+        api_version, kind = what
+
+        def on_error(exc: KubeError) -> None:
+            self.record_error(kind, exc)
+            self.watch_restarts += 1
+
         while not self.stop_event.is_set():
             try:
-                if resource_version is None:
-                    listing = self.api.list(path, labels, fields)
-                    now = self.now_ms()
-                    for item in listing.get("items") or []:
-                        handler("ADDED", item, now)
-                    resource_version = listing.get("metadata", {}).get("resourceVersion") or "0"
-                    listed.set()
-                for event in self.api.watch_events(path, resource_version, labels, fields, read_timeout_s=0.5):
-                    now = self.now_ms()
-                    obj = event.get("object") or {}
-                    if event.get("type") == "ERROR":
-                        if obj.get("code") == 410:
-                            resource_version = None  # too old: list again
-                            break
-                        raise ApiError(obj.get("code") or 0, obj.get("reason", "Error"), obj.get("message", ""))
-                    resource_version = obj.get("metadata", {}).get("resourceVersion") or resource_version
-                    if event.get("type") != "BOOKMARK":
-                        handler(event["type"], obj, now)
-                    if self.stop_event.is_set():
-                        break
-                self.watch_restarts += 1
-            except ApiError as exc:
-                with self.lock:
-                    self.error_count += 1
-                    if len(self.errors) < MAX_KEPT_ERRORS:
-                        self.errors.append(f"{path}: {exc}")
-                if resource_version is None and exc.status in FATAL_LIST_STATUSES and not listed.is_set():
-                    self.fatal = f"{path}: {exc.status} {exc.reason}"  # e.g. the PyTorchJob CRD is not installed
+                for event_type, obj in self.api.watch(api_version, kind, namespace=namespace, label_selector=labels,
+                                                      field_selector=fields, stop=self.stop_event,
+                                                      on_listed=listed.set, on_error=on_error):
+                    handler(event_type, obj, self.now_ms())
+                return
+            except KubeError as exc:  # the first list failed
+                self.record_error(kind, exc)
+                if exc.status in FATAL_LIST_STATUSES:
+                    self.fatal = f"{kind}: {exc.status} {exc.reason}"  # e.g. the PyTorchJob CRD is not installed
                     listed.set()
                     return
                 self.stop_event.wait(0.2)
+
+    def record_error(self, kind: str, exc: KubeError) -> None:
+        with self.lock:
+            self.error_count += 1
+            if len(self.errors) < MAX_KEPT_ERRORS:
+                self.errors.append(f"{kind}: {exc}")
 
     def on_pod(self, kind: str, pod: dict[str, Any], now_ms: float) -> None:
         metadata = pod.get("metadata", {})

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from pytest_topsail.errors import TopsailError
-from pytest_topsail.scale.kubeapi import ApiError, RawApi
+from pytest_topsail.kube.client import Kube, KubeError
 
 RETRYABLE_STATUSES = {0, 429, 500, 502, 503, 504}
 
@@ -187,11 +187,11 @@ class Progress:
 
 
 class Submitter:
-    """Creates jobs through one ``RawApi`` (one connection pool) from ``pacing.parallelism`` threads."""
+    """Creates jobs through one ``Kube`` connection from ``pacing.parallelism`` threads (pool sized for them)."""
 
     def __init__(
         self,
-        api: RawApi,
+        api: Kube,
         pacing: Pacing,
         retries: int = 3,
         progress_stream: TextIO | None = sys.stderr,
@@ -275,7 +275,7 @@ class Submitter:
             try:
                 self.api.create(obj, namespace)
                 return attempt, None
-            except ApiError as exc:
+            except KubeError as exc:
                 if exc.status == 409 and attempt > 1:
                     return attempt, None  # an earlier attempt got through before its answer was lost
                 if exc.status not in RETRYABLE_STATUSES or attempt > self.retries:

@@ -15,7 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pytest_topsail.config import parse_yaml
-from pytest_topsail.errors import TopsailError
+from pytest_topsail.errors import TopsailError, describe_validation_error
 from pytest_topsail.sim.gpu_profiles import GpuProfile, get_gpu_profile, parse_cpu_millis, parse_memory_bytes
 from pytest_topsail.sim.training import FineTuningModel
 
@@ -226,7 +226,7 @@ class Profile(_Model):
         try:
             profile = cls.model_validate(data)
         except ValidationError as exc:
-            raise TopsailError(_describe(exc, source)) from None
+            raise TopsailError(describe_validation_error(exc, source, "invalid simulator profile")) from None
         return profile.with_overrides(source=source, **shortcuts)
 
     def with_overrides(
@@ -258,7 +258,7 @@ class Profile(_Model):
         try:
             return type(self).model_validate(data)
         except ValidationError as exc:
-            raise TopsailError(_describe(exc, source)) from None
+            raise TopsailError(describe_validation_error(exc, source, "invalid simulator profile")) from None
 
     def to_dict(self) -> dict[str, Any]:
         """A plain mapping that `from_dict` reads back (for writing the profile of a run to a file)."""
@@ -292,14 +292,3 @@ def load_profile(
         nodes=nodes, gpu_profile=gpu_profile, gpus_per_node=gpus_per_node, seed=seed, source=source
     )
 
-
-def _describe(exc: ValidationError, source: str) -> str:
-    problems = []
-    for error in exc.errors(include_url=False):
-        key = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error["loc"]).lstrip(".")
-        key = key or "(top level)"
-        message = error["msg"]
-        if error["type"] == "extra_forbidden":
-            message = "unknown key"
-        problems.append(f"key {key}: {message.removeprefix('Value error, ')}")
-    return f"{source}: invalid simulator profile: " + "; ".join(problems)

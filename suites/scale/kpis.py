@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pytest_topsail.kpi import kpi
+from pytest_topsail import kpi
 from pytest_topsail.scale.latency import METRICS, find
 from pytest_topsail.scale.run import ScaleResult, analyse_directory
 from pytest_topsail.scale.timelines import JOB_STEPS, POD_STEPS

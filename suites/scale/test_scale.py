@@ -7,21 +7,18 @@ from typing import Any
 
 import pytest
 
-from pytest_topsail.cases import Case
-from pytest_topsail.config import Config
-from pytest_topsail.kpi import KpiRecorder
-from pytest_topsail.scale.kubeapi import RawApi
+import pytest_topsail as topsail
 from pytest_topsail.scale.run import RunOptions, ScaleCase, ScaleResult, run_case
 
 
-def test_scale(case: Case, scale_api: RawApi, scale_options: RunOptions, scale_progress: Any, artifact_dir: Path,
-               kpis: KpiRecorder, topsail_config: Config) -> None:
+def test_scale(case: topsail.Case, scale_api: topsail.Kube, scale_options: RunOptions, scale_progress: Any,
+               scale_settings: Any, artifact_dir: Path, kpis: topsail.KpiRecorder) -> None:
     settings = ScaleCase.from_settings(case.settings, where=f"{case.source}")
     result = run_case(scale_api, settings, artifact_dir, scale_options, progress=scale_progress)
     kpis.record_from(result)
     for name, figure in result.figures.items():
         kpis.add_figure(f"{case.id}: {name}", figure)
-    problems = run_problems(result, int(topsail_config.get("tests.scale.max_failed_jobs", 0)))
+    problems = run_problems(result, scale_settings.max_failed_jobs)
     if problems:
         pytest.fail("\n".join(problems + [f"latency table: {artifact_dir / 'latency.txt'}"]), pytrace=False)
 

@@ -84,7 +84,7 @@ def test_recorder_refuses_what_cannot_be_a_kpi() -> None:
         kpis.record("tps", float("nan"))
     with pytest.raises(TopsailError, match="KPI 'odd' is not declared in the suite kpis.py"):
         kpis.record("odd", 1)
-    with pytest.raises(TopsailError, match="KPI labels do not match the suite's Labels model: gpus: "):
+    with pytest.raises(TopsailError, match="KPI labels do not match the suite's Labels model: key gpus: "):
         recorder(case={"name": "a", "id": "a", "settings": {"gpus": "many"}}).record("tps", 1)
 
 
@@ -114,7 +114,7 @@ def test_strict_lts_payload_refuses_a_malformed_record() -> None:
                         "higher_better": True, "labels": {"bad": {"nested": 1}}}]}
     lenient = build_payload(record, presets=["smoke"], config={})
     assert lenient["metadata"]["exit_code"] == 1 and lenient["metadata"]["presets"] == ["smoke"]
-    with pytest.raises(TopsailError, match=r"LTS payload of n \(lts.strict is set\): kpis.tps.labels.bad"):
+    with pytest.raises(TopsailError, match=r"LTS payload of n: lts.strict is set: key kpis.tps.labels.bad"):
         build_payload(record, presets=[], config={}, strict=True)
 
 

@@ -111,7 +111,7 @@ def test_labels_not_matching_the_suite_model_fail_the_test(project: Project) -> 
     project.set_labels(image=None)
     result = project.run()
     result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines(["*kpis.py: KPI labels do not match the suite's Labels model: image: *"])
+    result.stdout.fnmatch_lines(["*kpis.py: KPI labels do not match the suite's Labels model: key image: *"])
 
 
 def test_pytest_html_gets_a_kpi_column_when_installed(project: Project) -> None:

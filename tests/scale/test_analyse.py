@@ -53,7 +53,7 @@ def test_case_settings_are_validated_with_the_key_named():
     case = ScaleCase.from_settings({"name": "smoke", "workload": "distributed", "jobs": 5, "workers": 2}, "c.yaml")
     assert case.workload_spec().pods_per_job == 3 and case.target() == "ready"
     assert ScaleCase.from_settings({"duration_s": 1}, "c.yaml").target() == "completed"
-    with pytest.raises(TopsailError, match=r"cases/scale/x.yaml: invalid scale case settings: jobz: Extra"):
+    with pytest.raises(TopsailError, match=r"cases/scale/x.yaml: invalid scale case settings: key jobz: unknown key"):
         ScaleCase.from_settings({"jobz": 5}, "cases/scale/x.yaml")
     with pytest.raises(TopsailError, match="jobs: Input should be greater than or equal to 1"):
         ScaleCase.from_settings({"jobs": 0}, "c.yaml")

@@ -9,18 +9,19 @@ from collections.abc import Iterator
 import pytest
 
 from pytest_topsail.errors import TopsailError
-from pytest_topsail.scale.kubeapi import RawApi, api_client_from_kubeconfig
-from pytest_topsail.scale.run import RunOptions, ScaleCase, namespace_exists, run_case
+from pytest_topsail.kube.client import Kube, connect
+from pytest_topsail.kube.namespaces import namespace_exists
+from pytest_topsail.scale.run import RunOptions, ScaleCase, run_case
 from pytest_topsail.scale.sampler import Sampler
 from pytest_topsail.sim.launcher import SimCluster
 
 
 @pytest.fixture(scope="module")
-def api() -> Iterator[RawApi]:
+def api() -> Iterator[Kube]:
     with SimCluster(nodes=4, gpu_profile="a100", seed=3) as sim:
-        raw = RawApi(api_client_from_kubeconfig(str(sim.kubeconfig_path), pool_size=8))
-        yield raw
-        raw.client.close()
+        kube = connect(sim.kubeconfig_path, pool_size=8)
+        yield kube
+        kube.close()
 
 
 def test_distributed_jobs_with_pvcs_are_timed_to_ready_and_cleaned_up(api, tmp_path):
@@ -41,13 +42,13 @@ def test_kept_namespaces_stay(api, tmp_path):
     case = ScaleCase(workload="interactive", jobs=2, timeout_s=30)
     run_case(api, case, tmp_path, RunOptions(namespace_prefix="k", keep=True, plots=False), run_id="keep01")
     assert namespace_exists(api, "k-keep01-0")
-    pods = api.list("/api/v1/namespaces/k-keep01-0/pods")["items"]
+    pods = api.list("v1", "Pod", namespace="k-keep01-0")
     assert len(pods) == 2
 
 
 def test_sampling_a_kind_the_cluster_does_not_serve_fails_fast_naming_it(api):
     sampler = Sampler(api, ["default"], "nope", ("example.com/v1", "Widget"))
     started = time.monotonic()
-    with pytest.raises(TopsailError, match="cannot list /apis/example.com/v1/namespaces/default/widgets: 404"):
+    with pytest.raises(TopsailError, match="cannot list Widget: 404"):
         sampler.start(timeout_s=10)
     assert time.monotonic() - started < 5

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from pytest_topsail.errors import TopsailError
-from pytest_topsail.scale.kubeapi import ApiError
+from pytest_topsail.kube.client import KubeError
 from pytest_topsail.scale.submitter import JobToSubmit, Pacing, Submitter, TokenBucket
 
 
@@ -39,7 +39,8 @@ class MemoryApi:
             self.calls += 1
             script = self.failures.get(name)
             if script:
-                raise ApiError(script.pop(0), "scripted", retry_after=0.001)
+                status = script.pop(0)
+                raise KubeError(f"create {name}: scripted (HTTP {status})", status, retry_after=0.001)
             self.created.append((time.monotonic(), name))
         return obj
 

@@ -1,0 +1,45 @@
+"""Settings of the scale suite (``tests.scale`` in config.yaml), validated when pytest starts."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import pydantic
+
+import pytest_topsail as topsail
+from pytest_topsail.scale.latency import Threshold
+from pytest_topsail.scale.run import RunOptions
+
+
+class ScaleSettings(topsail.Settings):
+    namespace_prefix: str = pydantic.Field("scale", pattern=r"^[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?$")
+    keep: bool = False
+    progress: bool = True
+    plots: bool = True
+    include_plotlyjs: Literal["cdn", "directory"] | bool = "cdn"
+    max_failed_jobs: int = pydantic.Field(0, ge=0)
+    cleanup_timeout_s: float = pydantic.Field(60, gt=0)
+    thresholds: list[dict[str, Any]] = []
+
+    @pydantic.field_validator("thresholds")
+    @classmethod
+    def thresholds_parse(cls, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for index, raw in enumerate(value):
+            try:
+                Threshold.parse(raw, f"[{index}]")
+            except topsail.TopsailError as error:
+                raise ValueError(str(error)) from None
+        return value
+
+    def run_options(self) -> RunOptions:
+        return RunOptions(
+            namespace_prefix=self.namespace_prefix,
+            thresholds=tuple(Threshold.parse(raw, "tests.scale.thresholds") for raw in self.thresholds),
+            keep=self.keep,
+            plots=self.plots,
+            include_plotlyjs=self.include_plotlyjs,
+            cleanup_timeout_s=self.cleanup_timeout_s,
+        )
+
+
+SETTINGS = {"tests.scale": ScaleSettings}
