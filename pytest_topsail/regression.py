@@ -1,22 +1,27 @@
-"""Change-point regression verdicts against KPI history.
+"""Regression verdicts of KPI values against their history.
 
-Method (Hunter / Apache Otava semantics): E-divisive means over sliding windows, each candidate accepted by a
-two-sided Student t-test (pooled variance), weak change points found at a relaxed p-value then merged away
-bottom-up. The series is the KPI's history (same labels except the suite's comparison and ignored keys) followed
-by the current value; when the last change point is the current value, the verdict is a regression or an
-improvement depending on the KPI's direction, otherwise accepted.
-
-Short history (fewer than ``min_history`` previous values): the t-test has no power, so the current value is
-compared with the mean of the history and a change beyond ``short_history_threshold`` percent counts.
-``apache-otava`` is used for the change points when it is installed and ``engine`` is ``auto`` or ``otava``.
+The rules (docs/kpis-and-regressions.md):
+- history: earlier records of the same suite and KPI whose labels equal the current ones except the suite's
+  comparison and ignored keys;
+- baseline: that history minus the records whose own verdict was a regression and that nobody acknowledged
+  (``python -m pytest_topsail.history ack`` or the suite's ack file), so a regression never becomes the reference
+  by itself;
+- fewer than ``min_history`` (N, default 5) baseline points: ``insufficient_history``, never a regression;
+- otherwise change points of the baseline followed by the current value (E-divisive means + Student t-test,
+  Hunter / Apache Otava semantics); when the last change point is the current value and the change exceeds the
+  noise floor ``max(min_magnitude x |reference|, noise_sigmas x stddev of the reference regime, min_change)``,
+  the verdict is a regression or an improvement by the KPI's direction; otherwise ``accepted``.
+A zero reference has no relative change: the change is given in the KPI's unit.
+``apache-otava`` computes the change points when installed and ``engine`` is ``auto`` or ``otava``.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -24,19 +29,39 @@ import pydantic
 
 from pytest_topsail.errors import TopsailError
 
-VERDICTS = ("accepted", "regression", "improvement", "no_history", "ignored")
+VERDICTS = ("regression", "improvement", "accepted", "insufficient_history", "no_history", "ignored")
+JUDGED = ("regression", "improvement", "accepted")
+
+
+@dataclass(frozen=True)
+class KpiRule:
+    """The noise floor of one KPI: a change must exceed all three to be a regression or an improvement."""
+
+    min_magnitude: float = 0.05  # relative to the reference (0.05 = 5 %)
+    noise_sigmas: float = 3.0  # times the standard deviation of the reference regime
+    min_change: float = 0.0  # absolute, in the KPI's unit (e.g. a timestamp resolution)
+
+    def floor(self, reference: float, stddev: float) -> float:
+        return max(self.min_magnitude * abs(reference), self.noise_sigmas * stddev, self.min_change)
+
 
 
 @dataclass(frozen=True)
 class RegressionSettings:
+    """A suite's ``regression:`` section (docs/kpis-and-regressions.md); ``kpis`` holds per-KPI noise floors
+    as (name or glob pattern, rule), first match wins."""
+
     comparison_keys: tuple[str, ...] = ()
     ignored_keys: tuple[str, ...] = ()
     fail_on_regression: bool = False
     window_len: int = 50
     max_pvalue: float = 0.001
-    min_magnitude: float = 0.0
     min_history: int = 5
-    short_history_threshold: float = 10.0
+    min_magnitude: float = 0.05
+    noise_sigmas: float = 3.0
+    min_change: float = 0.0
+    kpis: tuple[tuple[str, KpiRule], ...] = ()
+    ack_file: str = "acks.yaml"
     engine: str = "auto"
 
     @classmethod
@@ -47,14 +72,29 @@ class RegressionSettings:
         try:
             checked = _RegressionInput.model_validate(dict(values or {}))
         except pydantic.ValidationError as error:
-            problems = "; ".join(f"{where}.{'.'.join(map(str, e['loc']))}: {e['msg']}, got {e['input']!r}"
-                                 if e["type"] != "extra_forbidden" else
-                                 f"{where}: unknown key {'.'.join(map(str, e['loc']))!r}; known: "
-                                 f"{', '.join(sorted(_RegressionInput.model_fields))}"
-                                 for e in error.errors())
-            raise TopsailError(problems) from None
-        return cls(**{**checked.model_dump(), "comparison_keys": tuple(checked.comparison_keys),
-                      "ignored_keys": tuple(checked.ignored_keys)})
+            raise TopsailError(_problems(error, where)) from None
+        suite_rule = KpiRule(checked.min_magnitude, checked.noise_sigmas, checked.min_change)
+        rules = tuple((pattern, replace(suite_rule, **rule.model_dump(exclude_unset=True)))
+                      for pattern, rule in checked.kpis.items())
+        return cls(**{**checked.model_dump(exclude={"kpis"}), "comparison_keys": tuple(checked.comparison_keys),
+                      "ignored_keys": tuple(checked.ignored_keys), "kpis": rules})
+
+    def rule(self, kpi: str) -> KpiRule:
+        """The noise floor of ``kpi``: the first matching entry of ``kpis``, else the suite's."""
+        for pattern, rule in self.kpis:
+            if fnmatch.fnmatchcase(kpi, pattern):
+                return rule
+        return KpiRule(self.min_magnitude, self.noise_sigmas, self.min_change)
+
+
+class _KpiRuleInput(pydantic.BaseModel):
+    """One entry of ``regression.kpis``: the keys given override the suite's noise floor."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", strict=True)
+
+    min_magnitude: float = pydantic.Field(0.05, ge=0)
+    noise_sigmas: float = pydantic.Field(3.0, ge=0)
+    min_change: float = pydantic.Field(0.0, ge=0)
 
 
 class _RegressionInput(pydantic.BaseModel):
@@ -67,10 +107,25 @@ class _RegressionInput(pydantic.BaseModel):
     fail_on_regression: bool = False
     window_len: int = pydantic.Field(50, ge=2)
     max_pvalue: float = pydantic.Field(0.001, gt=0, le=1)
-    min_magnitude: float = pydantic.Field(0.0, ge=0)
     min_history: int = pydantic.Field(5, ge=1)
-    short_history_threshold: float = pydantic.Field(10.0, ge=0)
+    min_magnitude: float = pydantic.Field(0.05, ge=0)
+    noise_sigmas: float = pydantic.Field(3.0, ge=0)
+    min_change: float = pydantic.Field(0.0, ge=0)
+    kpis: dict[str, _KpiRuleInput] = {}
+    ack_file: str = "acks.yaml"
     engine: Literal["auto", "builtin", "otava"] = "auto"
+
+
+def _problems(error: pydantic.ValidationError, where: str) -> str:
+    messages = []
+    for problem in error.errors():
+        location = ".".join(map(str, problem["loc"]))
+        if problem["type"] != "extra_forbidden":
+            messages.append(f"{where}.{location}: {problem['msg']}, got {problem['input']!r}")
+            continue
+        model = _KpiRuleInput if problem["loc"][0] == "kpis" else _RegressionInput
+        messages.append(f"{where}: unknown key {location!r}; known: {', '.join(sorted(model.model_fields))}")
+    return "; ".join(messages)
 
 
 # ---------------------------------------------------------------- statistics
@@ -277,6 +332,14 @@ def history_key(labels: Mapping[str, Any], settings: RegressionSettings) -> str:
     return json.dumps({k: v for k, v in labels.items() if k not in dropped}, sort_keys=True, default=str)
 
 
+def in_baseline(record: Mapping[str, Any]) -> bool:
+    """A stored record is a reference unless its own verdict was a regression nobody acknowledged."""
+    return record.get("verdict") != "regression" or bool(record.get("acknowledged"))
+
+
+HISTORY_FIELDS = ("timestamp", "value", "test_uuid", "run_id", "git_sha", "presets", "verdict", "acknowledged")
+
+
 @dataclass
 class Verdict:
     suite: str
@@ -287,14 +350,19 @@ class Verdict:
     higher_better: bool
     labels: dict[str, Any]
     status: str
-    change_percent: float | None = None
+    change_percent: float | None = None  # None when the reference is 0: see change_absolute
+    change_absolute: float | None = None  # value - reference, in the KPI's unit
     pvalue: float | None = None
-    history_size: int = 0
+    history_size: int = 0  # baseline points the value was judged against
+    excluded: int = 0  # earlier records left out of the baseline: unacknowledged regressions
     reference: float | None = None
+    noise_floor: float | None = None  # the absolute change needed for a regression or an improvement
     method: str = ""
     format: str = "{}"
-    history: list[dict[str, Any]] = field(default_factory=list)  # [{timestamp, value, test_uuid}] oldest first
-    change_points: list[int] = field(default_factory=list)  # indexes into history + [current]
+    test_uuid: str | None = None
+    timestamp: float = 0.0
+    history: list[dict[str, Any]] = field(default_factory=list)  # the history, oldest first (HISTORY_FIELDS)
+    change_points: list[int] = field(default_factory=list)  # indexes into the baseline + [current]
 
     def as_dict(self, with_history: bool = False) -> dict[str, Any]:
         data = asdict(self)
@@ -303,17 +371,38 @@ class Verdict:
             data.pop("change_points")
         return data
 
+    def change_text(self, digits: int = 1) -> str:
+        """``-31.2%``, or the absolute change in the KPI's unit when the reference is 0."""
+        if self.change_percent is not None:
+            return f"{self.change_percent:+.{digits}f}%"
+        if self.change_absolute is not None:
+            return f"{self.change_absolute:+g} {self.unit} (from 0)".replace("  ", " ")
+        return ""
+
     def describe(self) -> str:
         labels = ", ".join(f"{k}={v}" for k, v in sorted(self.labels.items()))
-        change = "" if self.change_percent is None else f" {self.change_percent:+.1f}%"
+        change = f" {self.change_text()}" if self.change_text() else ""
         pvalue = "" if self.pvalue is None else f" p={self.pvalue:.2g}"
         return (f"{self.suite} {self.kpi}={self.value:g} {self.unit}{change}{pvalue} vs {self.history_size} "
                 f"previous ({labels}) [{self.nodeid}]")
 
 
-def _direction(change: float, higher_better: bool) -> str:
-    worse = change < 0 if higher_better else change > 0
+def _direction(delta: float, higher_better: bool) -> str:
+    worse = delta < 0 if higher_better else delta > 0
     return "regression" if worse else "improvement"
+
+
+def _set_change(verdict: Verdict, reference: float) -> None:
+    verdict.reference = reference
+    verdict.change_absolute = verdict.value - reference
+    verdict.change_percent = (verdict.value / reference - 1.0) * 100.0 if reference != 0 else None
+
+
+def _history_entry(record: Mapping[str, Any]) -> dict[str, Any]:
+    entry = {key: record.get(key) for key in HISTORY_FIELDS}
+    entry["timestamp"], entry["value"] = float(record["timestamp"]), float(record["value"])
+    entry["baseline"] = in_baseline(record)
+    return entry
 
 
 def judge(record: Mapping[str, Any], history: Sequence[Mapping[str, Any]], settings: RegressionSettings) -> Verdict:
@@ -322,44 +411,50 @@ def judge(record: Mapping[str, Any], history: Sequence[Mapping[str, Any]], setti
         (h for h in history if h.get("test_uuid") != record.get("test_uuid")
          and float(h["timestamp"]) < float(record["timestamp"])),
         key=lambda h: float(h["timestamp"]))
+    entries = [_history_entry(h) for h in previous]
+    baseline = [e["value"] for e in entries if e["baseline"]]
     verdict = Verdict(
         suite=str(record.get("suite")), nodeid=str(record.get("nodeid")), kpi=record["name"],
         value=float(record["value"]), unit=record.get("unit", ""), higher_better=bool(record["higher_better"]),
-        labels=dict(record.get("labels") or {}), status="accepted", history_size=len(previous),
-        format=record.get("format") or "{}",
-        history=[{"timestamp": float(h["timestamp"]), "value": float(h["value"]), "test_uuid": h.get("test_uuid")}
-                 for h in previous])
+        labels=dict(record.get("labels") or {}), status="accepted", history_size=len(baseline),
+        excluded=len(entries) - len(baseline), format=record.get("format") or "{}",
+        test_uuid=record.get("test_uuid"), timestamp=float(record["timestamp"]), history=entries)
     if record.get("ignored_for_regression"):
         verdict.status, verdict.method = "ignored", "ignored for regression"
         return verdict
-    if not previous:
+    if not baseline:
         verdict.status, verdict.method = "no_history", "no history"
         return verdict
-    values = [h["value"] for h in verdict.history] + [verdict.value]
-    if len(previous) < settings.min_history:
-        reference = float(np.mean(values[:-1]))
-        verdict.method, verdict.reference = "short history: change vs mean", reference
-        if reference != 0:
-            verdict.change_percent = (verdict.value / reference - 1.0) * 100.0
-            if abs(verdict.change_percent) > settings.short_history_threshold:
-                verdict.status = _direction(verdict.change_percent, verdict.higher_better)
+    if len(baseline) < settings.min_history:
+        _set_change(verdict, float(np.mean(baseline)))
+        verdict.status = "insufficient_history"
+        verdict.method = f"{len(baseline)} of the {settings.min_history} points needed"
         return verdict
-    points = change_points(values, settings)
-    verdict.method = "e-divisive"
-    verdict.change_points = [p.index for p in points]
-    start = points[-1].index if points and points[-1].index < len(values) - 1 else (
-        points[-2].index if len(points) >= 2 else 0)
-    if points and points[-1].index == len(values) - 1:
-        last = points[-1]
-        verdict.reference, verdict.pvalue = last.mean_before, last.pvalue
-        verdict.change_percent = last.forward_change() * 100.0
-        verdict.status = _direction(verdict.change_percent, verdict.higher_better)
-    else:
-        reference = float(np.mean(values[start:-1])) if len(values[start:-1]) else None
-        verdict.reference = reference
-        if reference:
-            verdict.change_percent = (verdict.value / reference - 1.0) * 100.0
+    _judge_change_points(verdict, baseline, settings)
     return verdict
+
+
+def _judge_change_points(verdict: Verdict, baseline: list[float], settings: RegressionSettings) -> None:
+    rule = settings.rule(verdict.kpi)
+    values = [*baseline, verdict.value]
+    points = change_points(values, replace(settings, min_magnitude=rule.min_magnitude))
+    verdict.change_points = [p.index for p in points]
+    at_current = bool(points) and points[-1].index == len(values) - 1
+    starts = [p.index for p in points if p.index < len(values) - 1]
+    regime = values[(starts[-1] if starts else 0):-1]
+    reference = float(np.mean(regime))
+    stddev = float(np.std(regime, ddof=1)) if len(regime) > 1 else 0.0
+    _set_change(verdict, reference)
+    verdict.noise_floor = rule.floor(reference, stddev)
+    verdict.method = "e-divisive"
+    if not at_current:
+        return
+    verdict.pvalue = points[-1].pvalue
+    delta = verdict.value - reference
+    if abs(delta) > verdict.noise_floor and delta != 0:
+        verdict.status = _direction(delta, verdict.higher_better)
+    else:
+        verdict.method = "e-divisive; change within the noise floor"
 
 
 def summarize(verdicts: Iterable[Verdict], total_points: int) -> dict[str, Any]:
@@ -373,17 +468,24 @@ def summarize(verdicts: Iterable[Verdict], total_points: int) -> dict[str, Any]:
         "kpis_count": len(verdicts),
         "failures": counts["regression"],
         "no_history": counts["no_history"],
+        "insufficient_history": counts["insufficient_history"],
         "not_analyzed": counts["ignored"],
         "accepted": counts["accepted"],
         "significant_performance_increase": counts["improvement"],
         "significant_performance_decrease": counts["regression"],
+        "excluded_from_baseline": sum(v.excluded for v in verdicts),
     }
-    if counts["regression"]:
-        message = f"{counts['regression']} KPI regression(s) detected"
-    elif counts["improvement"]:
-        message = f"no regression; {counts['improvement']} improvement(s)"
-    else:
-        message = "no regression"
-    summary["message"] = message
+    summary["message"] = verdict_line(counts)
     summary["regressions"] = [v.describe() for v in verdicts if v.status == "regression"]
     return summary
+
+
+def verdict_line(counts: Mapping[str, int]) -> str:
+    """``2 KPI regressions``, ``no regression; 3 improvements``, ``no regression``."""
+    regressions, improvements = counts.get("regression", 0), counts.get("improvement", 0)
+    if regressions:
+        text = f"{regressions} KPI regression{'s' if regressions != 1 else ''}"
+        return text + (f", {improvements} improvement{'s' if improvements != 1 else ''}" if improvements else "")
+    if improvements:
+        return f"no regression; {improvements} improvement{'s' if improvements != 1 else ''}"
+    return "no regression"

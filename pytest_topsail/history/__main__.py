@@ -1,7 +1,11 @@
-"""``python -m pytest_topsail.history``: export or import the KPI history as JSON lines (to seed or migrate).
+"""``python -m pytest_topsail.history``: export or import the KPI history as JSON lines (to seed or migrate),
+list the regressions waiting for an acknowledgement, acknowledge them (the change becomes the new level).
 
     python -m pytest_topsail.history export --history .topsail/history.sqlite [--suite S] [-o FILE]
     python -m pytest_topsail.history import --history .topsail/history.sqlite FILE [FILE ...]
+    python -m pytest_topsail.history pending --history .topsail/history.sqlite --suite S
+    python -m pytest_topsail.history ack --history .topsail/history.sqlite --suite S [--run RUN_ID]
+        [--test-uuid UUID] [--kpi GLOB ...] --reason TEXT
 
 ``--history opensearch`` uses the OpenSearch settings of ``--opensearch-config FILE`` (YAML: url, index_prefix, ...)
 or of the ``TOPSAIL_OPENSEARCH_*`` environment variables.
@@ -17,12 +21,13 @@ from typing import Any
 from pytest_topsail.config import load_yaml
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.history import export_jsonl, import_jsonl, open_history
+from pytest_topsail.history.acks import Ack, acknowledge, pending
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m pytest_topsail.history", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    for name in ("export", "import"):
+    for name in ("export", "import", "pending", "ack"):
         command = commands.add_parser(name)
         command.add_argument("--history", required=True, metavar="PATH",
                              help="SQLite history file, or 'opensearch'")
@@ -31,6 +36,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     commands.choices["export"].add_argument("--suite", help="only the records of this suite")
     commands.choices["export"].add_argument("-o", "--output", type=Path, help="output file (default: stdout)")
     commands.choices["import"].add_argument("files", nargs="+", type=Path, metavar="FILE")
+    commands.choices["pending"].add_argument("--suite", required=True, help="the suite whose regressions to list")
+    ack = commands.choices["ack"]
+    ack.add_argument("--suite", required=True, help="the suite whose regressions to acknowledge")
+    ack.add_argument("--run", help="only the records of this run id (shown in the report and by 'pending')")
+    ack.add_argument("--test-uuid", help="only the records of this test uuid")
+    ack.add_argument("--kpi", action="append", default=[], metavar="GLOB",
+                     help="only these KPIs (name or glob pattern; repeatable)")
+    ack.add_argument("--reason", required=True, help="why the change is accepted (kept with the records)")
     return parser.parse_args(argv)
 
 
@@ -44,6 +57,8 @@ def opensearch_settings(path: Path | None) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> str:
+    if args.command in ("pending", "ack") and args.history != "opensearch" and not Path(args.history).is_file():
+        raise TopsailError(f"{args.command}: KPI history {args.history} does not exist")
     store = open_history(args.history, opensearch_settings(args.opensearch_config))
     try:
         if args.command == "export":
@@ -53,6 +68,10 @@ def run(args: argparse.Namespace) -> str:
             with args.output.open("w", encoding="utf-8") as out:
                 count = export_jsonl(store, out, args.suite)
             return f"exported {count} KPI record(s) to {args.output}"
+        if args.command == "pending":
+            return pending_text(store, args.suite)
+        if args.command == "ack":
+            return ack_text(store, args)
         missing = [str(path) for path in args.files if not path.is_file()]
         if missing:
             raise TopsailError(f"not found: {', '.join(missing)}")
@@ -60,6 +79,26 @@ def run(args: argparse.Namespace) -> str:
         return f"imported {count} KPI record(s) into {args.history}"
     finally:
         store.close()
+
+
+def pending_text(store: Any, suite: str) -> str:
+    records = [r for r in store.records(suite) if pending(r)]
+    for record in records:
+        print(f"{record.get('run_id') or '-'}  {record['test_uuid']}  {record['name']}={record['value']:g} "
+              f"{record.get('unit', '')}  {record.get('nodeid', '')}")
+    return f"{len(records)} regression record(s) of suite {suite} wait for an acknowledgement"
+
+
+def ack_text(store: Any, args: argparse.Namespace) -> str:
+    if not args.reason.strip():
+        raise TopsailError("ack: --reason is empty (say why the change is accepted)")
+    changed = acknowledge(store, args.suite, Ack(reason=args.reason.strip(), kpis=tuple(args.kpi), run=args.run,
+                                                 test_uuid=args.test_uuid))
+    if not changed:
+        raise TopsailError(f"ack: no unacknowledged regression of suite {args.suite} matches "
+                           "(python -m pytest_topsail.history pending lists them)")
+    runs = sorted({str(r.get("run_id")) for r in changed})
+    return f"acknowledged {len(changed)} regression record(s) of suite {args.suite} (runs: {', '.join(runs)})"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,8 +27,10 @@ from pytest_topsail.kpi import format_value
 from pytest_topsail.regression import Verdict
 
 SERIES_COLORS = ("#1f77b4", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22", "#393b79")
-VERDICT_COLORS = {"regression": "#d62728", "improvement": "#2ca02c", "accepted": "#1f77b4",
-                  "no_history": "#7f7f7f", "ignored": "#bcbd22"}
+VERDICT_COLORS = {"regression": "#d62728", "improvement": "#2ca02c", "accepted": "#6b7280",
+                  "insufficient_history": "#9ca3af", "no_history": "#9ca3af", "ignored": "#9ca3af"}
+STATUS_ORDER = {"regression": 0, "improvement": 1, "accepted": 2, "insufficient_history": 3, "no_history": 4,
+                "ignored": 5}
 
 
 @functools.lru_cache(maxsize=1)
@@ -80,29 +82,39 @@ def relative_link(target: str | None, report_dir: Path) -> str | None:
     return quote(Path(relative).as_posix() + "/")
 
 
-def trend_figure(suite: str, kpi: str, verdicts: Sequence[Verdict]) -> dict[str, Any]:
-    """History of one KPI (one trace per item / label set), change points and the current value marked."""
+def trend_figure(suite: str, kpi: str, verdicts: Sequence[Verdict], now: float) -> dict[str, Any]:
+    """History of one KPI, one trace per item, on a shared time axis: every series' current value sits at ``now``
+    (this run), baseline points filled, points left out of the baseline (unacknowledged regressions) hollow,
+    change points circled; hovering a point shows its run id, presets and git sha."""
     data: list[dict[str, Any]] = []
     unit = verdicts[0].unit if verdicts else ""
+    hover = "%{x}<br>%{y} " + unit + "<br>run %{customdata[0]}<br>presets %{customdata[1]}<br>git %{customdata[2]}"
     for number, verdict in enumerate(verdicts):
         color = SERIES_COLORS[number % len(SERIES_COLORS)]
-        xs = [_iso(h["timestamp"]) for h in verdict.history] + ["current"]
-        ys = [h["value"] for h in verdict.history] + [verdict.value]
-        xs[-1] = _iso(max([h["timestamp"] for h in verdict.history], default=0) + 1) if verdict.history else "now"
         name = verdict.nodeid.split("::")[-1]
-        data.append({"type": "scatter", "mode": "lines+markers", "name": name, "x": xs[:-1], "y": ys[:-1],
-                     "legendgroup": name, "line": {"color": color}, "marker": {"color": color}})
-        data.append({"type": "scatter", "mode": "markers", "name": f"{name}: {verdict.status}", "x": xs[-1:],
-                     "y": ys[-1:], "legendgroup": name,
-                     "marker": {"size": 12, "symbol": "diamond", "color": VERDICT_COLORS.get(verdict.status)}})
-        points = [i for i in verdict.change_points if i < len(xs)]
-        if points:
+        points = [*verdict.history, {"timestamp": now, "value": verdict.value, "run_id": "this run",
+                                     "baseline": True}]
+        xs = [_iso(h["timestamp"]) for h in points]
+        ys = [h["value"] for h in points]
+        meta = [[h.get("run_id") or "?", ", ".join(h.get("presets") or []) or "-", (h.get("git_sha") or "-")[:12]]
+                for h in points]
+        symbols = ["circle" if h["baseline"] else "circle-open" for h in points[:-1]] + ["diamond"]
+        sizes = [7] * (len(points) - 1) + [13]
+        colors = [color] * (len(points) - 1) + [VERDICT_COLORS.get(verdict.status, color)]
+        data.append({"type": "scatter", "mode": "lines+markers", "name": f"{name}: {verdict.status}", "x": xs,
+                     "y": ys, "customdata": meta, "hovertemplate": hover, "legendgroup": name,
+                     "line": {"color": color}, "marker": {"color": colors, "symbol": symbols, "size": sizes}})
+        in_baseline = [i for i, h in enumerate(points) if h["baseline"]]  # change points index baseline + current
+        marked = [in_baseline[i] for i in verdict.change_points if i < len(in_baseline)]
+        if marked:
             data.append({"type": "scatter", "mode": "markers", "name": f"{name}: change points",
-                         "x": [xs[i] for i in points], "y": [ys[i] for i in points], "legendgroup": name,
-                         "marker": {"size": 14, "symbol": "x-open", "color": "#ff7f0e", "line": {"width": 2}}})
-    layout = {"title": {"text": f"{suite}: {kpi}"}, "height": 360, "margin": {"l": 60, "r": 20, "t": 50, "b": 40},
-              "yaxis": {"title": {"text": unit}}, "xaxis": {"type": "category", "showticklabels": False},
-              "showlegend": True}
+                         "x": [xs[i] for i in marked], "y": [ys[i] for i in marked], "legendgroup": name,
+                         "hoverinfo": "skip",
+                         "marker": {"size": 18, "symbol": "circle-open", "color": "#ff7f0e", "line": {"width": 2}}})
+    layout = {"title": {"text": f"{suite}: {kpi}"}, "height": 340, "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
+              "yaxis": {"title": {"text": unit}, "rangemode": "tozero"},
+              "xaxis": {"type": "date", "title": {"text": "run time (UTC); the diamond is this run"}},
+              "showlegend": True, "legend": {"orientation": "h"}}
     return {"data": data, "layout": layout}
 
 
@@ -122,6 +134,18 @@ def load_figure(path: str, problems: list[str]) -> dict[str, Any] | None:
     return spec
 
 
+def common_labels(label_sets: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Labels with the same value in every set (shown once, the rest per row)."""
+    if not label_sets:
+        return {}
+    first = label_sets[0]
+    return {k: v for k, v in sorted(first.items()) if all(s.get(k, object()) == v for s in label_sets)}
+
+
+def _labels_text(labels: dict[str, Any], skip: dict[str, Any] | None = None) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(labels.items()) if not skip or k not in skip)
+
+
 def build_context(report: ReportInput, report_dir: Path) -> dict[str, Any]:
     problems = list(report.problems)
     figures: list[Figure] = []
@@ -137,6 +161,7 @@ def build_context(report: ReportInput, report_dir: Path) -> dict[str, Any]:
     verdicts_by_suite: dict[str, list[Verdict]] = defaultdict(list)
     for verdict in report.verdicts:
         verdicts_by_suite[verdict.suite].append(verdict)
+    now = max((v.timestamp for v in report.verdicts), default=0.0)  # this run: one x for every series
 
     suites = []
     for suite in sorted(set(by_suite) | set(verdicts_by_suite)):
@@ -150,14 +175,15 @@ def build_context(report: ReportInput, report_dir: Path) -> dict[str, Any]:
                          "outcome": record.get("outcome", ""), "link": relative_link(record.get("artifact_dir"),
                                                                                      report_dir),
                          "values": [values.get(name, "") for name in kpi_names]})
-        verdicts = sorted(verdicts_by_suite[suite], key=lambda v: (v.status != "regression", v.kpi, v.nodeid))
-        trends = []
+        verdicts = sorted(verdicts_by_suite[suite], key=lambda v: (STATUS_ORDER.get(v.status, 9), v.nodeid, v.kpi))
+        shared = common_labels([v.labels for v in verdicts])
         by_kpi: dict[str, list[Verdict]] = defaultdict(list)
         for verdict in verdicts:
             if verdict.history:
                 by_kpi[verdict.kpi].append(verdict)
-        for kpi in sorted(by_kpi):
-            trends.append(add_figure(f"{kpi} history", trend_figure(suite, kpi, by_kpi[kpi])))
+        trend_order = sorted(by_kpi, key=lambda k: (min(STATUS_ORDER.get(v.status, 9) for v in by_kpi[k]), k))
+        trends = {kpi: add_figure(f"{kpi} history", trend_figure(suite, kpi, by_kpi[kpi], now))
+                  for kpi in trend_order}
         suite_figures = []
         for record in records:
             for entry in record.get("figures") or []:
@@ -167,31 +193,77 @@ def build_context(report: ReportInput, report_dir: Path) -> dict[str, Any]:
                     suite_figures.append(add_figure(title, spec))
         suites.append({
             "name": suite, "kpi_names": kpi_names, "units": [units[n] for n in kpi_names], "rows": rows,
-            "verdicts": [_verdict_row(v) for v in verdicts], "trends": trends, "figures": suite_figures,
+            "labels": _labels_text(shared),
+            "verdicts": [_verdict_row(v, shared, trends) for v in verdicts],
+            "trends": list(trends.values()), "figures": suite_figures,
         })
     bundle, version = plotly_bundle()
-    outcomes = defaultdict(int)
+    outcomes: dict[str, int] = defaultdict(int)
     for record in report.records:
         outcomes[record.get("outcome", "unknown")] += 1
+    failed = [{"test_id": r.get("test_id") or r["nodeid"], "nodeid": r["nodeid"], "suite": r["suite"],
+               "link": relative_link(r.get("artifact_dir"), report_dir)}
+              for r in report.records if r.get("outcome") == "failed"]
     return {
         "title": report.title, "summary": report.summary, "run_info": report.run_info, "suites": suites,
-        "regressions": [_verdict_row(v) for v in report.verdicts if v.status == "regression"],
+        "banner": banner(report.summary, outcomes), "failed": failed,
+        "changes": {status: _grouped([v for v in report.verdicts if v.status == status])
+                    for status in ("regression", "improvement")},
         "outcomes": dict(sorted(outcomes.items())), "problems": problems, "figures": figures,
         "figures_json": {f.id: script_json(f.spec) for f in figures}, "plotly_bundle": bundle,
         "plotly_version": version, "colors": VERDICT_COLORS,
     }
 
 
-def _verdict_row(verdict: Verdict) -> dict[str, Any]:
+def banner(summary: dict[str, Any], outcomes: dict[str, int]) -> dict[str, str]:
+    """The one-line verdict at the top: KPI verdict first, then the tests' outcomes (failed tests are not KPIs)."""
+    regressions = int(summary.get("failures", 0))
+    failed = outcomes.get("failed", 0)
+    tests = ", ".join(f"{count} {outcome}" for outcome, count in sorted(outcomes.items()))
+    status = "fail" if regressions or failed else (
+        "improved" if summary.get("significant_performance_increase") else "pass")
+    kpi_text = summary.get("message", "no regression")
+    return {"status": status, "kpis": kpi_text if regressions or kpi_text != "no regression" else "pass: no regression",
+            "tests": f"tests: {tests}" if tests else ""}
+
+
+def _grouped(verdicts: Sequence[Verdict]) -> list[dict[str, Any]]:
+    """Changes grouped by item: the item's labels once, then one row per KPI."""
+    groups: dict[str, list[Verdict]] = defaultdict(list)
+    for verdict in verdicts:
+        groups[verdict.nodeid].append(verdict)
+    return [{"test_id": nodeid.split("::")[-1], "nodeid": nodeid, "suite": items[0].suite,
+             "labels": _labels_text(items[0].labels),
+             "rows": [_verdict_row(v, items[0].labels, {}) for v in sorted(items, key=lambda v: v.kpi)]}
+            for nodeid, items in sorted(groups.items())]
+
+
+def _baseline_stats(verdict: Verdict) -> dict[str, str]:
+    values = [h["value"] for h in verdict.history if h.get("baseline")]
+    if not values:
+        return {"min": "", "median": "", "mean": "", "stddev": ""}
+    import statistics
+
+    stddev = statistics.stdev(values) if len(values) > 1 else 0.0
+    return {"min": format_value(min(values), verdict.format), "median": format_value(statistics.median(values),
+                                                                                      verdict.format),
+            "mean": format_value(statistics.fmean(values), verdict.format),
+            "stddev": format_value(stddev, verdict.format)}
+
+
+def _verdict_row(verdict: Verdict, shared: dict[str, Any], trends: dict[str, Figure]) -> dict[str, Any]:
+    figure = trends.get(verdict.kpi)
     return {
         "test_id": verdict.nodeid.split("::")[-1], "nodeid": verdict.nodeid, "kpi": verdict.kpi,
         "value": f"{format_value(verdict.value, verdict.format)} {verdict.unit}".strip(),
         "reference": "" if verdict.reference is None else format_value(verdict.reference, verdict.format),
-        "change": "" if verdict.change_percent is None else f"{verdict.change_percent:+.1f}%",
+        "change": verdict.change_text(),
         "pvalue": "" if verdict.pvalue is None else f"{verdict.pvalue:.2g}",
-        "history_size": verdict.history_size, "method": verdict.method, "status": verdict.status,
+        "history_size": verdict.history_size, "excluded": verdict.excluded, "method": verdict.method,
+        "status": verdict.status, "status_text": verdict.status.replace("_", " "),
         "direction": "higher is better" if verdict.higher_better else "lower is better",
-        "labels": ", ".join(f"{k}={v}" for k, v in sorted(verdict.labels.items())),
+        "labels": _labels_text(verdict.labels, shared), "stats": _baseline_stats(verdict),
+        "trend": figure.id if figure else None,
     }
 
 

@@ -1,8 +1,13 @@
-"""KPI values and verdicts as junit ``<property>`` elements of each testcase.
+"""KPI values and verdicts in junit XML, valid against the schema of the chosen ``junit_family``.
 
-KPI values are added to ``item.user_properties`` before the teardown report is made (on the worker under xdist),
-verdicts to the teardown report's ``user_properties`` on the controller before junitxml reads them. Both reach
-junitxml through the report, so ``record_property``'s xunit2 warning is never triggered.
+- ``xunit2`` (pytest's default): pytest's junit-10.xsd allows ``<properties>`` only under ``<testsuite>``, so every
+  KPI and verdict is a testsuite property named after its test: ``<nodeid>::kpi.<name>`` = number,
+  ``<nodeid>::kpi.<name>.unit``, ``<nodeid>::verdict.<name>`` = status, ``<nodeid>::verdict.<name>.change_percent``
+  (or ``.change_absolute`` when the reference is 0); plus ``topsail.verdict`` (the one-line verdict) and
+  ``topsail.report``.
+- ``xunit1`` / ``legacy``: the same per testcase (``kpi.<name>``, ``kpi.<name>.unit``, ...), added to the teardown
+  report's ``user_properties`` on the controller, so ``record_property``'s xunit2 warning is never triggered.
+Values are plain numbers; units are separate properties.
 """
 
 from __future__ import annotations
@@ -10,22 +15,67 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+import pytest
+
 if TYPE_CHECKING:
     from pytest_topsail.regression import Verdict
 
 
-def kpi_properties(kpis: Iterable[dict[str, Any]]) -> list[tuple[str, str]]:
-    return [(f"kpi.{k['name']}", f"{float(k['value']):g} {k.get('unit', '')}".strip()) for k in kpis]
+def per_testcase(config: pytest.Config) -> bool:
+    """True when the junit family allows testcase properties (xunit1, legacy)."""
+    return str(config.getini("junit_family")) != "xunit2"
 
 
-def verdict_properties(verdicts: Iterable[Verdict]) -> list[tuple[str, str]]:
+def kpi_properties(kpis: Iterable[dict[str, Any]], prefix: str = "") -> list[tuple[str, str]]:
+    properties = []
+    for kpi in kpis:
+        properties.append((f"{prefix}kpi.{kpi['name']}", f"{float(kpi['value']):g}"))
+        if kpi.get("unit"):
+            properties.append((f"{prefix}kpi.{kpi['name']}.unit", str(kpi["unit"])))
+    return properties
+
+
+def verdict_properties(verdicts: Iterable[Verdict], prefix: str = "") -> list[tuple[str, str]]:
     properties = []
     for verdict in verdicts:
-        text = verdict.status
+        name = f"{prefix}verdict.{verdict.kpi}"
+        properties.append((name, verdict.status))
         if verdict.change_percent is not None:
-            text += f" {verdict.change_percent:+.2f}%"
+            properties.append((f"{name}.change_percent", f"{verdict.change_percent:.2f}"))
+        elif verdict.change_absolute is not None:
+            properties.append((f"{name}.change_absolute", f"{verdict.change_absolute:g}"))
         if verdict.pvalue is not None:
-            text += f" p={verdict.pvalue:.3g}"
-        text += f" history={verdict.history_size}"
-        properties.append((f"verdict.{verdict.kpi}", text))
+            properties.append((f"{name}.pvalue", f"{verdict.pvalue:.3g}"))
+        properties.append((f"{name}.history", str(verdict.history_size)))
     return properties
+
+
+def logxml(config: pytest.Config) -> Any | None:
+    """pytest's junitxml writer of this session, when ``--junitxml`` is given."""
+    from _pytest.junitxml import xml_key
+
+    return config.stash.get(xml_key, None)
+
+
+def add_item(config: pytest.Config, report: pytest.TestReport, record: dict[str, Any],
+             verdicts: list[Verdict]) -> None:
+    """An item's KPIs and verdicts, where its junit family allows them."""
+    if per_testcase(config):
+        report.user_properties.extend(kpi_properties(record.get("kpis") or []))
+        report.user_properties.extend(verdict_properties(verdicts))
+        return
+    writer = logxml(config)
+    if writer is None:
+        return
+    prefix = f"{record['nodeid']}::"
+    for name, value in kpi_properties(record.get("kpis") or [], prefix) + verdict_properties(verdicts, prefix):
+        writer.add_global_property(name, value)
+
+
+def add_session(config: pytest.Config, line: str, report: str | None) -> None:
+    writer = logxml(config)
+    if writer is None:
+        return
+    writer.add_global_property("topsail.verdict", line)
+    if report:
+        writer.add_global_property("topsail.report", report)

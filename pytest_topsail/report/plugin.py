@@ -119,26 +119,11 @@ def _hook_labels(item: pytest.Item) -> dict[str, Any]:
     return labels
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-    """KPI values as report properties: on the teardown report for junit (which reads only that one), on the
-    call report for pytest-html's row. Added to the reports, never to ``item.user_properties``."""
-    report = yield
-    if call.when in ("call", "teardown"):
-        from pytest_topsail.items import ITEM_RECORD_KEY
-
-        record = item.stash.get(ITEM_RECORD_KEY, None)
-        if record and record.get("kpis"):
-            from pytest_topsail.report.junit import kpi_properties
-
-            report.user_properties.extend(kpi_properties(record["kpis"]))
-    return report
-
-
 @dataclass
 class SuiteHistory:
     settings: RegressionSettings
     store_location: str
+    ack_file: Path | None = None
     index: dict[tuple[str, str], list[dict[str, Any]]] | None = None
 
 
@@ -156,6 +141,8 @@ class ReportSession:
     failing: list[str] = field(default_factory=list)
     outputs: dict[str, str] = field(default_factory=dict)
     summary: dict[str, Any] = field(default_factory=dict)
+    git_sha: str | None = None  # "" when unknown
+    by_nodeid: dict[str, tuple[dict[str, Any], list[Verdict]]] = field(default_factory=dict)
 
     # ------------------------------------------------------------ suite settings and history
 
@@ -179,8 +166,17 @@ class ReportSession:
             except TopsailError as error:
                 self.errors.append(f"{error}; default regression settings used")
                 settings = RegressionSettings()
-            self.suites[suite] = SuiteHistory(settings=settings, store_location=self.history_location(config))
+            self.suites[suite] = SuiteHistory(settings=settings, store_location=self.history_location(config),
+                                              ack_file=self.ack_file(suite, settings))
         return self.suites[suite]
+
+    def ack_file(self, suite: str, settings: RegressionSettings) -> Path | None:
+        from pytest_topsail.suites import load_suite
+
+        try:
+            return load_suite(self.config, suite).path / settings.ack_file
+        except TopsailError:
+            return None
 
     def history_location(self, config: Any | None) -> str:
         """``--topsail-history`` (relative to the current directory), else the suite's ``history.location``
@@ -204,12 +200,16 @@ class ReportSession:
         return self.stores[key]
 
     def history_for(self, suite: str, kpi: dict[str, Any]) -> list[dict[str, Any]]:
+        from pytest_topsail.history.acks import apply_acks, load_ack_file
         from pytest_topsail.regression import history_key
 
         history = self.suite_history(suite)
         if history.index is None:
             history.index = {}
-            for old in self.store(history.store_location, suite).records(suite):
+            records = self.store(history.store_location, suite).records(suite)
+            if history.ack_file is not None:
+                apply_acks(records, load_ack_file(history.ack_file), str(history.ack_file))
+            for old in records:
                 key = (old["name"], history_key(old.get("labels") or {}, history.settings))
                 history.index.setdefault(key, []).append(old)
         return history.index.get((kpi["name"], history_key(kpi.get("labels") or {}, history.settings)), [])
@@ -221,8 +221,11 @@ class ReportSession:
         from pytest_topsail.regression import judge
 
         suite = record["suite"]
+        run = self.run_metadata(suite)
         for entry in record.get("kpis") or []:
             entry["labels"] = {**flatten_labels(record.get("labels") or {}), **(entry.get("labels") or {})}
+            for key, value in run.items():
+                entry.setdefault(key, value)  # a replotted record keeps the run it came from
         verdicts = []
         try:
             for entry in record.get("kpis") or []:
@@ -233,6 +236,17 @@ class ReportSession:
         self.verdicts.extend(verdicts)
         self.write_item_files(record)
         return verdicts
+
+    def run_metadata(self, suite: str) -> dict[str, Any]:
+        """What each KPI record of this session carries into the history: run id, presets, git sha when known."""
+        from pytest_topsail.suites import state_of
+
+        if self.config.getoption("topsail_replot", None):
+            return {}
+        if self.git_sha is None:
+            self.git_sha = _git_sha(Path(self.config.rootpath))
+        return {"run_id": state_of(self.config).run_id, "presets": self._presets(suite),
+                "git_sha": self.git_sha or None}
 
     def write_item_files(self, record: dict[str, Any]) -> None:
         from pytest_topsail.lts import build_payload
@@ -264,7 +278,21 @@ class ReportSession:
         except TopsailError:
             return []
 
-    # ------------------------------------------------------------ pytest-html (optional)
+    # ------------------------------------------------------------ per report: junit, pytest-html, teamcity
+
+    @pytest.hookimpl(tryfirst=True)  # before junitxml, pytest-html and teamcity read the teardown report
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "teardown":
+            return
+        record = getattr(report, "topsail", None)
+        if not isinstance(record, dict):
+            return
+        from pytest_topsail.report import junit, teamcity
+
+        verdicts = self.process(record)
+        self.by_nodeid[record["nodeid"]] = (record, verdicts)
+        junit.add_item(self.config, report, record, verdicts)
+        teamcity.add_item(self.config, report, record, verdicts)
 
     def suites_in_scope(self) -> bool:
         from pytest_topsail.suites import STATE_KEY
@@ -275,29 +303,28 @@ class ReportSession:
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_table_header(self, cells: list[str]) -> None:
         if self.suites_in_scope():
-            cells.append("<th>KPIs</th>")
+            from pytest_topsail.report.pytest_html import header_cells
+
+            cells.extend(header_cells())
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_table_row(self, report: pytest.TestReport, cells: list[str]) -> None:
-        if not self.suites_in_scope():
-            return
-        import html
+        if self.suites_in_scope():
+            from pytest_topsail.report.pytest_html import row_cells
 
-        values = [f"{name.split('.', 1)[1]}={value}" for name, value in getattr(report, "user_properties", [])
-                  if str(name).startswith(("kpi.", "verdict."))]
-        cells.append(f"<td>{html.escape('; '.join(values))}</td>")
+            record, verdicts = self.by_nodeid.get(report.nodeid, (None, []))
+            cells.extend(row_cells(record, verdicts, self.html_dir(), self.report_path()))
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when != "teardown":
-            return
-        record = getattr(report, "topsail", None)
-        if not isinstance(record, dict):
-            return
-        from pytest_topsail.report.junit import verdict_properties
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_summary(self, prefix: list[str], summary: list[str], postfix: list[str]) -> None:
+        if self.records:
+            from pytest_topsail.report.pytest_html import summary_lines
 
-        verdicts = self.process(record)
-        report.user_properties.extend(verdict_properties(verdicts))
+            prefix.extend(summary_lines(self.summary.get("message", ""), self.html_dir(), self.report_path()))
+
+    def html_dir(self) -> Path:
+        html = getattr(self.config.option, "htmlpath", None) or "report.html"
+        return (Path(self.config.invocation_params.dir) / html).resolve().parent
 
     # ------------------------------------------------------------ replot
 
@@ -355,6 +382,9 @@ class ReportSession:
             self.outputs["regression summary"] = str(root / "regression_summary.yaml")
         self.write_output(root / "verdicts.json", json.dumps([v.as_dict() for v in self.verdicts], indent=1))
         self.write_report(root)
+        from pytest_topsail.report.junit import add_session
+
+        add_session(self.config, self.summary["message"], self.outputs.get("report"))
         for verdict in self.verdicts:
             if verdict.status == "regression" and self.suite_history(verdict.suite).settings.fail_on_regression:
                 self.failing.append(verdict.describe())
@@ -374,10 +404,15 @@ class ReportSession:
         return True
 
     def store_history(self) -> None:
+        """The KPIs of passed items, each with its verdict: a regression stays out of later baselines until
+        acknowledged."""
+        statuses = {(v.test_uuid, v.kpi): v.status for v in self.verdicts}
         by_store: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for record in self.records:
             if record.get("outcome") != "passed" or not record.get("kpis"):
                 continue  # a failed test's KPIs would poison the history
+            for entry in record["kpis"]:
+                entry["verdict"] = statuses.get((entry.get("test_uuid"), entry["name"]), entry.get("verdict"))
             location = self.suite_history(record["suite"]).store_location
             by_store.setdefault((location, record["suite"]), []).extend(record["kpis"])
         for (location, suite), kpis in by_store.items():
@@ -392,13 +427,39 @@ class ReportSession:
     def all_problems(self) -> list[str]:
         return list(dict.fromkeys(self.problems + self.errors))
 
+    def run_info(self, root: Path) -> dict[str, str]:
+        """Run metadata for the report: run id, presets, git sha, cluster shape, versions, where things are."""
+        import platform
+
+        from pytest_topsail.kpi import flatten_labels
+
+        first = next((k for r in self.records for k in r.get("kpis") or []), {})
+        presets = {suite: ", ".join(self._presets(suite)) or "-" for suite in sorted(self.suites)}
+        cluster = flatten_labels(next((r.get("labels") for r in self.records if r.get("labels")), {}) or {})
+        versions = {"python": platform.python_version(), "pytest": pytest.__version__,
+                    "pytest-topsail": _version("pytest-topsail"), "plotly": _version("plotly")}
+        return {
+            "run": str(first.get("run_id") or "-"),
+            "presets": "; ".join(f"{suite}: {names}" for suite, names in presets.items()),
+            "git sha": str(first.get("git_sha") or "unknown"),
+            "cluster": ", ".join(f"{k}={v}" for k, v in sorted(cluster.items())) or "-",
+            "versions": ", ".join(f"{k} {v}" for k, v in versions.items()),
+            "artifacts": str(root), "generated": _now(),
+            "history": ", ".join(sorted({h.store_location for h in self.suites.values()})),
+        }
+
+    def report_path(self) -> Path:
+        option = self.config.getoption("topsail_report", None)
+        if option:
+            return Path(self.config.invocation_params.dir) / option
+        replot = self.config.getoption("topsail_replot", None)
+        return (Path(replot) if replot else self.artifacts_root()) / REPORT_FILE
+
     def write_report(self, root: Path) -> None:
         from pytest_topsail.report.html import ReportInput, render_report
 
-        option = self.config.getoption("topsail_report", None)
-        path = Path(self.config.invocation_params.dir) / option if option else root / REPORT_FILE
-        run_info = {"artifacts": str(root), "generated": _now(), "history": ", ".join(sorted(
-            {h.store_location for h in self.suites.values()}))}
+        path = self.report_path()
+        run_info = self.run_info(root)
         try:
             render_report(ReportInput(title="pytest-topsail report", records=self.records, verdicts=self.verdicts,
                                       summary=self.summary, run_info=run_info,
@@ -408,13 +469,35 @@ class ReportSession:
             return
         self.outputs["report"] = str(path)
 
+    @pytest.hookimpl(trylast=True)  # after the engine's artifacts line: the verdict line closes the summary
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.records and not self.problems:
             return
         from pytest_topsail.report.terminal import write_summary
 
         write_summary(terminalreporter, self.verdicts, self.summary, self.outputs, self.all_problems(),
-                      self.failing, verbose=self.config.get_verbosity() > 0)
+                      self.failing, verbosity=self.config.get_verbosity())
+
+
+def _version(distribution: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _git_sha(directory: Path) -> str:
+    """The commit of the project under test, "" when it is not a git checkout (or git is missing)."""
+    import subprocess
+
+    try:
+        answer = subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory, capture_output=True, text=True,
+                                timeout=5, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return answer.stdout.strip() if answer.returncode == 0 else ""
 
 
 def _now() -> str:

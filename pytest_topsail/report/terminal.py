@@ -1,4 +1,10 @@
-"""Terminal summary: one table of verdicts, the regressions, where the outputs are."""
+"""Terminal summary: a table only when there is something to say, one closing verdict line.
+
+- the table lists the regressions; ``-v`` adds the improvements, ``-vv`` every verdict; labels shared by every row
+  are printed once above it; the width follows the terminal (long cells are cut with an ellipsis);
+- the closing line says the verdict (``topsail: 2 KPI regressions``), red for regressions, green otherwise;
+- pytest's own last line counts the regressions too (``4 passed, 2 KPI regressed in 7.1s``).
+"""
 
 from __future__ import annotations
 
@@ -6,43 +12,85 @@ from collections.abc import Sequence
 from typing import Any
 
 from pytest_topsail.kpi import format_value
-from pytest_topsail.regression import Verdict
+from pytest_topsail.regression import Verdict, verdict_line
 
-MAX_ROWS = 40
+STATS_KEY = "KPI regressed"  # pytest prints it in its last line: "4 passed, 2 KPI regressed"
+HEADER = ("item", "KPI", "value", "reference", "change", "p", "history", "verdict")
+ORDER = {"regression": 0, "improvement": 1}
+SHORT = {"regression": "REGRESSION", "insufficient_history": "short history", "no_history": "no history"}
 
 
-def verdict_table(verdicts: Sequence[Verdict], verbose: bool) -> list[str]:
-    shown = list(verdicts) if verbose or len(verdicts) <= MAX_ROWS else [
-        v for v in verdicts if v.status in ("regression", "improvement")]
-    header = ("suite", "item", "KPI", "value", "change", "history", "verdict")
-    rows = [header] + [
-        (v.suite, v.nodeid.split("::")[-1], v.kpi, f"{format_value(v.value, v.format)} {v.unit}".strip(),
-         "" if v.change_percent is None else f"{v.change_percent:+.1f}%", str(v.history_size), v.status.upper()
-         if v.status == "regression" else v.status)
-        for v in shown
-    ]
-    widths = [min(60, max(len(row[i]) for row in rows)) for i in range(len(header))]
-    lines = ["  ".join(cell[:60].ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
-    if len(shown) < len(verdicts):
-        lines.append(f"({len(verdicts) - len(shown)} accepted / no-history rows hidden; -v shows all)")
-    return lines
+def shown_verdicts(verdicts: Sequence[Verdict], verbosity: int) -> list[Verdict]:
+    wanted = {"regression"} | ({"improvement"} if verbosity >= 1 else set())
+    shown = [v for v in verdicts if verbosity >= 2 or v.status in wanted]
+    return sorted(shown, key=lambda v: (ORDER.get(v.status, 2), v.suite, v.nodeid, v.kpi))
+
+
+def common_labels(verdicts: Sequence[Verdict]) -> dict[str, Any]:
+    if not verdicts:
+        return {}
+    first = verdicts[0].labels
+    return {k: v for k, v in sorted(first.items()) if all(x.labels.get(k, object()) == v for x in verdicts)}
+
+
+def _row(verdict: Verdict) -> tuple[str, ...]:
+    return (verdict.nodeid.split("::")[-1], verdict.kpi,
+            f"{format_value(verdict.value, verdict.format)} {verdict.unit}".strip(),
+            format_value(verdict.reference, verdict.format), verdict.change_text(),
+            "" if verdict.pvalue is None else f"{verdict.pvalue:.2g}", str(verdict.history_size),
+            SHORT.get(verdict.status, verdict.status))
+
+
+def table_lines(verdicts: Sequence[Verdict], width: int) -> list[str]:
+    """Columns sized to their content; when too wide, the item column (then the KPI column) is cut: the item
+    keeps its end (the parameters), the KPI its start; still too wide, the p, history and reference columns go."""
+    rows = [HEADER] + [_row(v) for v in verdicts]
+    columns = list(range(len(HEADER)))
+    widths = [max(len(row[i]) for row in rows) for i in columns]
+    for column in (0, 1):
+        excess = _width(widths, columns) - width
+        if excess > 0:
+            widths[column] = min(widths[column], max(len(HEADER[column]), 16, widths[column] - excess))
+    for optional in (HEADER.index("p"), HEADER.index("history"), HEADER.index("reference")):
+        if _width(widths, columns) > width:
+            columns.remove(optional)
+    return ["  ".join(_fit(row[i], widths[i], keep_end=i == 0) for i in columns).rstrip() for row in rows]
+
+
+def _width(widths: list[int], columns: list[int]) -> int:
+    return sum(widths[i] for i in columns) + 2 * (len(columns) - 1)
+
+
+def _fit(cell: str, width: int, keep_end: bool) -> str:
+    if len(cell) <= width:
+        return cell.ljust(width)
+    return "…" + cell[len(cell) - width + 1:] if keep_end else cell[:width - 1] + "…"
 
 
 def write_summary(terminal: Any, verdicts: Sequence[Verdict], summary: dict[str, Any], outputs: dict[str, str],
-                  problems: Sequence[str], failing: Sequence[str], verbose: bool) -> None:
-    terminal.write_sep("=", "topsail KPIs and regressions")
-    if verdicts:
-        for line in verdict_table(verdicts, verbose):
-            terminal.write_line(line)
-    terminal.write_line(
-        f"{summary.get('kpis_count', 0)} KPI(s): {summary.get('failures', 0)} regression(s), "
-        f"{summary.get('significant_performance_increase', 0)} improvement(s), {summary.get('accepted', 0)} accepted, "
-        f"{summary.get('no_history', 0)} without history, {summary.get('not_analyzed', 0)} ignored")
+                  problems: Sequence[str], failing: Sequence[str], verbosity: int) -> None:
+    shown = shown_verdicts(verdicts, verbosity)
+    width = int(getattr(getattr(terminal, "_tw", None), "fullwidth", 80) or 80)
+    if shown or problems:
+        terminal.write_sep("=", "topsail KPIs and regressions")
+    if shown:
+        labels = common_labels(shown)
+        if labels:
+            terminal.write_line("labels: " + ", ".join(f"{k}={v}" for k, v in labels.items()))
+        for number, line in enumerate(table_lines(shown, width)):
+            terminal.write_line(line, red=number > 0 and "REGRESSION" in line, bold=number == 0)
     for problem in problems:
         terminal.write_line(f"problem: {problem}", yellow=True)
-    if failing:
-        terminal.write_sep("-", "session failed: KPI regressions (fail_on_regression)", red=True)
-        for line in failing:
-            terminal.write_line(f"REGRESSION {line}", red=True)
     for name, path in outputs.items():
         terminal.write_line(f"topsail {name}: {path}")
+    counts = {status: sum(v.status == status for v in verdicts) for status in ("regression", "improvement")}
+    hidden = counts["improvement"] if verbosity < 1 else 0
+    details = (f"{summary.get('kpis_count', len(verdicts))} KPIs: {summary.get('accepted', 0)} accepted, "
+               f"{summary.get('insufficient_history', 0) + summary.get('no_history', 0)} without enough history, "
+               f"{summary.get('not_analyzed', 0)} ignored" + ("; -v lists the improvements" if hidden else ""))
+    failed = " (fail_on_regression: the session fails)" if failing else ""
+    terminal.write_line(f"topsail: {verdict_line(counts)}{failed} [{details}]", bold=True,
+                        red=bool(counts["regression"]), green=not counts["regression"])
+    regressions = [v for v in verdicts if v.status == "regression"]
+    if regressions:
+        terminal.stats.setdefault(STATS_KEY, []).extend(regressions)

@@ -10,7 +10,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 from tests.report.chromium import CHROMIUM, visit_page
-from tests.report.conftest import Project
+from tests.report.conftest import Project, seed_both
 
 PAYLOAD = '<img src="http://127.0.0.1:9/pwned.png" onerror="window.pwned=1">'
 SCRIPT_PAYLOAD = "</script><script>window.pwned=2</script>"
@@ -47,14 +47,25 @@ FINAL = """({
   verdictRows: Array.from(document.querySelectorAll("table.verdicts tr[class^=verdict-]")).map(r => r.className),
   regressionColor: (() => { const c = document.querySelector("tr.verdict-regression td.status");
                             return c ? getComputedStyle(c).backgroundColor : null; })(),
+  acceptedColor: (() => { const c = document.querySelector("tr.verdict-accepted td.status");
+                          return c ? getComputedStyle(c).backgroundColor : null; })(),
+  verdictLine: (() => { const v = document.getElementById("verdict"), r = v.getBoundingClientRect();
+                        return {text: v.innerText, top: r.top, bottom: r.bottom, height: window.innerHeight,
+                                status: v.className}; })(),
+  firstSection: document.querySelector("section").id,
+  trends: Array.from(document.querySelectorAll("div[data-figure]")).filter(d => d.title.endsWith(" history"))
+    .map(d => ({title: d.title, axis: d.layout.xaxis.type, tickLabels: d.querySelectorAll(".xtick").length,
+                series: d.data.map(t => ({name: t.name, x: t.x.map(x => Date.parse(x.replace(" ", "T") + "Z")),
+                                          runs: (t.customdata || []).map(c => c[0])}))})),
   text: document.body.innerText,
 })"""
 
 
 @pytest.fixture
 def report(project: Project) -> Path:
-    """Two sessions: the first builds history, the second's throughput regressed (short-history rule)."""
+    """Twenty past runs, then two sessions: the first accepted, the second's throughput regressed."""
     project.write("suites/demo/test_demo.py", TEST)
+    seed_both(project, note=PAYLOAD)
     assert project.run().ret == 0
     project.set_values(throughput=60.0)
     assert project.run("--topsail-report", "out/report.html").ret == 1
@@ -82,6 +93,19 @@ def test_report_renders_in_headless_chromium_offline(report: Path, project: Proj
     assert page["errors"] == [] and page["violations"] == []
     # history trends for 4 KPIs (throughput, latency, avg_tokens, odd_kpi) + one suite figure per item
     assert page["expected"] == page["rendered"] == page["holders"] == page["drawn"] == 6
+    verdict_line = page["verdictLine"]
+    assert verdict_line["text"].startswith("2 KPI regressions") and "tests: 2 passed" in verdict_line["text"]
+    assert 0 <= verdict_line["top"] and verdict_line["bottom"] < verdict_line["height"], "visible without scrolling"
+    assert verdict_line["status"] == "verdict-fail" and page["firstSection"] == "regressions"
+    assert len(page["trends"]) == 4
+    for trend in page["trends"]:
+        assert trend["axis"] == "date" and trend["tickLabels"] > 0, "a shared, labelled run axis"
+        lines = [series for series in trend["series"] if not series["name"].endswith("change points")]
+        assert len(lines) == 2, "one line per item"
+        for series in lines:
+            assert series["x"] == sorted(series["x"]), f"{trend['title']}: {series['name']} runs backwards"
+            assert series["runs"][-1] == "this run"
+        assert len({series["x"][-1] for series in lines}) == 1, "the current run sits at one x"
     assert page["images"] == 0 and page["pwned"] is None
     assert PAYLOAD in page["text"], "the hostile text is shown as text"
     linked = [Path(unquote(urlsplit(link).path)) for link in page["links"]]
@@ -89,7 +113,7 @@ def test_report_renders_in_headless_chromium_offline(report: Path, project: Proj
     assert linked[0].parent == project.artifacts("s2") / "demo"
     assert "verdict-regression" in page["verdictRows"] and "verdict-accepted" in page["verdictRows"]
     assert page["regressionColor"] == "rgb(214, 39, 40)"
-    assert "2 KPI regression(s) detected" in page["text"]
+    assert page["acceptedColor"] == "rgba(0, 0, 0, 0)", "accepted is quiet: no background"
 
 
 def test_report_lists_unreadable_figures_as_problems(project: Project) -> None:
@@ -133,4 +157,23 @@ def test_trend_figure_marks_the_change_points(tmp_path: Path) -> None:
     traces = json.loads(figures[0])["data"]
     marks = [t for t in traces if t["name"].endswith("change points")]
     assert len(marks) == 1 and marks[0]["y"] == [values[15], 60.0]
-    assert [t for t in traces if t["name"].endswith(": regression")][0]["marker"]["color"] == "#d62728"
+    line = [t for t in traces if t["name"].endswith(": regression")][0]
+    assert line["marker"]["color"][-1] == "#d62728" and line["marker"]["symbol"][-1] == "diamond"
+    assert line["x"] == sorted(line["x"]) and len(line["x"]) == 31
+
+
+def test_points_left_out_of_the_baseline_are_hollow_and_change_points_skip_them(tmp_path: Path) -> None:
+    from pytest_topsail.regression import RegressionSettings, judge
+    from pytest_topsail.report.html import trend_figure
+
+    history = [{"name": "speed", "value": 100.0 + (t % 2) * 0.1, "timestamp": float(t), "test_uuid": f"u{t}",
+                "higher_better": True, "unit": "x", "labels": {}} for t in range(10)]
+    history.append({**history[0], "value": 50.0, "timestamp": 20.0, "test_uuid": "bad", "verdict": "regression",
+                    "run_id": "r-bad"})
+    current = {**history[0], "value": 50.0, "timestamp": 30.0, "test_uuid": "now", "suite": "demo", "nodeid": "n"}
+    verdict = judge(current, history, RegressionSettings())
+    assert verdict.status == "regression" and verdict.excluded == 1 and verdict.change_points == [10]
+    figure = trend_figure("demo", "speed", [verdict], now=30.0)
+    line, marks = figure["data"]
+    assert line["marker"]["symbol"][10] == "circle-open" and line["customdata"][10][0] == "r-bad"
+    assert marks["x"] == [line["x"][11]], "the change point is the current value, not the excluded point"

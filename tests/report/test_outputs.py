@@ -3,13 +3,15 @@ junit properties, the terminal table; and what a run without a suite must not do
 
 from __future__ import annotations
 
+import html
 import re
 import xml.etree.ElementTree as ElementTree
+from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.report.conftest import Project, read_json
+from tests.report.conftest import Project, read_json, seed_both
 
 
 def test_first_session_writes_every_output_with_no_history_verdicts(project: Project) -> None:
@@ -54,29 +56,86 @@ def test_strict_lts_payload_validates_against_the_schema(project: Project) -> No
     assert validated.metadata.config["lts"] == {"strict": True}
 
 
-def test_junit_carries_kpi_values_and_verdicts_without_warnings(project: Project) -> None:
+SCHEMA = Path(__file__).parent / "data" / "junit-10.xsd"
+
+
+def junit_properties(path: Path) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+    """(testsuite properties, testcase name -> its properties)."""
+    tree = ElementTree.parse(path)
+    suite = tree.find("testsuite")
+    assert suite is not None
+    own = suite.find("properties")
+    suite_properties = {p.get("name"): p.get("value") for p in own.iter("property")} if own is not None else {}
+    cases = {case.get("name"): {p.get("name"): p.get("value") for p in case.iter("property")}
+             for case in tree.iter("testcase")}
+    return suite_properties, cases
+
+
+def test_xunit2_junit_validates_against_pytests_schema_with_kpis_as_testsuite_properties(project: Project) -> None:
+    import xmlschema
+
+    seed_both(project)
+    project.set_values(throughput=60.0)
     # pytest-benchmark, when installed, warns under an outer xdist run: not ours, so blocked
-    result = project.run("--junitxml=junit.xml", "-W", "error", "-p", "no:benchmark")
+    result = project.run("--junitxml=junit.xml", "-o", "junit_family=xunit2", "-W", "error", "-p", "no:benchmark")
+    assert result.ret == 1
+    assert "warnings summary" not in result.stdout.str() and "PytestWarning" not in result.stdout.str()
+    xmlschema.XMLSchema(SCHEMA).validate(project.path / "junit.xml")
+    suite, cases = junit_properties(project.path / "junit.xml")
+    assert all(not properties for properties in cases.values()), "xunit2 forbids testcase properties"
+    item = "suites/demo/test_demo.py::test_train[run-size=2]::"
+    assert suite[item + "kpi.throughput"] == "120" and suite[item + "kpi.throughput.unit"] == "tokens/s"
+    assert suite[item + "verdict.throughput"] == "regression"
+    assert -41 < float(suite[item + "verdict.throughput.change_percent"]) < -39
+    assert suite[item + "verdict.throughput.history"] == "20"
+    assert suite[item + "verdict.avg_tokens"] == "ignored"
+    assert suite["topsail.verdict"] == "2 KPI regressions"
+    assert suite["topsail.report"].endswith("report.html")
+
+
+def test_xunit1_junit_carries_numeric_kpis_per_testcase(project: Project) -> None:
+    result = project.run("--junitxml=junit.xml", "-o", "junit_family=xunit1", "-W", "error", "-p", "no:benchmark")
     assert result.ret == 0
-    assert "warnings summary" not in result.stdout.str()
-    assert "PytestWarning" not in result.stdout.str()
-    tree = ElementTree.parse(project.path / "junit.xml")
-    cases = {case.get("name"): case for case in tree.iter("testcase")}
-    properties = {name: {p.get("name"): p.get("value") for p in case.iter("property")} for name, case in cases.items()}
-    assert properties["test_train[run-size=2]"]["kpi.throughput"] == "200 tokens/s"
-    assert properties["test_train[run-size=2]"]["verdict.throughput"] == "no_history history=0"
-    assert properties["test_train[run-size=1]"]["verdict.avg_tokens"] == "ignored history=0"
+    suite, cases = junit_properties(project.path / "junit.xml")
+    properties = cases["test_train[run-size=2]"]
+    assert properties["kpi.throughput"] == "200" and properties["kpi.throughput.unit"] == "tokens/s"
+    assert properties["verdict.throughput"] == "no_history" and properties["verdict.throughput.history"] == "0"
+    assert cases["test_train[run-size=1]"]["verdict.avg_tokens"] == "ignored"
 
 
-def test_terminal_table_lists_each_kpi_verdict_and_the_output_paths(project: Project) -> None:
+def test_terminal_says_one_verdict_line_and_no_table_when_nothing_changed(project: Project) -> None:
     result = project.run()
     result.stdout.fnmatch_lines([
-        "*topsail KPIs and regressions*",
-        "suite*item*KPI*value*change*history*verdict",
-        "demo*test_train?run-size=1?*throughput*100.0 tokens/s*0*no_history",
-        "*6 KPI(s): 0 regression(s), 0 improvement(s), 0 accepted, 4 without history, 2 ignored",
         f"topsail report: {project.artifacts('s1') / 'report.html'}",
+        "topsail: no regression ?6 KPIs: 0 accepted, 4 without enough history, 2 ignored?",
+        "*= 2 passed in *",
     ])
+    assert "topsail KPIs and regressions" not in result.stdout.str(), "no empty table on a first run"
+    result = project.run("-vv")
+    result.stdout.fnmatch_lines(["*topsail KPIs and regressions*", "item*KPI*value*verdict",
+                                 "*run-size=1?*throughput*100.0 tokens/s*100.0*+0.0%*short history"])
+
+
+def test_terminal_table_follows_the_terminal_width(project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    seed_both(project)
+    project.set_values(throughput=60.0)
+    monkeypatch.setenv("COLUMNS", "70")
+    result = project.run()
+    table = result.stdout.str().split("topsail KPIs and regressions", 1)[1].split("topsail KPIs:", 1)[0]
+    rows = [line for line in table.splitlines()[2:] if line.strip()]
+    assert rows and all(len(line) <= 70 for line in rows), rows
+    assert all(line.split()[0].startswith("…") and line.split()[0].endswith("]") for line in rows[1:])
+    assert rows[0].split() == ["item", "KPI", "value", "change", "verdict"], "p, history, reference dropped"
+
+
+def test_teamcity_messages_carry_kpis_as_test_metadata(project: Project) -> None:
+    pytest.importorskip("teamcity")
+    result = project.run("--teamcity", "-p", "no:benchmark")
+    assert result.ret == 0
+    metadata = [line for line in result.stdout.lines if line.startswith("##teamcity[testMetadata")]
+    assert any("name='throughput (tokens/s)'" in line and "type='number'" in line and "value='200'" in line
+               and "testName='suites.demo.test_demo.test_train(run-size=2)'" in line for line in metadata), metadata
+    assert len([line for line in metadata if "type='number'" in line]) == 6
 
 
 def test_run_without_a_suite_gets_no_report_and_no_output(pytester: pytest.Pytester) -> None:
@@ -114,13 +173,20 @@ def test_labels_not_matching_the_suite_model_fail_the_test(project: Project) -> 
     result.stdout.fnmatch_lines(["*kpis.py: KPI labels do not match the suite's Labels model: key image: *"])
 
 
-def test_pytest_html_gets_a_kpi_column_when_installed(project: Project) -> None:
+def test_pytest_html_gets_kpi_and_verdict_columns_and_links(project: Project) -> None:
     pytest.importorskip("pytest_html")
-    result = project.run("--html=ph.html")
-    assert result.ret == 0
-    page = (project.path / "ph.html").read_text()
-    assert "<th>KPIs</th>" in page
-    assert "throughput=200 tokens/s" in page and "latency=10 ms" in page
+    seed_both(project)
+    project.set_values(throughput=60.0)
+    result = project.run("--html=out/ph.html")
+    assert result.ret == 1
+    page = html.unescape((project.path / "out/ph.html").read_text())  # pytest-html keeps its rows as JSON
+    for column in ("KPIs", "KPI verdict", "topsail"):
+        assert f">{column}</th>" in page
+    assert "throughput=120.0 tokens/s<br>latency=10.0 ms" in page
+    assert "1 regression (throughput)" in page
+    assert page.count('href=\\"../artifacts/s1/report.html\\">report</a>') == 2, "a link per row"
+    assert 'href=\\"../artifacts/s1/demo/001__test_train_run-size%3D1\\">artifacts</a>' in page
+    assert 'topsail: 2 KPI regressions — <a href="../artifacts/s1/report.html">KPI report</a>' in page
 
 
 def test_pytest_html_report_of_a_run_without_suite_has_no_kpi_column(pytester: pytest.Pytester) -> None:

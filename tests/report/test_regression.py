@@ -95,12 +95,88 @@ def test_only_older_records_of_other_tests_are_history() -> None:
     assert verdict.history_size == 10 and verdict.status == "accepted"
 
 
-def test_no_history_ignored_and_short_history() -> None:
+def test_no_history_and_ignored() -> None:
     assert judge(record(1, 5.0), [], SETTINGS).status == "no_history"
     assert judge(record(1, 5.0, ignored=True), history(flat(30)), SETTINGS).status == "ignored"
-    short = judge(record(88, 99.0), history([100, 100, 101]), SETTINGS)
-    assert short.status == "regression" and short.method.startswith("short history")
-    assert judge(record(95, 99.0), history([100, 100, 101]), SETTINGS).status == "accepted"
+
+
+@pytest.mark.parametrize("points", [1, 2, 3, 4])
+def test_fewer_than_n_points_is_insufficient_history_however_large_the_change(points: int) -> None:
+    verdict = judge(record(10, 99.0), history([100.0, 100.5, 99.5, 100.2][:points]), SETTINGS)
+    assert verdict.status == "insufficient_history" and verdict.history_size == points
+    assert verdict.change_percent == pytest.approx(-90, abs=0.5), "the change is still shown"
+    assert verdict.method == f"{points} of the 5 points needed"
+
+
+def test_n_points_are_enough_and_n_is_a_setting() -> None:
+    assert judge(record(10, 99.0), history([100.0, 100.5, 99.5, 100.2, 100.1]), SETTINGS).status == "regression"
+    three = RegressionSettings.from_mapping({"min_history": 3})
+    assert judge(record(10, 99.0), history([100.0, 100.5, 99.5]), three).status == "regression"
+
+
+def test_a_change_below_the_min_magnitude_noise_floor_is_accepted() -> None:
+    """A flat history makes the t-test significant for any change: the 5 % floor decides (as MatrixBenchmarking,
+    the change points themselves are merged below it)."""
+    past = history([100.0] * 10)
+    small = judge(record(99.2, 99.0), past, SETTINGS)
+    assert small.status == "accepted" and small.noise_floor == pytest.approx(5.0)
+    assert judge(record(94.0, 99.0), past, SETTINGS).status == "regression"
+    loose = RegressionSettings.from_mapping({"min_magnitude": 0.1})
+    assert judge(record(94.0, 99.0), past, loose).status == "accepted"
+
+
+def test_per_kpi_rules_override_the_suite_and_match_globs() -> None:
+    settings = RegressionSettings.from_mapping({"min_magnitude": 0.02,
+                                                "kpis": {"pod_*_p99_ms": {"min_change": 1000},
+                                                         "speed": {"min_magnitude": 0.2}}})
+    assert settings.rule("pod_ready_p99_ms").min_change == 1000
+    assert settings.rule("pod_ready_p99_ms").min_magnitude == 0.02, "unset keys keep the suite's value"
+    past = history([100.0] * 10)
+    assert judge(record(85.0, 99.0), past, settings).status == "accepted"
+    assert judge(record(85.0, 99.0, name="other"), [{**h, "name": "other"} for h in past], settings).status \
+        == "regression"
+    zeros = [record(0.0, float(i), name="pod_ready_p99_ms", higher_better=False) for i in range(6)]
+    one_tick = judge(record(1000.0, 99.0, name="pod_ready_p99_ms", higher_better=False), zeros, settings)
+    assert one_tick.status == "accepted", "one tick of a 1 s timestamp is noise"
+    two_ticks = judge(record(2000.0, 99.0, name="pod_ready_p99_ms", higher_better=False), zeros, settings)
+    assert two_ticks.status == "regression"
+
+
+def test_a_noisy_kpi_needs_a_change_beyond_its_variability() -> None:
+    rng = random.Random(5)
+    noisy = [rng.gauss(100, 10) for _ in range(40)]
+    verdict = judge(record(75.0, 99.0), history(noisy), SETTINGS)
+    stddev = float(__import__("numpy").std(noisy, ddof=1))
+    assert verdict.noise_floor == pytest.approx(3 * stddev) and verdict.noise_floor > 5
+    assert verdict.status == "accepted", "-25 % is within 3 standard deviations of this KPI"
+    quiet = [100 + (v - 100) / 10 for v in noisy]
+    assert judge(record(75.0, 99.0), history(quiet), SETTINGS).status == "regression"
+    assert judge(record(40.0, 99.0), history(noisy), SETTINGS).status == "regression"
+
+
+def test_zero_baseline_lower_is_better_going_up_is_a_regression_with_an_absolute_change() -> None:
+    past = [record(0.0, float(i), higher_better=False) for i in range(5)]
+    verdict = judge(record(1000.0, 99.0, higher_better=False), past, SETTINGS)
+    assert verdict.status == "regression"
+    assert verdict.change_percent is None and verdict.change_absolute == 1000.0
+    assert verdict.change_text() == "+1000 x (from 0)"
+    assert "+1000 x (from 0)" in verdict.describe()
+    assert judge(record(1000.0, 99.0), [{**r, "higher_better": True} for r in past], SETTINGS).status \
+        == "improvement"
+    down = [record(1000.0, float(i), higher_better=False) for i in range(5)]
+    assert judge(record(0.0, 99.0, higher_better=False), down, SETTINGS).status == "improvement"
+
+
+def test_unacknowledged_regressions_stay_out_of_the_baseline() -> None:
+    past = history([100.0, 100.5, 99.5, 100.2, 100.1])
+    regressed = [{**record(60.0, 50.0 + i), "verdict": "regression", "run_id": f"r{i}"} for i in range(3)]
+    verdict = judge(record(60.0, 99.0), past + regressed, SETTINGS)
+    assert verdict.status == "regression" and verdict.history_size == 5 and verdict.excluded == 3
+    assert [h["baseline"] for h in verdict.history] == [True] * 5 + [False] * 3
+    acked = [{**r, "acknowledged": {"reason": "expected"}} for r in regressed]
+    verdict = judge(record(60.0, 99.0), past + acked, SETTINGS)
+    assert verdict.status == "accepted" and verdict.history_size == 8 and verdict.excluded == 0
+    assert verdict.reference == pytest.approx(60.0), "the acknowledged level is the new reference"
 
 
 def test_an_old_change_point_does_not_condemn_the_current_value() -> None:
@@ -121,6 +197,38 @@ def test_settings_are_validated_with_the_key_named() -> None:
         RegressionSettings.from_mapping({"fail_on_regression": "false"})
     settings = RegressionSettings.from_mapping({"comparison_keys": ["image"], "min_history": 3})
     assert settings.comparison_keys == ("image",) and settings.min_history == 3
+    assert (RegressionSettings().min_history, RegressionSettings().min_magnitude) == (5, 0.05)
+    with pytest.raises(TopsailError, match=r"regression.min_magnitude: Input should be a valid number, got 'big'"):
+        RegressionSettings.from_mapping({"min_magnitude": "big"})
+    with pytest.raises(TopsailError, match=r"regression: unknown key 'kpis.speed.floor'; known: min_change, "
+                                           r"min_magnitude, noise_sigmas"):
+        RegressionSettings.from_mapping({"kpis": {"speed": {"floor": 3}}})
+    with pytest.raises(TopsailError, match=r"regression.kpis.speed.min_change: Input should be greater than or equal"):
+        RegressionSettings.from_mapping({"kpis": {"speed": {"min_change": -1}}})
+
+
+def test_history_matches_exactly_on_every_label_but_comparison_and_ignored_keys() -> None:
+    from pytest_topsail.regression import history_key
+
+    settings = RegressionSettings.from_mapping({"comparison_keys": ["image"], "ignored_keys": ["ocp_version"]})
+    base = {"model": "m", "gpus": 8, "image": "v1", "ocp_version": "4.16"}
+    assert history_key(base, settings) == history_key({**base, "image": "v2", "ocp_version": "4.17"}, settings)
+    assert history_key(base, settings) != history_key({**base, "gpus": 4}, settings)
+    assert history_key(base, settings) != history_key({**base, "new_setting": 1}, settings)
+    assert history_key(base, settings) != history_key({k: v for k, v in base.items() if k != "gpus"}, settings)
+
+
+def test_scale_suite_never_pools_different_job_counts_into_one_history() -> None:
+    """suites/scale/config.yaml: jobs=5 and jobs=60 (and other workloads, GPU counts) have separate histories."""
+    import yaml as yaml_module
+
+    from pytest_topsail.regression import history_key
+
+    config = yaml_module.safe_load((Path(__file__).parents[2] / "suites/scale/config.yaml").read_text())
+    settings = RegressionSettings.from_mapping(config["regression"])
+    labels = {"workload": "training", "jobs": 5, "gpus": 1, "qps": 20, "cluster": "sim", "node_count": 10}
+    for key, other in (("jobs", 60), ("workload", "interactive"), ("gpus", 8)):
+        assert history_key(labels, settings) != history_key({**labels, key: other}, settings), key
 
 
 def test_summary_never_counts_improvements_as_failures() -> None:
@@ -131,3 +239,4 @@ def test_summary_never_counts_improvements_as_failures() -> None:
     assert summary["failures"] == 1 and summary["significant_performance_increase"] == 2
     assert summary["no_history"] == 1 and summary["entries_count"] == 1 and summary["kpis_count"] == 4
     assert summary["regressions"] == [verdicts[2].describe()]
+    assert summary["message"] == "1 KPI regression, 2 improvements"

@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+import pytest
 import yaml
 
-from tests.report.conftest import Project, read_json
+from tests.report.conftest import Project, read_json, seed_both
 
 Noisy = Callable[..., list[float]]
 
@@ -27,7 +28,9 @@ def seed(project: Project, noisy: Noisy, count: int = 20, **labels: str) -> None
         project.import_history(path)
 
 
-def test_step_change_in_one_kpi_is_a_regression_of_that_kpi_only(project: Project, noisy: Noisy) -> None:
+def test_step_change_in_one_kpi_is_a_regression_of_that_kpi_only(project: Project, noisy: Noisy,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "120")
     seed(project, noisy)
     project.set_values(throughput=70.0, avg_tokens=300.0)  # throughput -30 %; avg_tokens is ignored for regression
     result = project.run()
@@ -41,14 +44,20 @@ def test_step_change_in_one_kpi_is_a_regression_of_that_kpi_only(project: Projec
         assert verdicts[(size, "latency")]["status"] == "accepted"
         assert verdicts[(size, "avg_tokens")]["status"] == "ignored"
     result.stdout.fnmatch_lines([
-        "*session failed: KPI regressions (fail_on_regression)*",
-        "REGRESSION demo throughput=70 tokens/s -3?.?% p=* vs 20 previous (image=v1, ocp_version=4.16, size=1)*",
-        "REGRESSION demo throughput=140 tokens/s -2?.?% p=* vs 20 previous (image=v1, ocp_version=4.16, size=2)*",
+        "*topsail KPIs and regressions*",
+        "labels: image=v1, ocp_version=4.16",
+        "item*KPI*value*reference*change*p*history*verdict",
+        "*run-size=1]*throughput*70.0 tokens/s*100.0*-3?.?%*e-*20*REGRESSION",
+        "*run-size=2]*throughput*140.0 tokens/s*-2?.?%*e-*20*REGRESSION",
+        "topsail report: *report.html",
+        "topsail: 2 KPI regressions (fail_on_regression: the session fails) ?6 KPIs: 2 accepted, *2 ignored?",
+        "*= 2 passed, 2 KPI regressed in *",
     ])
     summary = yaml.safe_load((project.artifacts("s1") / "regression_summary.yaml").read_text())
     assert summary["failures"] == summary["significant_performance_decrease"] == 2
     assert summary["accepted"] == 2 and summary["not_analyzed"] == 2 and summary["no_history"] == 0
-    assert summary["message"] == "2 KPI regression(s) detected" and len(summary["regressions"]) == 2
+    assert summary["message"] == "2 KPI regressions" and len(summary["regressions"]) == 2
+    assert summary["regressions"][0].startswith("demo throughput=70 tokens/s -3")
 
 
 def test_direction_is_honoured_and_an_improvement_never_fails(project: Project, noisy: Noisy) -> None:
@@ -61,7 +70,9 @@ def test_direction_is_honoured_and_an_improvement_never_fails(project: Project, 
     assert verdicts[("run-size=1", "latency")]["status"] == "improvement"
     summary = yaml.safe_load((project.artifacts("s1") / "regression_summary.yaml").read_text())
     assert summary["failures"] == 0 and summary["significant_performance_increase"] == 4
-    assert summary["message"] == "no regression; 4 improvement(s)"
+    assert summary["message"] == "no regression; 4 improvements"
+    result.stdout.fnmatch_lines(["topsail: no regression; 4 improvements ?*; -v lists the improvements?"])
+    assert "topsail KPIs and regressions" not in result.stdout.str(), "no table: nothing went wrong"
 
 
 def test_a_lower_better_kpi_going_up_is_a_regression(project: Project, noisy: Noisy) -> None:
@@ -95,7 +106,7 @@ def test_sessions_build_the_history_and_a_failed_test_stores_nothing(project: Pr
     project.run()
     verdicts = verdicts_of(project, "s2")
     assert verdicts[("run-size=1", "latency")]["history_size"] == 1
-    assert verdicts[("run-size=1", "latency")]["method"] == "short history: change vs mean"
+    assert verdicts[("run-size=1", "latency")]["status"] == "insufficient_history"
     project.run()
     # 2 passing items x 3 KPIs per session; the failed test's KPIs never reach the history
     from pytest_topsail.history.sqlite import SqliteHistory
@@ -107,16 +118,65 @@ def test_sessions_build_the_history_and_a_failed_test_stores_nothing(project: Pr
     assert all("test_broken" not in r["nodeid"] for r in records)
 
 
-def test_short_history_fallback_compares_with_the_mean(project: Project) -> None:
-    for throughput in (100.0, 101.0, 99.0):
+def test_fewer_than_five_points_never_give_a_verdict(project: Project) -> None:
+    for throughput in (100.0, 101.0, 99.0, 100.5):
         project.set_values(throughput=throughput)
-        project.run()
+        assert project.run().ret == 0
     project.set_values(throughput=80.0)
+    assert project.run().ret == 0, "4 points: insufficient history, whatever the change"
+    verdict = verdicts_of(project, "s5")[("run-size=1", "throughput")]
+    assert verdict["status"] == "insufficient_history" and verdict["history_size"] == 4
+    assert round(verdict["change_percent"], 1) == -20.1 and verdict["pvalue"] is None
+    summary = yaml.safe_load((project.artifacts("s5") / "regression_summary.yaml").read_text())
+    assert summary["insufficient_history"] == 4 and summary["failures"] == 0
+
+
+def test_five_identical_runs_give_no_regression_verdict(project: Project) -> None:
+    for session in range(1, 7):
+        assert project.run().ret == 0
+        statuses = {v["status"] for v in verdicts_of(project, f"s{session}").values()}
+        assert "regression" not in statuses and "improvement" not in statuses
+    assert {v["status"] for v in verdicts_of(project, "s6").values()} == {"accepted", "ignored"}
+
+
+def test_a_regression_stays_until_acknowledged_then_becomes_the_new_level(project: Project) -> None:
+    from pytest_topsail.history.__main__ import main as history_cli
+
+    seed_both(project)
+    project.set_values(throughput=70.0)
+    for session in ("s1", "s2", "s3"):  # the regressed values never become the baseline by themselves
+        assert project.run().ret == 1
+        throughput = verdicts_of(project, session)[("run-size=1", "throughput")]
+        assert throughput["status"] == "regression" and throughput["history_size"] == 20
+        assert throughput["reference"] == pytest.approx(100, abs=2)
+    assert verdicts_of(project, "s3")[("run-size=1", "latency")]["history_size"] == 22, "accepted KPIs count"
+    assert history_cli(["ack", "--history", str(project.history), "--suite", "demo", "--kpi", "through*",
+                        "--reason", "smaller batch on purpose"]) == 0
+    assert project.run().ret == 0
+    throughput = verdicts_of(project, "s4")[("run-size=1", "throughput")]
+    assert throughput["status"] == "accepted" and throughput["history_size"] == 23
+    assert throughput["reference"] == pytest.approx(70, abs=0.01), "the acknowledged change is the new level"
+    assert history_cli(["ack", "--history", str(project.history), "--suite", "demo", "--reason", "again"]) == 2
+
+
+def test_an_ack_file_in_the_suite_acknowledges_one_run(project: Project) -> None:
+    seed_both(project)
+    project.set_values(throughput=70.0)
+    assert project.run().ret == 1
+    run_id = read_json(project.artifacts("s1") / "demo/001__test_train_run-size=1/kpis.json")[0]["run_id"]
+    assert project.run().ret == 1
+    project.write("suites/demo/acks.yaml", f"""
+        - run: {run_id}
+          kpis: [throughput]
+          reason: new tokenizer, slower by design (PR 42)
+        """)
+    assert project.run().ret == 0
+    throughput = verdicts_of(project, "s3")[("run-size=1", "throughput")]
+    assert throughput["status"] == "accepted" and throughput["excluded"] == 1, "the second run is not acknowledged"
+    project.write("suites/demo/acks.yaml", "- kpis: [throughput]\n  reason: no run named\n")
     result = project.run()
-    verdict = verdicts_of(project, "s4")[("run-size=1", "throughput")]
-    assert verdict["status"] == "regression" and verdict["history_size"] == 3
-    assert round(verdict["change_percent"], 1) == -20.0 and verdict["pvalue"] is None
     assert result.ret == 1
+    result.stdout.fnmatch_lines(["problem: *acks.yaml: entry 1: names no run and no test_uuid*"])
 
 
 def test_replot_rebuilds_kpis_verdicts_and_report_without_running_tests(project: Project) -> None:
