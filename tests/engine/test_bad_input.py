@@ -199,7 +199,7 @@ BAD_INPUTS = [
     ("unknown-regression-engine", {"suites__s__config.yaml": CONFIG + "regression: {engine: magic}\n"}, [],
      ["suites/s/config.yaml: regression.engine: Input should be 'auto', 'builtin' or 'otava', got 'magic'"]),
     ("unknown-regression-key", {"suites__s__config.yaml": CONFIG + "regression: {max_p: 0.1}\n"}, [],
-     ["suites/s/config.yaml: regression: unknown key 'max_p'; known: comparison_keys"]),
+     ["suites/s/config.yaml: regression: unknown key 'max_p'; known: ack_file, comparison_keys"]),
     ("regression-not-a-mapping", {"suites__s__config.yaml": CONFIG + "regression: [a]\n"}, [],
      ["suites/s/config.yaml: regression: must be a mapping, not list"]),
     # --- command_args.yaml.j2
