@@ -146,7 +146,7 @@ def submit_and_sample(
     finally:
         sampler.stop()
     sampled = sampler.snapshot()
-    sampled["timed_out"] = not reached
+    sampled["timed_out"] = not reached and not sampled.get("unschedulable")
     write_sampled(sampled, directory / "sampled.json")
     return result, sampled, reached
 
@@ -172,6 +172,7 @@ def analyse(
         "pods": len(pods),
         "target": target,
         "timed_out": bool(sampled.get("timed_out")),
+        "unschedulable": sampled.get("unschedulable"),
         "failed_jobs": failed,
         "offered_jobs_per_s": submitted.get("offered_jobs_per_s"),
         "submission_jobs_per_s": submitted.get("achieved_jobs_per_s", 0.0),

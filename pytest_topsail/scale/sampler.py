@@ -30,6 +30,8 @@ POD_STEPS = ("created", "scheduled", "initialized", "started", "ready", "complet
 WORKLOAD_STEPS = ("created", "ready", "completed", "failed")
 SAMPLED_VERSION = 1
 MAX_KEPT_ERRORS = 50  # further sampler errors are counted, not kept
+UNSCHEDULABLE_GRACE_S = 3.0  # a pod judged never schedulable this long fails the wait (nodes may still be joining)
+UNSCHEDULABLE_CHECK_S = 1.0
 FATAL_LIST_STATUSES = {401, 403, 404}  # retrying the first list cannot help
 
 
@@ -185,6 +187,8 @@ class Sampler:
         self.error_count = 0
         self.fatal: str | None = None
         self.watch_restarts = 0
+        self.unschedulable: str | None = None  # why the wait stopped early: pods no node can ever hold
+        self.never_since: dict[str, float] = {}  # pod key -> monotonic time it was first judged never schedulable
         self.started_ms = 0.0
         self.finished_ms = 0.0
 
@@ -309,6 +313,7 @@ class Sampler:
         """
         deadline = time.monotonic() + timeout_s
         next_print = time.monotonic() + progress_interval_s
+        next_check = time.monotonic() + UNSCHEDULABLE_CHECK_S
         pending = [j for j in jobs if not j.get("error")]
         while True:
             with self.lock:
@@ -317,11 +322,50 @@ class Sampler:
                 return True
             if time.monotonic() >= deadline:
                 return False
+            if time.monotonic() >= next_check:
+                next_check = time.monotonic() + UNSCHEDULABLE_CHECK_S
+                self.unschedulable = self.never_scheduled_pods()
+                if self.unschedulable:
+                    return False
             if progress_stream is not None and time.monotonic() >= next_print:
                 next_print = time.monotonic() + progress_interval_s
                 progress_stream.write(f"[sampler] {len(jobs) - len(pending)}/{len(jobs)} jobs {target} or failed\n")
                 progress_stream.flush()
             time.sleep(0.05)
+
+    def never_scheduled_pods(self) -> str | None:
+        """The first pod of the run that the scheduler refused and no node can ever hold (see kube.scheduling),
+        once it has been so for UNSCHEDULABLE_GRACE_S; ``None`` while every refused pod may still find room."""
+        from pytest_topsail.kube.scheduling import format_requests, never_schedulable, pod_requests
+
+        with self.lock:
+            refused = {f"{e['namespace']}/{e['pod']}": e["message"] for e in self.events
+                       if e["reason"] == "FailedScheduling"}
+            waiting = {key: message for key, message in refused.items()
+                       if key in self.pods and "scheduled" not in self.pods[key].steps and not self.pods[key].deleted}
+        if not waiting:
+            self.never_since.clear()
+            return None
+        try:
+            nodes = self.api.list("/api/v1/nodes").get("items") or []
+            key, message = next(iter(waiting.items()))
+            namespace, name = key.split("/", 1)
+            pod = self.api.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+        except ApiError as exc:  # judged again at the next check
+            with self.lock:
+                self.error_count += 1
+                if len(self.errors) < MAX_KEPT_ERRORS:
+                    self.errors.append(f"unschedulable check: {exc}")
+            return None
+        why = never_schedulable(pod, nodes, message)
+        if why is None:
+            self.never_since.pop(key, None)
+            return None
+        since = self.never_since.setdefault(key, time.monotonic())
+        if time.monotonic() - since < UNSCHEDULABLE_GRACE_S:
+            return None
+        return (f"pod {key} can never be scheduled ({len(waiting)} pod(s) of the run refused): it requests "
+                f"{format_requests(pod_requests(pod))}; the scheduler: {message.strip().rstrip('.')}; {why}")
 
     def job_settled(self, job: dict[str, Any], target: str) -> bool:
         """Called with the lock held: the job reached ``target``, or it or one of its pods failed."""
@@ -349,6 +393,7 @@ class Sampler:
                 "watch_restarts": self.watch_restarts,
                 "errors": list(self.errors),
                 "error_count": self.error_count,
+                "unschedulable": self.unschedulable,
                 "workloads": [t.to_dict() for t in self.workloads.values()],
                 "pods": [t.to_dict() for t in self.pods.values()],
                 "events": list(self.events),

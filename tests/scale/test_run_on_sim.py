@@ -52,3 +52,26 @@ def test_sampling_a_kind_the_cluster_does_not_serve_fails_fast_naming_it(api):
     with pytest.raises(TopsailError, match="cannot list Widget: 404"):
         sampler.start(timeout_s=10)
     assert time.monotonic() - started < 5
+
+
+def test_pods_no_node_can_hold_fail_the_run_in_seconds_naming_request_and_reason(api, tmp_path):
+    """16 GPUs per pod on 8-GPU nodes: the scheduler's reason and the request are named long before timeout_s."""
+    case = ScaleCase(workload="training", jobs=2, gpus=16, timeout_s=120)
+    started = time.monotonic()
+    result = run_case(api, case, tmp_path, RunOptions(namespace_prefix="u", plots=False), run_id="unsch1")
+    assert time.monotonic() - started < 30, "stopped by the unschedulable check, not by timeout_s"
+    message = result.summary["unschedulable"]
+    assert "can never be scheduled" in message and "nvidia.com/gpu=16" in message, message
+    assert "Insufficient nvidia.com/gpu" in message, message
+    assert "largest node it may use has 8 allocatable" in message, message
+    assert not result.summary["timed_out"] and result.summary["failed_jobs"]["total"] == 2
+    assert json.loads((tmp_path / "sampled.json").read_text())["unschedulable"] == message
+    assert not namespace_exists(api, "u-unsch1-0")
+
+
+def test_pods_waiting_for_room_are_not_judged_unschedulable(api, tmp_path):
+    """More GPU pods than free GPUs (4 nodes x 8): the last ones wait for room, and get it."""
+    case = ScaleCase(workload="training", jobs=5, gpus=8, duration_s=0.5, timeout_s=60)
+    result = run_case(api, case, tmp_path, RunOptions(namespace_prefix="r", plots=False), run_id="room01")
+    assert result.summary["unschedulable"] is None
+    assert result.summary["failed_jobs"]["total"] == 0 and not result.summary["timed_out"]

@@ -97,3 +97,17 @@ def test_a_slowed_stage_fails_the_item_naming_step_metric_value_and_threshold(tm
     value = float(message.split(" = ")[1].split(" ms")[0])
     assert value >= 1500  # the Ready stage was slowed by 1.5 s
     assert message.endswith("exceeds threshold 1000 ms")
+
+
+def test_pods_no_node_can_hold_fail_the_item_in_seconds_naming_the_reason(tmp_path):
+    """16 GPUs per pod on the smoke preset's 8-GPU nodes: the item fails at once with the scheduler's reason, not
+    after the case's 120 s timeout with 'never Completed'."""
+    cases = tmp_path / "unschedulable.yaml"
+    cases.write_text("- name: too-big\n  workload: training\n  jobs: 3\n  gpus: 16\n  timeout_s: 120\n")
+    result = run_pytest(tmp_path, "suites/scale", "--preset", "smoke", "--var", f"cases=[{cases}]", "-q")
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "1 failed" in result.stdout
+    assert "can never be scheduled" in result.stdout and "Insufficient nvidia.com/gpu" in result.stdout
+    assert "nvidia.com/gpu=16" in result.stdout
+    record = json.loads((item_dirs(tmp_path / "artifacts")[0] / "item.json").read_text())
+    assert record["end"] - record["start"] < 30, "failed by the unschedulable check, not the 120 s timeout"
