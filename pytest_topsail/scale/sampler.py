@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from pytest_topsail.errors import TopsailError
-from pytest_topsail.kube.client import Kube, KubeError
+from pytest_topsail.kube.client import Kube, KubeError, ObjectRef
 from pytest_topsail.scale.workloads import JOB_LABEL, RUN_LABEL
 
 POD_STEPS = ("created", "scheduled", "initialized", "started", "ready", "completed", "failed")
@@ -347,15 +347,17 @@ class Sampler:
             self.never_since.clear()
             return None
         try:
-            nodes = self.api.list("/api/v1/nodes").get("items") or []
+            nodes = self.api.list("v1", "Node")
             key, message = next(iter(waiting.items()))
             namespace, name = key.split("/", 1)
-            pod = self.api.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
-        except ApiError as exc:  # judged again at the next check
+            pod = self.api.get(ObjectRef("v1", "Pod", name, namespace))
+        except KubeError as exc:  # judged again at the next check
             with self.lock:
                 self.error_count += 1
                 if len(self.errors) < MAX_KEPT_ERRORS:
                     self.errors.append(f"unschedulable check: {exc}")
+            return None
+        if pod is None:
             return None
         why = never_schedulable(pod, nodes, message)
         if why is None:
