@@ -52,16 +52,18 @@ class LoadSettings(pydantic.BaseModel):
         return load_dataset(path, limit=self.max_prompts)
 
     def make_backend(self, *, http_url: str | None = None, grpc_target: str | None = None,
-                     api_key: str | None = None) -> Backend:
-        """The backend for this case on the given endpoint (TopsailError when the endpoint is missing)."""
+                     served_model: str | None = None, api_key: str | None = None) -> Backend:
+        """The backend for this case on the given endpoint (TopsailError when the endpoint is missing);
+        ``served_model`` is the name the server knows the model by, when it differs from the case's."""
+        model = served_model or self.model
         if self.backend == "tgis":
             if not grpc_target:
                 raise TopsailError(f"backend tgis for model {self.model}: the server offers no gRPC endpoint")
             from pytest_topsail.llmload.backends.tgis_grpc import TgisBackend
 
-            return TgisBackend(grpc_target, model=self.model, stream=self.streaming)
+            return TgisBackend(grpc_target, model=model, stream=self.streaming)
         if not http_url:
             raise TopsailError(f"backend openai for model {self.model}: the server offers no HTTP endpoint")
         from pytest_topsail.llmload.backends.openai_http import OpenAIBackend
 
-        return OpenAIBackend(http_url, self.model, api=self.api, stream=self.streaming, api_key=api_key)
+        return OpenAIBackend(http_url, model, api=self.api, stream=self.streaming, api_key=api_key)

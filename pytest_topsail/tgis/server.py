@@ -11,7 +11,8 @@ As a child process:
 which prints `TGIS reference server listening on HOST:PORT` once it serves (after `OpenAI-compatible HTTP listening
 on HOST:PORT` with --http-port) (port 0 picks a free one) and stops on SIGTERM/SIGINT.
 Environment (also read from a simulated pod's env by the simulator, see `environment_settings`):
-TOPSAIL_TGIS_DIVERGE=1 is --diverge; TOPSAIL_TGIS_PREFIXES='{"id": "text"}' adds known prefix ids.
+TOPSAIL_TGIS_DIVERGE=1 is --diverge; TOPSAIL_TGIS_PREFIXES='{"id": "text"}' adds known prefix ids;
+TOPSAIL_TGIS_ITL_FACTOR=1.5 multiplies the inter-token latency (a slower decode, same prefill: load-test regressions).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -43,6 +45,7 @@ from pytest_topsail.tgis.validation import InvalidRequest, ResponseFlags, check_
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["GenerationService"].full_name
 DIVERGE_ENV = "TOPSAIL_TGIS_DIVERGE"
 PREFIXES_ENV = "TOPSAIL_TGIS_PREFIXES"
+ITL_FACTOR_ENV = "TOPSAIL_TGIS_ITL_FACTOR"
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,7 @@ class ServerSettings:
     host: str = "127.0.0.1"
     port: int = 0  # 0: a free port
     zero_latency: bool = False
+    itl_factor: float = 1.0  # multiplies the latency model's inter-token latency (prefill unchanged)
     diverge: bool = False  # this server's text differs from every other config's (see toymodel)
     prefixes: dict[str, str] = field(default_factory=dict)  # prefix/adapter id -> prompt prefix text
     http_port: int | None = None  # also serve the OpenAI-compatible HTTP front (openai_http.py); 0: a free port
@@ -194,6 +198,10 @@ async def start_server(settings: ServerSettings) -> RunningServer:
     """Serve on the running event loop; TopsailError when the port cannot be bound."""
     backend = ModelServer(settings.model_name, settings.config, gpu_profile=settings.gpu_profile,
                           zero_latency=settings.zero_latency, diverge=settings.diverge, prefixes=settings.prefixes)
+    if settings.itl_factor != 1.0:
+        latency = backend.latency
+        backend.latency = dataclasses.replace(latency, itl_base_ms=latency.itl_base_ms * settings.itl_factor,
+                                              itl_ms_per_running=latency.itl_ms_per_running * settings.itl_factor)
     server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
     pb_grpc.add_GenerationServiceServicer_to_server(GenerationServicer(backend), server)
     health_servicer = health.aio.HealthServicer()
@@ -275,6 +283,13 @@ def environment_settings(env: Mapping[str, str]) -> dict[str, Any]:
         if not isinstance(prefixes, dict) or not all(isinstance(v, str) for v in prefixes.values()):
             raise ValueError(f'{PREFIXES_ENV} must be a JSON object of id -> prefix text, e.g. {{"p1": "Answer:"}}')
         settings["prefixes"] = prefixes
+    if env.get(ITL_FACTOR_ENV, "").strip():
+        try:
+            settings["itl_factor"] = float(env[ITL_FACTOR_ENV])
+        except ValueError:
+            raise ValueError(f"{ITL_FACTOR_ENV} must be a number, got {env[ITL_FACTOR_ENV]!r}") from None
+        if settings["itl_factor"] <= 0:
+            raise ValueError(f"{ITL_FACTOR_ENV} must be > 0, got {env[ITL_FACTOR_ENV]!r}")
     return settings
 
 

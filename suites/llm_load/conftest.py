@@ -1,12 +1,21 @@
-"""Fixtures of the LLM load suite: the served models (the reference server, one per model and server config, on
-its own event loop: gRPC and the OpenAI-compatible HTTP front over one ModelServer), and the suite's options.
+"""Fixtures of the LLM load suite: the served model of each case, reached over TGIS gRPC and OpenAI HTTP.
+
+``tests.llm_load.serving`` says how the model is served:
+- ``inferenceservice`` (default): a ServingRuntime and one InferenceService per model and server settings in the
+  suite's namespace, on the cluster of the run (``cluster`` fixture). On the simulator, the predictor pod's reference
+  server publishes its gRPC and HTTP addresses as ``sim.topsail.io/endpoint-<port>`` annotations, reached directly.
+- ``in-process``: the reference server in this process (its own event loop in a thread), no cluster at all.
+- ``endpoint``: an already served model at ``tests.llm_load.endpoint.http`` / ``.grpc`` (e.g. a port-forward to a
+  real cluster's predictor).
 """
 
 from __future__ import annotations
 
-import dataclasses
+import hashlib
 import json
+import re
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -17,71 +26,190 @@ from pytest_topsail.config import Config
 from pytest_topsail.errors import TopsailError
 
 START_TIMEOUT_S = 30.0
+ENDPOINT_ANNOTATION = "sim.topsail.io/endpoint-"
+RUNTIME_NAME = "topsail-llm-runtime"
+GRPC_PORT, HTTP_PORT = 8033, 8080
+ISVC_LABEL = "serving.kserve.io/inferenceservice"
+SERVER_ENV = {"max_batch_size": "MAX_BATCH_SIZE", "max_concurrent_requests": "MAX_CONCURRENT_REQUESTS",
+              "max_sequence_length": "MAX_SEQUENCE_LENGTH", "max_new_tokens": "MAX_NEW_TOKENS",
+              "dtype_str": "DTYPE_STR", "num_shard": "NUM_SHARD", "deployment_framework": "DEPLOYMENT_FRAMEWORK"}
 
 
 @dataclass(frozen=True)
 class Endpoint:
-    """Where one served model answers, and what the KPI labels say about how it is served."""
+    """Where one served model answers, the name it serves under, and what the KPI labels say about it."""
 
-    http_url: str
-    grpc_target: str
-    load_duration_s: float
+    http_url: str | None
+    grpc_target: str | None
+    served_model: str
+    load_duration_s: float | None
     accelerator: str
     replicas: int = 1
 
 
-class ReferenceServers:
-    """Reference servers started on first use, one per (model, server settings), all stopped at session end."""
+@dataclass(frozen=True)
+class ServingOptions:
+    mode: str
+    gpu_profile: str
+    itl_factor: float
+    runtime_image: str
+    timeout_s: float
+    endpoint: dict[str, Any]
+
+    @classmethod
+    def of(cls, config: Config) -> ServingOptions:
+        options = config.get("tests.llm_load", {}) or {}
+        mode = str(options.get("serving", "inferenceservice"))
+        if mode not in ("inferenceservice", "in-process", "endpoint"):
+            raise TopsailError(f"{config.source}: tests.llm_load.serving must be inferenceservice, in-process or "
+                               f"endpoint, got {mode!r}")
+        return cls(mode=mode, gpu_profile=str(options.get("gpu_profile", "a100")),
+                   itl_factor=float(options.get("itl_factor", 1.0)),
+                   runtime_image=str(options.get("runtime_image", "")),
+                   timeout_s=float(options.get("serving_timeout_s", 300)),
+                   endpoint=dict(options.get("endpoint") or {}))
+
+
+class ServedModels:
+    """Models served on first use, one per (model, server settings, options), released at session end."""
 
     def __init__(self) -> None:
-        self.started: dict[str, tuple[Any, Endpoint]] = {}
+        self.served: dict[str, Endpoint] = {}
+        self.threads: list[Any] = []
 
-    def endpoint(self, model: str, server: dict[str, Any], gpu_profile: str, itl_factor: float,
+    def endpoint(self, model: str, server: dict[str, Any], options: ServingOptions, request: pytest.FixtureRequest,
                  where: str) -> Endpoint:
-        key = json.dumps([model, server, gpu_profile, itl_factor], sort_keys=True)
-        if key not in self.started:
-            self.started[key] = self.start(model, server, gpu_profile, itl_factor, where)
-        return self.started[key][1]
+        key = json.dumps([model, server, options.mode, options.gpu_profile, options.itl_factor], sort_keys=True)
+        if key not in self.served:
+            if options.mode == "in-process":
+                self.served[key] = self.in_process(model, server, options, where)
+            elif options.mode == "endpoint":
+                self.served[key] = given_endpoint(model, options)
+            else:
+                self.served[key] = inference_service(model, server, options, request, key)
+        return self.served[key]
 
-    def start(self, model: str, server: dict[str, Any], gpu_profile: str, itl_factor: float,
-              where: str) -> tuple[Any, Endpoint]:
+    def in_process(self, model: str, server: dict[str, Any], options: ServingOptions, where: str) -> Endpoint:
         from pytest_topsail.tgis.model_config import load_model_config
         from pytest_topsail.tgis.server import ServerSettings, ServerThread
 
         config = load_model_config(server, f"{where}: server")
         began = time.perf_counter()
-        thread = ServerThread(ServerSettings(model_name=model, config=config, gpu_profile=gpu_profile, http_port=0),
+        thread = ServerThread(ServerSettings(model_name=model, config=config, gpu_profile=options.gpu_profile,
+                                             http_port=0, itl_factor=options.itl_factor),
                               start_timeout=START_TIMEOUT_S)
         running = thread.start()
-        if itl_factor != 1.0:  # a slower decode on the same GPU profile: prefill (TTFT) unchanged
-            latency = running.backend.latency
-            running.backend.latency = dataclasses.replace(
-                latency, itl_base_ms=latency.itl_base_ms * itl_factor,
-                itl_ms_per_running=latency.itl_ms_per_running * itl_factor)
-        endpoint = Endpoint(http_url=f"http://127.0.0.1:{running.http_port}", grpc_target=running.address,
-                            load_duration_s=time.perf_counter() - began, accelerator=gpu_profile)
-        return thread, endpoint
+        self.threads.append(thread)
+        return Endpoint(http_url=f"http://127.0.0.1:{running.http_port}", grpc_target=running.address,
+                        served_model=model, load_duration_s=time.perf_counter() - began,
+                        accelerator=options.gpu_profile)
 
     def stop(self) -> None:
-        for thread, _ in self.started.values():
+        for thread in self.threads:
             thread.stop()
-        self.started.clear()
+        self.threads.clear()
+        self.served.clear()
+
+
+def given_endpoint(model: str, options: ServingOptions) -> Endpoint:
+    http, grpc_target = options.endpoint.get("http"), options.endpoint.get("grpc")
+    if not http and not grpc_target:
+        raise TopsailError("tests.llm_load.serving is endpoint: give tests.llm_load.endpoint.http and/or .grpc")
+    return Endpoint(http_url=http, grpc_target=grpc_target, served_model=str(options.endpoint.get("model", model)),
+                    load_duration_s=None, accelerator=options.gpu_profile)
+
+
+def runtime_manifest(namespace: str, image: str) -> dict[str, Any]:
+    """A vLLM-with-TGIS-adapter-like runtime: gRPC (fmaas) on 8033 and OpenAI HTTP on 8080."""
+    return {
+        "apiVersion": "serving.kserve.io/v1alpha1", "kind": "ServingRuntime",
+        "metadata": {"name": RUNTIME_NAME, "namespace": namespace},
+        "spec": {"supportedModelFormats": [{"name": "pytorch", "autoSelect": True}], "multiModel": False,
+                 "containers": [{"name": "kserve-container", "image": image,
+                                 "command": ["text-generation-launcher"],
+                                 "args": ["--model-name=/mnt/models/", f"--grpc-port={GRPC_PORT}"],
+                                 "ports": [{"containerPort": GRPC_PORT, "name": "h2c", "protocol": "TCP"},
+                                           {"containerPort": HTTP_PORT, "name": "http1", "protocol": "TCP"}]}]},
+    }
+
+
+def isvc_name(model: str, key: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", model.rsplit("/", 1)[-1].lower()).strip("-")[:40] or "model"
+    return f"{slug}-{hashlib.sha1(key.encode()).hexdigest()[:6]}"
+
+
+def isvc_manifest(name: str, namespace: str, model: str, server: dict[str, Any], options: ServingOptions
+                  ) -> dict[str, Any]:
+    env = [{"name": SERVER_ENV[key], "value": str(value)} for key, value in server.items() if key in SERVER_ENV]
+    unknown = sorted(set(server) - set(SERVER_ENV))
+    if unknown:
+        raise TopsailError(f"case server settings {unknown} are not served through an InferenceService "
+                           f"(known: {', '.join(SERVER_ENV)})")
+    if options.itl_factor != 1.0:
+        env.append({"name": "TOPSAIL_TGIS_ITL_FACTOR", "value": str(options.itl_factor)})
+    return {
+        "apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+        "metadata": {"name": name, "namespace": namespace,
+                     "annotations": {"serving.kserve.io/deploymentMode": "RawDeployment"}},
+        "spec": {"predictor": {"model": {
+            "modelFormat": {"name": "pytorch"}, "runtime": RUNTIME_NAME, "storageUri": f"s3://models/{model}",
+            "env": env, "resources": {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}}}},
+    }
+
+
+def inference_service(model: str, server: dict[str, Any], options: ServingOptions, request: pytest.FixtureRequest,
+                      key: str) -> Endpoint:
+    from pytest_topsail.kube.client import ObjectRef
+    from pytest_topsail.kube.wait import wait_condition
+
+    cluster = request.getfixturevalue("cluster")
+    namespace = request.getfixturevalue("namespace")
+    kube = cluster.kube
+    kube.apply(runtime_manifest(namespace, options.runtime_image))
+    manifest = isvc_manifest(isvc_name(model, key), namespace, model, server, options)
+    began = time.perf_counter()
+    kube.apply(manifest)
+    wait_condition(kube, ObjectRef.of(manifest), "Ready", timeout=options.timeout_s)
+    load_duration = time.perf_counter() - began
+    pods = kube.list("v1", "Pod", namespace=namespace,
+                     label_selector=f"{ISVC_LABEL}={manifest['metadata']['name']}")
+    annotations = next((p["metadata"].get("annotations") or {} for p in pods
+                        if f"{ENDPOINT_ANNOTATION}{GRPC_PORT}" in (p["metadata"].get("annotations") or {})), None)
+    if annotations is None:
+        raise TopsailError(f"InferenceService {namespace}/{manifest['metadata']['name']} is Ready but no predictor "
+                           f"pod publishes {ENDPOINT_ANNOTATION}{GRPC_PORT} (a real cluster: use "
+                           "tests.llm_load.serving: endpoint with a port-forward)")
+    http = annotations.get(f"{ENDPOINT_ANNOTATION}{HTTP_PORT}")
+    http_url = f"http://{http}" if http else None
+    node = kube.get(ObjectRef("v1", "Node", (pods[0].get("spec") or {}).get("nodeName") or "-"))
+    accelerator = ((node or {}).get("metadata", {}).get("labels") or {}).get("nvidia.com/gpu.product", "none")
+    return Endpoint(http_url=http_url, grpc_target=annotations[f"{ENDPOINT_ANNOTATION}{GRPC_PORT}"],
+                    served_model=served_model_name(http_url) or model, load_duration_s=load_duration,
+                    accelerator=accelerator, replicas=len(pods))
+
+
+def served_model_name(http_url: str | None) -> str | None:
+    """The model id the OpenAI front serves under (KServe names it after the storage path)."""
+    if not http_url:
+        return None
+    with urllib.request.urlopen(f"{http_url}/v1/models", timeout=10) as response:
+        return json.loads(response.read())["data"][0]["id"]
 
 
 @pytest.fixture(scope="session")
-def llm_servers() -> Iterator[ReferenceServers]:
-    servers = ReferenceServers()
-    yield servers
-    servers.stop()
+def llm_models() -> Iterator[ServedModels]:
+    models = ServedModels()
+    yield models
+    models.stop()
 
 
 @pytest.fixture
-def llm_endpoint(llm_servers: ReferenceServers, case: Any, topsail_config: Config) -> Endpoint:
-    """The served model of this item's case (started once per model and server settings)."""
-    options = topsail_config.get("tests.llm_load", {}) or {}
+def llm_endpoint(llm_models: ServedModels, case: Any, topsail_config: Config,
+                 request: pytest.FixtureRequest) -> Endpoint:
+    """The served model of this item's case (served once per model and server settings)."""
     try:
-        return llm_servers.endpoint(case.settings["model"], case.settings.get("server") or {},
-                                    str(options.get("gpu_profile", "a100")), float(options.get("itl_factor", 1.0)),
-                                    case.source or case.id)
+        options = ServingOptions.of(topsail_config)
+        return llm_models.endpoint(case.settings["model"], case.settings.get("server") or {}, options, request,
+                                   case.source or case.id)
     except TopsailError as error:
         pytest.fail(str(error), pytrace=False)

@@ -29,7 +29,8 @@ def test_llm_load(case: Case, llm_endpoint: Any, artifact_dir: Path, kpis: KpiRe
     load_dir = artifact_dir / "load"
     try:
         prompts = settings.prompts(request.config.rootpath)
-        backend = settings.make_backend(http_url=llm_endpoint.http_url, grpc_target=llm_endpoint.grpc_target)
+        backend = settings.make_backend(http_url=llm_endpoint.http_url, grpc_target=llm_endpoint.grpc_target,
+                                         served_model=llm_endpoint.served_model)
         summary = run_load_test(backend, prompts, [settings.load_point()], load_dir)[0]
     except TopsailError as error:
         pytest.fail(str(error), pytrace=False)
