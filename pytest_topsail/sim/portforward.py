@@ -32,7 +32,7 @@ ENDPOINT_ANNOTATION = "sim.topsail.io/endpoint-"  # + container port: "127.0.0.1
 SPDY_TUNNEL = "SPDY/3.1+portforward.k8s.io"
 PROTOCOLS = (SPDY_TUNNEL, "v4.channel.k8s.io", "portforward.k8s.io")
 CONNECT_TIMEOUT = 10.0
-CHUNK = 64 * 1024
+CHUNK = 256 * 1024
 
 
 class ForwardError(Exception):
