@@ -28,6 +28,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 from pytest_topsail.errors import TopsailError
+from pytest_topsail.kube.retry import DEFAULT_POLICY, RetryPolicy
 
 DEFAULT_CONNECT_TIMEOUT = 10.0
 WATCH_POLL_S = 0.5  # a watch checks its stop flag at least this often
@@ -125,11 +126,14 @@ class Kube:
         description: str,
         context: str | None = None,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        retry: RetryPolicy = DEFAULT_POLICY,
     ) -> None:
         self.api_client = api_client
         self.description = description  # "https://host:port (kubeconfig PATH, context NAME)": no credentials
         self.context = context
         self.request_timeout = request_timeout
+        self.retry = retry
+        self.retried = 0  # requests sent again after a transient failure (kube.retry), for diagnostics
         self._discovery: dict[str, dict[str, ResourceInfo]] = {}
         self._discovery_lock = threading.Lock()
 
@@ -145,7 +149,7 @@ class Kube:
         close it when done. Discovery already done is shared."""
         configuration = copy.deepcopy(self.api_client.configuration)
         other = Kube(_api_client(configuration, pool_size), description=self.description, context=self.context,
-                     request_timeout=self.request_timeout)
+                     request_timeout=self.request_timeout, retry=self.retry)
         with self._discovery_lock:
             other._discovery = dict(self._discovery)
         return other
@@ -190,18 +194,31 @@ class Kube:
 
     def _send(self, method: str, path: str, query_params: list[tuple[str, Any]], headers: dict[str, str], body: Any,
               timeout: tuple[float, float], target: str) -> Any:
-        """Send one request, the response not yet read. Every request of the layer passes here: retries of
-        transient failures, when wanted, belong in this one place."""
-        try:
-            prepared = self.api_client.param_serialize(
-                method, path, query_params=query_params, header_params=headers, body=body,
-                auth_settings=["BearerToken"],
-            )
-            return self.api_client.call_api(*prepared, _request_timeout=timeout)
-        except ApiException as exc:
-            raise KubeConnectionError(f"{target}: {self.description}: {exc.reason or exc}", exc.status or 0) from None
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise KubeConnectionError(f"{target}: cannot reach {self.description}: {_reason(exc)}") from None
+        """Send one request, the response not yet read. Every request of the layer passes here, so this is the one
+        place transient failures (429, 5xx, connection reset) are retried, as `self.retry` says (kube/retry.py)."""
+        attempt = 1
+        while True:
+            try:
+                prepared = self.api_client.param_serialize(
+                    method, path, query_params=query_params, header_params=headers, body=body,
+                    auth_settings=["BearerToken"],
+                )
+                response = self.api_client.call_api(*prepared, _request_timeout=timeout)
+            except ApiException as exc:
+                raise KubeConnectionError(f"{target}: {self.description}: {exc.reason or exc}",
+                                          exc.status or 0) from None
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                if not self.retry.retries_connection_error(method, exc, attempt):
+                    raise KubeConnectionError(f"{target}: cannot reach {self.description}: {_reason(exc)}") from None
+                wait = self.retry.delay(attempt)
+            else:
+                if response.status < 400 or not self.retry.retries_status(method, response.status, attempt):
+                    return response
+                wait = self.retry.delay(attempt, response.getheader("Retry-After"))
+                _discard(response)
+            self.retried += 1
+            attempt += 1
+            time.sleep(wait)
 
     def version(self, timeout: float | None = None) -> dict[str, Any]:
         return self.request("GET", "/version", timeout=timeout, what="server version")
@@ -510,6 +527,18 @@ def _kubeconfig_path(kubeconfig: str | os.PathLike[str] | None) -> Path:
     env = os.environ.get("KUBECONFIG", "")
     first = next((p for p in env.split(os.pathsep) if p), "")
     return Path(first or "~/.kube/config").expanduser()
+
+
+def _discard(response: Any) -> None:
+    """Read and drop an answer that will be retried, so that its connection goes back to the pool."""
+    try:
+        response.read()
+    except (urllib3.exceptions.HTTPError, OSError):
+        pass
+    finally:
+        release = getattr(getattr(response, "response", None), "release_conn", None)
+        if release is not None:
+            release()
 
 
 def _config_problem(exc: BaseException) -> str:

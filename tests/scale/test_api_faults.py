@@ -1,0 +1,45 @@
+"""With 5% of all API requests answered 503, scale runs leave nothing on the cluster: every request of the engine
+(watches, submission, cleanup, its verification) goes through the retries of the one Kubernetes layer."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from pytest_topsail.kube.client import Kube, connect
+from pytest_topsail.kube.retry import RetryPolicy
+from pytest_topsail.scale.run import RunOptions, ScaleCase, run_case
+from pytest_topsail.scale.workloads import RUN_LABEL
+from pytest_topsail.sim.launcher import SimCluster
+
+RUNS = 20
+
+
+@pytest.fixture(scope="module")
+def flaky_cluster() -> Iterator[Kube]:
+    profile = {"node_pools": [{"name": "gpu", "count": 4, "gpu_profile": "a100"}],
+               "faults": {"api": [{"verb": "*", "resource": "*", "error_rate": 0.05, "code": 503}]}}
+    with SimCluster(profile, seed=5) as sim:
+        kube = connect(sim.kubeconfig_path, pool_size=16)
+        kube.retry = RetryPolicy(max_retry_after_s=0.1)  # the simulator asks for 1 s: shortened, rules unchanged
+        yield kube
+        kube.close()
+
+
+@pytest.mark.parametrize("run", range(RUNS))
+def test_a_run_with_5_percent_503_leaves_nothing(flaky_cluster: Kube, tmp_path, run: int) -> None:
+    case = ScaleCase(workload="training", jobs=4, gpus=1, duration_s=0.2, parallelism=4, timeout_s=60)
+    run_id = f"flaky{run:02d}"
+    result = run_case(flaky_cluster, case, tmp_path, RunOptions(namespace_prefix="f", plots=False,
+                                                                cleanup_timeout_s=30), run_id=run_id)
+    cleanup = result.summary["cleanup"]
+    assert cleanup.get("remaining") == [] and "error" not in cleanup, cleanup
+    left = [ns["metadata"]["name"] for ns in flaky_cluster.list("v1", "Namespace", label_selector=f"{RUN_LABEL}="
+                                                                                                   f"{run_id}")]
+    assert left == []
+    assert result.summary["failed_jobs"]["total"] == 0 and not result.summary["timed_out"], result.summary
+
+
+def test_the_faults_were_really_injected(flaky_cluster: Kube) -> None:
+    assert flaky_cluster.retried > 0
