@@ -1,4 +1,5 @@
-"""pods/exec over WebSocket: the command runs in the simulated container's mini-shell (controllers/containers.py).
+"""pods/exec over WebSocket or SPDY/3.1: the command runs in the simulated container's mini-shell
+(controllers/containers.py).
 
 Channels as the kubelet's: 0 stdin, 1 stdout, 2 stderr, 3 error, 4 resize; `v5.channel.k8s.io` adds 255 (close).
 With `v4.channel.k8s.io` and later the error channel ends the stream with a Status: Success, or Failure with reason
@@ -14,15 +15,17 @@ import base64
 import json
 import re
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from . import apierror, streaming
+from . import apierror, spdy, streaming
 from .controllers.containers import ExecResult, run_exec
 
 PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io", "v3.channel.k8s.io", "v2.channel.k8s.io", "channel.k8s.io")
 STDOUT, STDERR, ERROR = 1, 2, 3
+STREAMS_TIMEOUT = 30.0  # how long a SPDY client may take to open the streams it asked for
 BASE_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root"}
 _FIELD = re.compile(r"^metadata\.(labels|annotations)\['(.+)'\]$")
 
@@ -37,22 +40,85 @@ async def serve(request: web.Request, store: Any, pod: dict[str, Any], container
     route = {STDOUT: STDOUT if stdout else 0, STDERR: STDERR if stderr else 0}  # output stream -> channel, 0: none
     if streaming.query_flag(request, "tty"):
         route[STDERR] = route[STDOUT]  # a terminal merges stderr into stdout
+    result = run_exec([str(word) for word in command], environment(store, pod, container))
+    status = _not_found(command[0], container) if result is None else None
+    if streaming.is_spdy_upgrade(request):
+        return await _serve_spdy(request, command, result, status, route)
     socket = await streaming.accept(request, PROTOCOLS, "exec")
     protocol = streaming.protocol_of(socket, PROTOCOLS)
     closed = asyncio.Event()
     reader = asyncio.get_running_loop().create_task(_drain(socket, closed))
+
+    async def send(channel: int, data: bytes) -> None:
+        await socket.send_bytes(bytes([channel]) + data)
+
     try:
-        result = run_exec([str(word) for word in command], environment(store, pod, container))
-        if result is None:
-            await _send_error(socket, protocol, _not_found(command[0], container))
-        else:
-            await _play(socket, result, route, closed)
-            if not closed.is_set():
-                await _send_error(socket, protocol, _exit_status(command, result.exit_code))
+        if result is not None:
+            await _play(send, result, route, closed)
+            status = _exit_status(command, result.exit_code)
+        body = _status_body(protocol, status)
+        if not closed.is_set() and body is not None:
+            await send(ERROR, body)
     finally:
         reader.cancel()
         await socket.close()
     return socket
+
+
+async def _serve_spdy(request: web.Request, command: list[str], result: ExecResult | None,
+                      status: dict[str, Any] | None, route: dict[int, int]) -> web.StreamResponse:
+    """exec on a connection upgraded to SPDY/3.1: the client opens one stream per channel (header `streamtype`:
+    error, stdin, stdout, stderr, resize); output goes to those streams, the status to the error stream."""
+    stream, protocol = await streaming.upgrade_spdy(request, PROTOCOLS, "exec")
+    codec = spdy.Codec()
+    wanted = {"error"}  # the streams the output needs (stdin and resize are read by no one)
+    if route[STDOUT]:
+        wanted.add("stdout")
+    if route[STDERR] == STDERR:
+        wanted.add("stderr")
+    stream_ids: dict[str, int] = {}
+    closed = asyncio.Event()
+
+    async def read_frames() -> None:
+        try:
+            while data := await stream.receive():
+                for frame in codec.feed(data):
+                    if frame.kind == spdy.SYN_STREAM:
+                        await stream.send(codec.syn_reply(frame.stream_id))
+                        stream_ids[frame.headers.get("streamtype", "")] = frame.stream_id
+                    elif frame.kind == spdy.PING:
+                        await stream.send(codec.ping(frame.value))
+                    elif frame.kind == spdy.GOAWAY:
+                        return
+        except spdy.SpdyError:
+            pass
+        finally:
+            closed.set()
+
+    reader = asyncio.get_running_loop().create_task(read_frames())
+    try:
+        deadline = time.monotonic() + STREAMS_TIMEOUT
+        while not wanted <= set(stream_ids) and not closed.is_set() and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        if not wanted <= set(stream_ids):
+            return stream.response  # the client never opened its streams: nothing to answer on
+        names = {STDOUT: "stdout", STDERR: "stderr"}
+
+        async def send(channel: int, data: bytes) -> None:
+            await stream.send(codec.data(stream_ids[names[channel]], data))
+
+        if result is not None:
+            await _play(send, result, route, closed)
+            status = _exit_status(command, result.exit_code)
+        body = _status_body(protocol, status)
+        if not closed.is_set():
+            if body is not None:
+                await stream.send(codec.data(stream_ids["error"], body))
+            for name in sorted(wanted):
+                await stream.send(codec.data(stream_ids[name], fin=True))
+    finally:
+        reader.cancel()
+    return stream.response
 
 
 async def _drain(socket: web.WebSocketResponse, closed: asyncio.Event) -> None:
@@ -65,7 +131,7 @@ async def _drain(socket: web.WebSocketResponse, closed: asyncio.Event) -> None:
         closed.set()
 
 
-async def _play(socket: web.WebSocketResponse, result: ExecResult, route: dict[int, int],
+async def _play(send: Callable[[int, bytes], Awaitable[None]], result: ExecResult, route: dict[int, int],
                 closed: asyncio.Event) -> None:
     """Send the output at its time after the start; end after the command's run time or when the client leaves."""
     start = time.monotonic()
@@ -73,7 +139,7 @@ async def _play(socket: web.WebSocketResponse, result: ExecResult, route: dict[i
         if await _wait(closed, start + at):
             return
         if route[stream]:
-            await socket.send_bytes(bytes([route[stream]]) + text.encode())
+            await send(route[stream], text.encode())
     await _wait(closed, start + result.seconds)
 
 
@@ -88,14 +154,11 @@ async def _wait(closed: asyncio.Event, until: float) -> bool:
     return closed.is_set()
 
 
-async def _send_error(socket: web.WebSocketResponse, protocol: str, status: dict[str, Any] | None) -> None:
+def _status_body(protocol: str, status: dict[str, Any] | None) -> bytes | None:
+    """What the error channel says at the end: v4 and later a Status (also on success), before only a failure."""
     if protocol in ("v5.channel.k8s.io", "v4.channel.k8s.io"):
-        body = json.dumps(status or {"metadata": {}, "status": "Success"}).encode()
-    elif status is not None:
-        body = status["message"].encode()
-    else:
-        return
-    await socket.send_bytes(bytes([ERROR]) + body)
+        return json.dumps(status or {"metadata": {}, "status": "Success"}).encode()
+    return status["message"].encode() if status is not None else None
 
 
 def _exit_status(command: list[str], code: int) -> dict[str, Any] | None:

@@ -8,7 +8,8 @@ channel.
 - `v4.channel.k8s.io` (the official client's `kubernetes.stream.portforward`): the `ports` of the request get a
   data channel 2i and an error channel 2i+1, each opened by a frame holding the port (2 bytes, little endian); the
   WebSocket closes when every port's connection has ended.
-- `SPDY/3.1+portforward.k8s.io` (kubectl port-forward 1.31+): a SPDY/3.1 connection inside the WebSocket; each local
+- `SPDY/3.1+portforward.k8s.io` (kubectl port-forward 1.31+): a SPDY/3.1 connection inside the WebSocket, or
+  (older kubectl) on the connection upgraded to SPDY/3.1 (`portforward.k8s.io`); each local
   connection opens an error stream and a data stream with the same `requestID` header; FIN on the data stream
   half-closes the target connection; the simulator FINs both streams when the target connection ends.
 """
@@ -86,6 +87,10 @@ def requested_ports(request: web.Request) -> list[int]:
 async def serve(request: web.Request, pod: dict[str, Any]) -> web.StreamResponse:
     if not (pod.get("spec") or {}).get("nodeName"):
         raise apierror.bad_request(f"pod {pod['metadata']['name']} does not have a host assigned")
+    if streaming.is_spdy_upgrade(request):
+        stream, _ = await streaming.upgrade_spdy(request, ("portforward.k8s.io",), "portforward")
+        await _SpdyTunnel(stream, pod).run()
+        return stream.response
     ports = requested_ports(request)
     offered = request.headers.get("Sec-WebSocket-Protocol") or ""
     if SPDY_TUNNEL not in offered and not ports:
@@ -93,7 +98,7 @@ async def serve(request: web.Request, pod: dict[str, Any]) -> web.StreamResponse
     socket = await streaming.accept(request, PROTOCOLS, "portforward")
     try:
         if socket.ws_protocol == SPDY_TUNNEL:
-            await _SpdyTunnel(socket, pod).run()
+            await _SpdyTunnel(streaming.WebSocketBytes(socket), pod).run()
         else:
             await _forward_channels(socket, pod, ports)
     finally:
@@ -173,8 +178,10 @@ class _Pair:
 
 
 class _SpdyTunnel:
-    def __init__(self, socket: web.WebSocketResponse, pod: dict[str, Any]) -> None:
-        self.socket = socket
+    """Port-forward streams of one SPDY/3.1 connection (inside a WebSocket or on the upgraded connection)."""
+
+    def __init__(self, stream: streaming.ByteStream, pod: dict[str, Any]) -> None:
+        self.stream = stream
         self.pod = pod
         self.codec = spdy.Codec()
         self.streams: dict[int, _Stream] = {}
@@ -183,12 +190,11 @@ class _SpdyTunnel:
 
     async def run(self) -> None:
         try:
-            async for message in self.socket:
-                if message.type == WSMsgType.BINARY:
-                    for frame in self.codec.feed(message.data):
-                        await self._handle(frame)
-                elif message.type in (WSMsgType.CLOSE, WSMsgType.ERROR):
-                    return
+            while data := await self.stream.receive():
+                for frame in self.codec.feed(data):
+                    if frame.kind == spdy.GOAWAY:
+                        return
+                    await self._handle(frame)
         except spdy.SpdyError as error:
             logger.warning("port-forward to %s: %s", self.pod["metadata"]["name"], error)
         finally:
@@ -199,8 +205,7 @@ class _SpdyTunnel:
 
     async def _send(self, data: bytes) -> None:
         async with self.send_lock:
-            if not self.socket.closed:
-                await self.socket.send_bytes(data)
+            await self.stream.send(data)
 
     async def _handle(self, frame: spdy.Frame) -> None:
         if frame.kind == spdy.SYN_STREAM:
@@ -227,7 +232,7 @@ class _SpdyTunnel:
         if frame.fin:
             stream.incoming.put_nowait(None)
         async with self.send_lock:  # header blocks share one compression context: encode and send in order
-            await self.socket.send_bytes(self.codec.syn_reply(frame.stream_id))
+            await self.stream.send(self.codec.syn_reply(frame.stream_id))
         kind, request_id = frame.headers.get("streamtype"), frame.headers.get("requestid", "")
         if kind not in ("error", "data"):
             await self._send(self.codec.rst_stream(frame.stream_id, spdy.RST_PROTOCOL_ERROR))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import queue
 import shutil
 import socket
@@ -192,6 +193,17 @@ def test_kubectl_exec_echo_and_exit_code(sim: Any, pod: str) -> None:
 
 
 @needs_kubectl
+def test_kubectl_exec_over_spdy(sim: Any, pod: str) -> None:
+    """kubectl before 1.30 (and 1.32 with WebSockets off) upgrades the connection to SPDY/3.1."""
+    env = {**os.environ, "KUBECTL_REMOTE_COMMAND_WEBSOCKETS": "false"}
+    result = subprocess.run(["kubectl", "--kubeconfig", str(sim.kubeconfig_path), "exec", pod, "--", "sh", "-c",
+                             "echo $X; echo oops >&2; exit 4"], capture_output=True, text=True, env=env,
+                            timeout=WAIT)
+    assert (result.returncode, result.stdout) == (4, "hello world\n")
+    assert result.stderr.startswith("oops\n") and "command terminated with exit code 4" in result.stderr
+
+
+@needs_kubectl
 def test_kubectl_attach_and_cp_say_they_are_not_simulated(sim: Any, pod: str, tmp_path: Any) -> None:
     attach = sim.kubectl("attach", pod, check=False)
     assert attach.returncode != 0
@@ -272,13 +284,16 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-@pytest.fixture
-def kubectl_forward(sim: Any, pod: str) -> Iterator[tuple[int, int, subprocess.Popen[str]]]:
-    """`kubectl port-forward pod/worker A:8033 B:8080` running, once it printed that it listens."""
+@pytest.fixture(params=["websocket", "spdy"])
+def kubectl_forward(request: pytest.FixtureRequest, sim: Any,
+                    pod: str) -> Iterator[tuple[int, int, subprocess.Popen[str]]]:
+    """`kubectl port-forward pod/worker A:8033 B:8080` running, once it printed that it listens: kubectl 1.32's
+    SPDY inside a WebSocket, or its fallback, the connection upgraded to SPDY/3.1."""
     local, refused = _free_port(), _free_port()
+    env = {**os.environ, "KUBECTL_PORT_FORWARD_WEBSOCKETS": "false" if request.param == "spdy" else "true"}
     process = subprocess.Popen(["kubectl", "--kubeconfig", str(sim.kubeconfig_path), "port-forward", f"pod/{pod}",
                                 f"{local}:8033", f"{refused}:8080"], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+                               stderr=subprocess.PIPE, text=True, env=env)
     try:
         lines: queue.Queue[str] = queue.Queue()
         assert process.stdout is not None
