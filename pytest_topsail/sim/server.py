@@ -28,6 +28,7 @@ from .listoptions import EXACT, check_list_options, requested_version, too_large
 from .metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from .metrics import REPORTED_VERBS, ApiMetrics
 from .patch import APPLY_PATCH, MERGE_PATCH, PATCH_TYPES, STRATEGIC_MERGE_PATCH, apply_patch
+from .podlogs import LogOptions
 from .resources import CREATE_ONLY, ResourceType
 from .selectors import (
     FieldRequirement,
@@ -680,26 +681,34 @@ class ApiServer:
         namespace, name = parsed.namespace or "", parsed.name or ""
         pod = self.store.get(parsed.rtype, namespace, name)
         container = self._log_container(pod, request.query.get("container"))
+        options = LogOptions.from_query(request.query, name, time.time())
+        if options.previous:
+            run = self.store.log_run(namespace, name, container, previous=True)
+            if run is None:
+                raise apierror.bad_request(f'previous terminated container "{container}" in pod "{name}" not found')
+            return web.Response(text=options.render(run.lines), content_type="text/plain")
         self._check_container_started(pod, container)
-        text = self.store.read_log(namespace, name, container)
-        tail = request.query.get("tailLines")
-        if tail is not None and tail.isdigit():
-            lines = text.splitlines(keepends=True)
-            text = "".join(lines[len(lines) - int(tail):]) if int(tail) else ""
+        run = self.store.log_run(namespace, name, container)
+        lines = run.lines if run is not None else []
+        text = options.render(lines)
         if request.query.get("follow") != "true":
             return web.Response(text=text, content_type="text/plain")
+        budget = None if options.limit_bytes is None else options.limit_bytes - len(text.encode())
         response = web.StreamResponse(headers={"Content-Type": "text/plain"})
         response.enable_chunked_encoding()
         await response.prepare(request)
         await response.write(text.encode())
-        sent = len(self.store.read_log(namespace, name, container))
+        position = run.end if run is not None else 0
         try:
-            while True:
+            while budget is None or budget > 0:
                 current = self.store.find(parsed.rtype, namespace, name)
-                full = self.store.read_log(namespace, name, container)
-                if len(full) > sent:
-                    await response.write(full[sent:].encode())
-                    sent = len(full)
+                run = self.store.log_run(namespace, name, container)
+                if run is not None and run.end > position:
+                    chunk = "".join(options.format(entry) for entry in run.since(position)).encode()
+                    position = run.end
+                    if budget is not None:
+                        chunk, budget = chunk[:budget], budget - len(chunk)
+                    await response.write(chunk)
                 if current is None or current["metadata"]["uid"] != pod["metadata"]["uid"] or \
                         _container_terminated(current, container) or \
                         _restart_count(current, container) != _restart_count(pod, container):

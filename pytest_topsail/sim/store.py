@@ -37,8 +37,10 @@ Interface (stable; the controllers and the server code against it)
   listeners are logged, never propagated.
 - ``record_event(involved_object, reason, message, type="Normal", source="simulator") -> dict | None``: a core/v1
   Event in the object's namespace ("default" for cluster-scoped objects) with eventTime, first/lastTimestamp, count.
-- Pod logs: ``append_log(namespace, pod, container, text)``, ``read_log(namespace, pod, container) -> str``;
-  removed with the pod.
+- Pod logs, per run of a container (the kubelet keeps the current and the previous one): ``start_log_run(namespace,
+  pod, container)`` when a container (re)starts, ``append_log(namespace, pod, container, text)`` (each line stamped
+  with the clock), ``read_log(namespace, pod, container, previous=False) -> str``, ``log_run(...) -> LogRun | None``
+  (the stamped lines); removed with the pod.
 - Watch support for the server: ``events_since(rtype, resource_version) -> list[(type, obj, old)]`` (410 ApiError
   when the bounded per-resource event log no longer reaches back that far); ``objects_at(rtype, resource_version)``
   the objects as they were at that resourceVersion (rebuilt from the same log; 410 when it does not reach back);
@@ -144,7 +146,7 @@ class Store:
         self._ownerless: list[tuple[ResourceType, ObjKey]] = []  # dependents to check once the commit is done
         self._root_ca = root_ca
         self._depth = 0
-        self._logs: dict[ObjKey, dict[str, list[str]]] = {}
+        self._logs: dict[ObjKey, dict[str, list[LogRun]]] = {}
         self._event_counter = 0
         self.types_generation = 0  # bumped whenever the set of resource types changes (discovery caches)
         for rtype in BUILTIN_TYPES:  # the first version listed of a resource is its preferred one
@@ -874,16 +876,53 @@ class Store:
             logger.debug("event %s on %s not recorded: %s", reason, metadata.get("name"), error.message)
             return None
 
-    def append_log(self, namespace: str, pod: str, container: str, text: str) -> None:
-        """Append simulated output of a container (kept up to 1 MiB per container, oldest dropped)."""
-        chunks = self._logs.setdefault((namespace, pod), {}).setdefault(container, [])
-        chunks.append(text)
-        if sum(len(c) for c in chunks) > _LOG_LIMIT:
-            joined = "".join(chunks)[-_LOG_LIMIT:]
-            chunks[:] = [joined]
+    def start_log_run(self, namespace: str, pod: str, container: str) -> None:
+        """A container (re)starts: its output so far becomes the previous run's."""
+        runs = self._logs.setdefault((namespace, pod), {}).setdefault(container, [])
+        runs.append(LogRun())
+        del runs[:-2]
 
-    def read_log(self, namespace: str, pod: str, container: str) -> str:
-        return "".join(self._logs.get((namespace, pod), {}).get(container, ()))
+    def append_log(self, namespace: str, pod: str, container: str, text: str) -> None:
+        """Append simulated output of a container's current run (up to 1 MiB per run, oldest lines dropped)."""
+        runs = self._logs.setdefault((namespace, pod), {}).setdefault(container, [])
+        if not runs:
+            runs.append(LogRun())
+        runs[-1].add(self._clock(), text)
+
+    def log_run(self, namespace: str, pod: str, container: str, previous: bool = False) -> LogRun | None:
+        runs = self._logs.get((namespace, pod), {}).get(container, [])
+        wanted = -2 if previous else -1
+        return runs[wanted] if len(runs) >= -wanted else None
+
+    def read_log(self, namespace: str, pod: str, container: str, previous: bool = False) -> str:
+        run = self.log_run(namespace, pod, container, previous)
+        return "" if run is None else "".join(line for _, line in run.lines)
+
+
+@dataclass
+class LogRun:
+    """The output of one run of a container: (epoch seconds, line with its newline); ``dropped`` counts the lines
+    removed from the front to keep the run under the size limit (positions stay stable for followers)."""
+
+    lines: list[tuple[float, str]] = field(default_factory=list)
+    dropped: int = 0
+    size: int = 0
+
+    def add(self, when: float, text: str) -> None:
+        for line in text.splitlines(keepends=True):
+            self.lines.append((when, line))
+            self.size += len(line)
+        while self.size > _LOG_LIMIT and self.lines:
+            self.size -= len(self.lines.pop(0)[1])
+            self.dropped += 1
+
+    @property
+    def end(self) -> int:
+        """The position after the last line written so far."""
+        return self.dropped + len(self.lines)
+
+    def since(self, position: int) -> list[tuple[float, str]]:
+        return self.lines[max(0, position - self.dropped):]
 
 
 def _as_label_requirements(selector: Any) -> list[Requirement]:

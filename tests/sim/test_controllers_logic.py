@@ -130,6 +130,10 @@ def test_container_plans_from_commands():
     assert plan_from_command({"name": "c", "command": ["python", "train.py"]}).duration is None
     assert plan_from_command({"name": "c", "args": ["false"], "command": ["bash", "-ec"]}).exit_code == 1
     assert plan_from_command({"name": "c", "command": ["tail", "-f", "/dev/null"]}).duration == math.inf
+    loop = plan_from_command({"name": "c", "command": ["sh", "-c", "while true; do echo tick; sleep 5; done"]})
+    assert (loop.duration, loop.exit_code, loop.log) == (math.inf, 0, "tick\n")
+    assert plan_from_command({"name": "c", "command": ["bash", "-c", "until false\ndo\n sleep 1\ndone"]}
+                             ).duration == math.inf
 
 
 def test_annotations_override_the_command():

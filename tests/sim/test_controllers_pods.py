@@ -100,6 +100,19 @@ def test_a_container_without_a_duration_runs_until_deleted():
     assert phase(run(scenario, virtual_time=True)) == "Running"
 
 
+def test_a_while_true_loop_with_sleep_runs_until_deleted_without_restarts():
+    async def scenario():
+        async with running_sim(profile()) as sim:
+            sim.create_pod("poller", command=["sh", "-c", "while true; do echo tick; sleep 5; done"])
+            await wait_for(lambda: phase(sim.pod("poller")) == "Running", "Running")
+            await asyncio.sleep(20)  # virtual seconds: four turns of the loop
+            return sim.pod("poller")
+
+    pod = run(scenario, virtual_time=True)
+    assert phase(pod) == "Running"
+    assert pod["status"]["containerStatuses"][0]["restartCount"] == 0
+
+
 def test_restart_policy_always_restarts_a_crashing_container_with_back_off():
     async def scenario():
         async with running_sim(profile()) as sim:

@@ -161,3 +161,38 @@ def test_parts_not_simulated_say_so(cluster_sim: Any, core: client.CoreV1Api) ->
     node = core.list_node().items[0].metadata.name
     result = cluster_sim.kubectl("get", "--raw", f"/api/v1/nodes/{node}/proxy/metrics", check=False)
     assert result.returncode != 0 and "nodes/proxy is not supported by the simulated cluster" in result.stderr
+
+
+def test_pod_log_options(cluster_sim: Any, core: client.CoreV1Api, namespace: str, wait_until: Any) -> None:
+    core.create_namespaced_pod(namespace, {"metadata": {"name": "talker"}, "spec": {"containers": [{
+        "name": "main", "image": "busybox", "command": ["sh", "-c", "echo one; echo two; sleep 0.3; exit 3"]}]}})
+
+    def status() -> Any:
+        statuses = core.read_namespaced_pod("talker", namespace).status.container_statuses or []
+        return statuses[0] if statuses and statuses[0].state.running else None
+
+    wait_until(status, 20, "talker running")
+    log = core.read_namespaced_pod_log("talker", namespace, timestamps=True)
+    first, second = log.splitlines()
+    assert first.endswith("Z one") and second.endswith("Z two") and len(first.split(" ", 1)[0]) == 30
+    assert core.read_namespaced_pod_log("talker", namespace, tail_lines=1) == "two\n"
+    assert core.read_namespaced_pod_log("talker", namespace, limit_bytes=4) == "one\n"
+    assert core.read_namespaced_pod_log("talker", namespace, since_seconds=3600) == "one\ntwo\n"
+    future = "2099-01-01T00:00:00Z"
+    text = cluster_sim.kubectl("logs", "talker", "-n", namespace, f"--since-time={future}").stdout
+    assert text == ""
+    with pytest.raises(ApiException) as invalid:
+        core.read_namespaced_pod_log("talker", namespace, since_seconds=0)
+    assert invalid.value.status == 422
+    wait_until(lambda: status() and status().restart_count >= 1, 20, "the second run")
+    previous = cluster_sim.kubectl("logs", "talker", "-n", namespace, "--previous").stdout
+    assert previous == "one\ntwo\n"
+
+
+def test_previous_log_of_a_container_never_restarted_is_a_bad_request(cluster_sim: Any, core: client.CoreV1Api,
+                                                                      namespace: str) -> None:
+    cluster_sim.kubectl("apply", "-f", "-", stdin=POD.format(name="steady", namespace=namespace))
+    cluster_sim.kubectl("wait", "--for=condition=Ready", "pod/steady", "-n", namespace, "--timeout=30s")
+    result = cluster_sim.kubectl("logs", "steady", "-n", namespace, "--previous", check=False)
+    assert result.returncode == 1
+    assert 'previous terminated container "main" in pod "steady" not found' in result.stderr

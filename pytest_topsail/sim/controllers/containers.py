@@ -2,7 +2,8 @@
 
 The command is read as a tiny shell script: `sleep N` (seconds, or with an s/m/h/d suffix) adds to the run time,
 `sleep infinity` and `tail -f /dev/null` run forever, `exit K` ends with code K, `false` ends with 1, `echo ...` and
-`printf ...` write a log line. Anything else is ignored. A command with none of these says nothing: the pod
+`printf ...` write a log line, and a `while true` / `while :` / `until false` loop runs forever (its body's lines are
+logged once). Anything else is ignored. A command with none of these says nothing: the pod
 lifecycle then runs the container forever, or for the `complete` stage's delay when the pod belongs to a Job.
 Annotations (prefix `sim.topsail.io/`) override: `duration-seconds` ("infinity" allowed), `exit-code`, `log`.
 """
@@ -27,6 +28,9 @@ SHELLS = {"sh", "bash", "ash", "dash", "zsh"}
 _SPLIT = re.compile(r"\n|;|&&|\|\|")
 _DURATION = re.compile(r"^([0-9]*\.?[0-9]+)([smhd]?)$")
 _UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+_ENDLESS_LOOP = re.compile(r"^(while\s+(true|:|\[\s*1\s*\]|\[\s*true\s*\])|until\s+false)$")
+_KEYWORDS = {"do", "then", "else"}  # a statement may start with one: `do echo x`
+_CONTROL = {"while", "until", "for", "if", "elif", "done", "fi"}
 
 
 @dataclass(frozen=True)
@@ -69,12 +73,18 @@ def _plan(name: str, argv: tuple[str, ...]) -> ContainerPlan:
     duration: float | None = None
     exit_code = 0
     lines: list[str] = []
+    endless = False
     for statement in _SPLIT.split(_script(argv)):
+        if _ENDLESS_LOOP.match(statement.strip()):
+            endless = True
+            continue
         try:
             words = shlex.split(statement)
         except ValueError:
             words = statement.split()
-        if not words:
+        while words and words[0] in _KEYWORDS:
+            words = words[1:]
+        if not words or words[0] in _CONTROL:
             continue
         program, args = os.path.basename(words[0]), words[1:]
         if program == "sleep" and args:
@@ -100,6 +110,8 @@ def _plan(name: str, argv: tuple[str, ...]) -> ContainerPlan:
             lines.append(args[0].replace("\\n", "\n").rstrip("\n"))
             duration = duration or 0.0
     log = "".join(line + "\n" for line in lines)
+    if endless and exit_code == 0:
+        duration = math.inf  # runs until the pod is deleted, never completes nor restarts
     return ContainerPlan(name, duration, exit_code, log)
 
 

@@ -228,6 +228,7 @@ class PodLifecycle(Controller):
         status["containerStatuses"] = statuses
         status["phase"] = "Running"
         for plan in run.plans:
+            self.store.start_log_run(namespace, name, plan.name)
             if plan.log:
                 self.store.append_log(namespace, name, plan.name, plan.log)
         run.logged = 0
