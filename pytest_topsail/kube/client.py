@@ -559,7 +559,12 @@ def _reason(exc: BaseException) -> str:
     return text.split(": ", 1)[-1][:300] if "object at 0x" in text else text[:300]
 
 
+MAX_BODY_SHOWN = 1000  # a body that is not a Status (an HTML error page, a proxy's text): its beginning
+
+
 def _api_error(target: str, status: int, text: str, server: str, retry_after: str | None = None) -> KubeError:
+    """The error of one answer: the API's message (whole: a 422's reason comes after long field paths), its reason,
+    the HTTP status and the server with its kubeconfig (``server`` is the connection's description)."""
     reason, message, api_status = "", "", None
     try:
         body = json.loads(text)
@@ -567,13 +572,14 @@ def _api_error(target: str, status: int, text: str, server: str, retry_after: st
             reason, message = str(body.get("reason") or ""), str(body.get("message") or "")
             api_status = body if body.get("kind") == "Status" else None
     except ValueError:
-        message = text[:300]
-    detail = message or reason or f"HTTP {status}"
+        message = " ".join(text.split())[:MAX_BODY_SHOWN]
+    detail = message or reason or "the answer gives no reason"
+    answer = f"HTTP {status}{' ' + reason if reason else ''} from {server}"
     wait = _seconds(retry_after)
     if status in (401, 403):
         return KubeConnectionError(f"{target}: {server} refused the request ({status} {reason}): {detail}", status,
                                    reason, api_status=api_status, retry_after=wait)
-    return KubeError(f"{target}: {detail} (HTTP {status})", status, reason, api_status=api_status, retry_after=wait)
+    return KubeError(f"{target}: {detail} ({answer})", status, reason, api_status=api_status, retry_after=wait)
 
 
 def _status_error(target: str, api_status: dict[str, Any], server: str) -> KubeError:

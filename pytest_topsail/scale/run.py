@@ -32,6 +32,7 @@ from pytest_topsail.scale.timelines import (
 from pytest_topsail.scale.workloads import RUN_LABEL, WorkloadSpec, job_name, job_objects
 from pytest_topsail.settings import validate
 
+MAX_SHOWN_ERRORS = 3  # submit errors copied into summary.json (all of them are in submitted.json)
 # Keys a case may carry beside the scale settings (names, descriptions): ignored here.
 META_KEYS = {"name", "description"}
 
@@ -179,6 +180,7 @@ def analyse(
         "scheduling_pods_per_s": scheduling_throughput(sampled),
         "submit_duration_s": submitted.get("duration_s"),
         "sampler_errors": sampled.get("errors", []),
+        "submit_errors": [job["error"] for job in submitted.get("jobs", []) if job.get("error")][:MAX_SHOWN_ERRORS],
     }
     figures: dict[str, Any] = {}
     if plots:

@@ -43,3 +43,17 @@ def test_a_run_with_5_percent_503_leaves_nothing(flaky_cluster: Kube, tmp_path, 
 
 def test_the_faults_were_really_injected(flaky_cluster: Kube) -> None:
     assert flaky_cluster.retried > 0
+
+
+def test_submit_errors_show_the_apis_reason_in_the_summary(tmp_path) -> None:
+    profile = {"node_pools": [{"name": "gpu", "count": 1, "gpu_profile": "a100"}],
+               "faults": {"api": [{"verb": "create", "resource": "batch/jobs", "error_rate": 1.0, "code": 500}]}}
+    with SimCluster(profile, seed=5) as sim:
+        kube = connect(sim.kubeconfig_path)
+        case = ScaleCase(workload="training", jobs=2, gpus=1, timeout_s=10)
+        result = run_case(kube, case, tmp_path, RunOptions(namespace_prefix="e", plots=False), run_id="err001")
+        kube.close()
+    assert result.summary["failed_jobs"]["submit"] == 2
+    errors = result.summary["submit_errors"]
+    assert len(errors) == 2 and "simulated fault: create jobs.batch failed with 500" in errors[0], errors
+    assert "HTTP 500 InternalError from https://127.0.0.1:" in errors[0] and "kubeconfig" in errors[0], errors
