@@ -36,7 +36,7 @@ def scaling_figure(points: Iterable[Mapping[str, Any]], kpi: str, higher_better:
     by_series: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for point in points:
         by_series[str(point["series"])].append((float(point["gpus"]), float(point["value"])))
-    traces = []
+    traces: list[dict[str, Any]] = []
     for name, values in sorted(by_series.items()):
         values.sort()
         base_gpus, base = values[0]

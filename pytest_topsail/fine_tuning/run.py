@@ -33,7 +33,8 @@ from pytest_topsail.sim.gpu_profiles import parse_cpu_millis, parse_memory_bytes
 
 JOB_LABEL = "training.kubeflow.org/job-name"
 MASTER_LOG = "pod.log"
-POLL_SECONDS = 0.1
+POLL_SECONDS = 0.1  # first interval between looks at the job and its pods; grows to MAX_POLL_SECONDS
+MAX_POLL_SECONDS = 2.0
 LOG_CHECK_SECONDS = 0.5
 IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")
 PHASES = ("scheduled", "started", "training")
@@ -94,6 +95,7 @@ class PointRun:
         timeouts = self.settings.timeouts
         phase, phase_start = "scheduled", time.monotonic()
         log_size, log_changed, next_log_check = -1, time.monotonic(), 0.0
+        started = time.monotonic()
         while True:
             job = self.kube.get(self.job_ref)
             pods = self._pods()
@@ -126,7 +128,7 @@ class PointRun:
                     raise self._unschedulable_failure(pod, f"{message} (for {limit:g}s, timeouts.scheduled)")
                 raise PointFailure("timeout", f"phase {phase!r} took longer than {limit:g}s "
                                    f"(timeouts.{phase}); {self._state(job, pods)}")
-            time.sleep(POLL_SECONDS)
+            time.sleep(min(MAX_POLL_SECONDS, POLL_SECONDS + (now - started) / 30))  # short jobs seen at once
 
     def _next_phase(self, phase: str, start: float) -> tuple[str, float]:
         following = PHASES[PHASES.index(phase) + 1]

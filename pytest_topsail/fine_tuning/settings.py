@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
-from pytest_topsail.errors import TopsailError
+from pytest_topsail.settings import Settings, validate
 
 DEFAULT_IMAGE = "quay.io/modh/fms-hf-tuning:v2.8.2"
 
 
-class _Strict(BaseModel):
+class _Strict(Settings):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
@@ -92,20 +92,8 @@ class SuiteSettings(_Strict):
 
 
 def validate_point(settings: dict[str, Any], where: str) -> PointSettings:
-    return _validate(PointSettings, settings, where)
+    return validate(PointSettings, settings, where, "invalid point settings")
 
 
 def validate_suite(settings: dict[str, Any] | None, where: str) -> SuiteSettings:
-    return _validate(SuiteSettings, settings or {}, where)
-
-
-def _validate(model: type[_Strict], data: Any, where: str) -> Any:
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        problems = []
-        for error in exc.errors(include_url=False):
-            key = ".".join(str(part) for part in error["loc"]) or "(top level)"
-            message = "unknown key" if error["type"] == "extra_forbidden" else error["msg"]
-            problems.append(f"{key}: {message}")
-        raise TopsailError(f"{where}: " + "; ".join(problems)) from None
+    return validate(SuiteSettings, settings or {}, where, "invalid settings")

@@ -153,10 +153,11 @@ def sample_lengths(name: str, spec: DatasetSpec) -> np.ndarray:
     return np.maximum(8, lengths.astype(np.int64))
 
 
-def dataset_lengths(job: Job, spec: DatasetSpec, max_len: int, seed: int) -> np.ndarray:
-    """The tokens of every training sample after replication, dropping and truncation, in training order."""
+def dataset_lengths(job: Job, spec: DatasetSpec, max_len: int) -> np.ndarray:
+    """The tokens of every training sample after replication, dropping and truncation, in training order (the subset
+    and the order are seeded by the dataset and its replication: the same data in every run)."""
     base = sample_lengths(job.dataset_name, spec)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(int(stable_fraction(0, job.dataset_name, job.replication) * 2**32))
     whole = int(job.replication)
     extra = int(round((job.replication - whole) * len(base)))
     parts = [base] * whole + ([rng.permutation(base)[:extra]] if extra else [])
@@ -204,7 +205,7 @@ def _plan(job: Job, gpu: Gpu, model: FineTuningModel, seed: int, spec: ModelSpec
     max_len = min(_int(config, "max_seq_length", 1024), spec.max_length)
     method = "full" if str(config.get("peft_method", "none")) in ("none", "", "None") else (
         "qlora" if config.get("auto_gptq") or spec.quantized else "lora")
-    lengths = dataset_lengths(job, data, max_len, seed)
+    lengths = dataset_lengths(job, data, max_len)
     world = job.world_size
     micro_per_epoch = math.ceil(len(lengths) / (batch * world))
     padded = np.resize(lengths, micro_per_epoch * world * batch).reshape(-1, batch)

@@ -8,10 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+import pytest_topsail as topsail
 from fixtures.cluster import Cluster
-from fixtures.steps import Progress
-from pytest_topsail.cases import Case
-from pytest_topsail.errors import TopsailError
 from pytest_topsail.fine_tuning.catalog import Catalog
 from pytest_topsail.fine_tuning.estimate import MemoryEstimate, Point, memory_per_gpu, module_count
 from pytest_topsail.fine_tuning.metrics import PointMetrics
@@ -19,27 +17,27 @@ from pytest_topsail.fine_tuning.plots import loss_curve
 from pytest_topsail.fine_tuning.run import PointRun
 from pytest_topsail.fine_tuning.settings import PointSettings, SuiteSettings, validate_point
 from pytest_topsail.fine_tuning.trainer_log import parse_file
-from pytest_topsail.kpi import KpiRecorder
 
 POINT_FILE = "point.yaml"
 
 
-def test_fine_tuning(case: Case, cluster: Cluster, namespace: str, ft_settings: SuiteSettings, ft_catalog: Catalog,
-                     ft_storage: str, ft_progress: Progress, artifact_dir: Path, kpis: KpiRecorder) -> None:
+def test_fine_tuning(case: topsail.Case, cluster: Cluster, namespace: str, ft_settings: SuiteSettings,
+                     ft_catalog: Catalog, ft_storage: str, progress: topsail.Progress, artifact_dir: Path,
+                     kpis: topsail.KpiRecorder) -> None:
     try:
         point = validate_point(case.settings, f"{case.source} (case {case.id})")
         estimate = estimate_memory(point, ft_catalog, ft_settings, f"{case.source} (case {case.id})")
-    except TopsailError as error:
+    except topsail.TopsailError as error:
         pytest.fail(str(error), pytrace=False)
     (artifact_dir / POINT_FILE).write_text(yaml.safe_dump(point.model_dump(mode="json"), sort_keys=False))
     gpu_memory = ft_settings.gpu_memory_gb or cluster_gpu_memory_gib(cluster, point.gpus_per_pod)
     preflight(point, estimate, gpu_memory, ft_settings, artifact_dir)
-    run = PointRun(cluster.kube, namespace, job_name(case.id), point, ft_settings, artifact_dir, ft_progress,
+    run = PointRun(cluster.kube, namespace, job_name(case.id), point, ft_settings, artifact_dir, progress,
                    estimate, gpu_memory)
     try:
         master_log = run.run()
         results = parse_file(master_log)
-    except TopsailError as error:
+    except topsail.TopsailError as error:
         pytest.fail(f"{run.job}: {error}\nartifacts: {artifact_dir}", pytrace=False)
     kpis.labels(**labels_of(point))
     kpis.record_from(PointMetrics(results, gpus=point.world_size, epochs=point.epochs))

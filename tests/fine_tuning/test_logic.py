@@ -27,9 +27,9 @@ def test_bad_point_settings_name_the_case_and_key():
     with pytest.raises(TopsailError) as error:
         validate_point({"method": "prefix", "gpus": 2}, "cases/fine_tuning/x.yaml: case dgx")
     message = str(error.value)
-    assert message.startswith("cases/fine_tuning/x.yaml: case dgx: ")
-    assert "method: Input should be 'full', 'lora' or 'qlora'" in message
-    assert "gpus: unknown key" in message
+    assert message.startswith("cases/fine_tuning/x.yaml: case dgx: invalid point settings: ")
+    assert "key method: Input should be 'full', 'lora' or 'qlora'" in message
+    assert "key gpus: unknown key" in message
     with pytest.raises(TopsailError, match="preflight"):
         validate_suite({"preflight": "maybe"}, "config.yaml: tests.fine_tuning")
 
