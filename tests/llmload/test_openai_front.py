@@ -118,3 +118,18 @@ def test_reference_server_process_serves_both_fronts() -> None:
     finally:
         process.terminate()
         process.wait(timeout=20)
+
+
+def test_itl_factor_from_the_environment_slows_decoding_only() -> None:
+    from pytest_topsail.tgis.server import ServerSettings, ServerThread, environment_settings
+
+    assert environment_settings({"TOPSAIL_TGIS_ITL_FACTOR": "2"}) == {"itl_factor": 2.0}
+    for bad in ("fast", "0"):
+        with pytest.raises(ValueError, match="TOPSAIL_TGIS_ITL_FACTOR must be"):
+            environment_settings({"TOPSAIL_TGIS_ITL_FACTOR": bad})
+    normal, slow = (ServerSettings(model_name=MODEL, **environment_settings(env))
+                    for env in ({}, {"TOPSAIL_TGIS_ITL_FACTOR": "2"}))
+    with ServerThread(normal) as one, ServerThread(slow) as two:
+        fast, slower = one.backend.latency, two.backend.latency
+        assert slower.inter_token_seconds(4) == pytest.approx(2 * fast.inter_token_seconds(4))
+        assert slower.prefill_seconds(100) == fast.prefill_seconds(100)

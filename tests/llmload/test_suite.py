@@ -1,0 +1,95 @@
+"""The llm_load suite run as a user runs it (`pytest -m llm_load --preset ...` in a subprocess, on the simulator):
+artifacts, KPIs and labels, sweep figures, replot, and regression verdicts across runs in one history."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+SMOKE_ITEMS = 9  # cases/llm_load/smoke.yaml: openai x (completions, chat) x 3 points, tgis x 3 points
+
+
+def run_pytest(tmp: Path, artifacts: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--artifacts", str(tmp / artifacts),
+               "--topsail-history", str(tmp / "history.sqlite"), *args]
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("ARTIFACT_DIR", None)
+    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def item_dirs(artifacts: Path) -> list[Path]:
+    return sorted(p for p in (artifacts / "llm_load").iterdir() if p.is_dir())
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    tmp = tmp_path_factory.mktemp("smoke")
+    return run_pytest(tmp, "artifacts", "-m", "llm_load", "--preset", "smoke", "-q"), tmp / "artifacts"
+
+
+def test_smoke_covers_both_backends_with_kpis_labels_and_sweep_figures(smoke_run) -> None:
+    result, artifacts = smoke_run
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert f"{SMOKE_ITEMS} passed" in result.stdout
+    dirs = item_dirs(artifacts)
+    assert [d.name.split("__", 1)[1] for d in dirs][-3:] == [
+        "test_llm_load_tgis-concurrency=1", "test_llm_load_tgis-concurrency=8", "test_llm_load_tgis-concurrency=16"]
+    for directory in dirs:
+        summary = json.loads((directory / "load" / "summary.json").read_text())[0]
+        assert summary["succeeded"] > 0 and summary["failures"] == {}
+        kpis = {k["name"]: k for k in json.loads((directory / "kpis.json").read_text())}
+        assert kpis["throughput"]["value"] > 0 and kpis["ttft_p99_ms"]["value"] > 0
+        assert kpis["itl_median_ms"]["ignored_for_regression"] is False
+        assert kpis["itl_p90_ms"]["ignored_for_regression"] is True
+        labels = kpis["throughput"]["labels"]
+        assert labels["virtual_users"] == summary["concurrency"] and labels["deployment_mode"] == "RawDeployment"
+        assert labels["accelerator"].startswith("NVIDIA-A100") and labels["streaming"] is True
+    last_of_sweeps = [d for d in dirs if (d / "sweep.txt").is_file()]
+    assert [d.name.split("-concurrency=")[1] for d in last_of_sweeps] == ["16", "16", "16"]
+    figures = sorted(p.name for p in (last_of_sweeps[-1] / "figures").iterdir())
+    assert figures == ["00_tgis_throughput.json", "01_tgis_latency_quantiles.json", "02_tgis_TTFT_distribution.json",
+                       "03_tgis_ITL_distribution.json", "04_tgis_achieved_vs_offered_rate.json"]
+    sweep = (last_of_sweeps[-1] / "sweep.txt").read_text().splitlines()
+    assert [line.split()[0] for line in sweep[1:]] == ["concurrency=1", "concurrency=8", "concurrency=16"]
+
+
+def test_replot_recomputes_the_kpis_from_the_records(smoke_run, tmp_path: Path) -> None:
+    result, artifacts = smoke_run
+    assert result.returncode == 0
+    first = item_dirs(artifacts)[0]
+    saved = {k["name"]: k["value"] for k in json.loads((first / "kpis.json").read_text())}
+    (first / "load" / "summary.json").unlink()
+    replot = run_pytest(tmp_path, "unused", f"--topsail-replot={artifacts}")
+    assert replot.returncode == 0, replot.stdout[-3000:] + replot.stderr[-2000:]
+    assert json.loads((first / "load" / "summary.json").read_text())[0]["succeeded"] > 0
+    again = {k["name"]: k["value"] for k in json.loads((first / "kpis.json").read_text())}
+    assert again["ttft_median_ms"] == pytest.approx(saved["ttft_median_ms"])
+    assert again["throughput"] == pytest.approx(saved["throughput"])
+
+
+def test_slower_decode_regresses_itl_and_tpot_not_ttft(tmp_path: Path) -> None:
+    """Five normal runs, then one with the slow-itl preset (the server's inter-token latency x2), in one history.
+    The server runs in-process here to keep the six runs short (the InferenceService path is the smoke test's)."""
+    case_file = tmp_path / "regress.yaml"
+    case_file.write_text(yaml.safe_dump([{
+        "name": "regress", "model": "ibm-granite/granite-3b-code-base", "backend": "tgis", "streaming": True,
+        "concurrency": 4, "duration_s": 2, "warmup_s": 0.3, "server": {"max_batch_size": 8}}]))
+    options = ["suites/llm_load", "-q", "--var", f"cases=[{case_file}]", "--var", "tests.llm_load.serving=in-process"]
+    for run in range(6):
+        slow = ["--preset", "slow-itl"] if run == 5 else []
+        result = run_pytest(tmp_path, f"run{run}", *options, *slow)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+        verdicts = json.loads((tmp_path / f"run{run}" / "verdicts.json").read_text())
+        regressions = sorted(v["kpi"] for v in verdicts if v["status"] == "regression")
+        if run < 5:
+            judged = [v["kpi"] for v in verdicts if v["status"] in ("regression", "improvement")]
+            assert judged == [], f"run {run}: {judged}"
+    assert {"itl_median_ms", "tpot_median_ms"} <= set(regressions), regressions
+    assert not [name for name in regressions if name.startswith("ttft_")], regressions
