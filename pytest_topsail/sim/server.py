@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import yaml
 from aiohttp import web
 
-from . import apierror, discovery, openapi, podexec, portforward, protobuf, reviews
+from . import apierror, discovery, fieldmanager, openapi, podexec, portforward, protobuf, reviews
 from .apierror import ApiError
 from .listoptions import EXACT, check_list_options, requested_version, too_large
 from .metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -385,7 +385,7 @@ class ApiServer:
             if parsed.name is not None:
                 raise apierror.method_not_allowed("the server does not allow this method on the requested resource")
             body = await self._body(request)
-            obj = self.store.create(rtype, body, parsed.namespace, dry_run=bool(dry_run))
+            obj = self.store.create(rtype, body, parsed.namespace, dry_run=bool(dry_run), manager=_manager(request))
             return _json_response(self._serialize(rtype, obj), 201)
         if verb == "update":
             return await self._update(request, parsed)
@@ -466,7 +466,7 @@ class ApiServer:
                                            "on the request")
             metadata["namespace"] = parsed.namespace
         obj = self.store.update(parsed.rtype, {**body, "metadata": metadata}, parsed.subresource,
-                                dry_run=request.query.get("dryRun") == "All")
+                                dry_run=request.query.get("dryRun") == "All", manager=_manager(request))
         return _json_response(self._serialize(parsed.rtype, obj))
 
     async def _patch(self, request: web.Request, parsed: _Request) -> web.Response:
@@ -482,8 +482,13 @@ class ApiServer:
             raise apierror.bad_request("the request body is empty")
         patch = yaml.safe_load(raw.decode()) if content_type == APPLY_PATCH else json.loads(raw)
         existed = self.store.find(parsed.rtype, parsed.namespace, parsed.name or "") is not None
+        if content_type == APPLY_PATCH:
+            manager = fieldmanager.require_manager(request.query.get("fieldManager"))
+        else:
+            manager = _manager(request)
         obj = self.store.patch(parsed.rtype, parsed.namespace, parsed.name or "", patch, content_type,
-                               parsed.subresource, dry_run=request.query.get("dryRun") == "All")
+                               parsed.subresource, dry_run=request.query.get("dryRun") == "All", manager=manager,
+                               force=request.query.get("force") == "true")
         return _json_response(self._serialize(parsed.rtype, obj), 200 if existed else 201)
 
     async def _delete_options(self, request: web.Request) -> tuple[str | None, dict[str, str] | None, bool]:
@@ -562,7 +567,7 @@ class ApiServer:
                 cause = f"Invalid value: {replicas!r}: must be a non-negative integer"
                 raise apierror.invalid("Scale", "autoscaling", parsed.name, [("spec.replicas", cause)])
             obj = self.store.patch(parsed.rtype, parsed.namespace, parsed.name, {"spec": {"replicas": replicas}},
-                                   MERGE_PATCH)
+                                   MERGE_PATCH, manager=_manager(request))
         return _json_response(_scale_of(obj))
 
     # ----------------------------------------------------------------- watch
@@ -802,6 +807,10 @@ class ApiServer:
             reason = "ContainerCreating"
         raise apierror.bad_request(f'container "{container}" in pod "{pod["metadata"]["name"]}" is waiting to '
                                    f"start: {reason}")
+
+
+def _manager(request: web.Request) -> str:
+    return fieldmanager.manager_from(request.query.get("fieldManager"), request.headers.get("User-Agent", ""))
 
 
 def not_simulated(what: str) -> ApiError:

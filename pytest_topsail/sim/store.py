@@ -71,7 +71,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from . import apierror
+from . import apierror, fieldmanager
 from .apierror import ApiError
 from .defaults import apply_create_defaults, check_kind, validate, validate_name
 from .discovery import api_service
@@ -463,14 +463,17 @@ class Store:
         return state
 
     # ----------------------------------------------------------------- create
-    def create(self, rtype: ResourceType, obj: Obj, namespace: str | None = None, *, dry_run: bool = False) -> Obj:
+    def create(self, rtype: ResourceType, obj: Obj, namespace: str | None = None, *, dry_run: bool = False,
+               manager: str | None = None) -> Obj:
+        """``manager``: the field manager of an API request (managedFields are recorded), None for controllers."""
         self._begin()
         try:
-            return self._create(rtype, obj, namespace, dry_run)
+            return self._create(rtype, obj, namespace, dry_run, (manager, "Update") if manager else None)
         finally:
             self._end()
 
-    def _create(self, rtype: ResourceType, obj: Obj, namespace: str | None, dry_run: bool = False) -> Obj:
+    def _create(self, rtype: ResourceType, obj: Obj, namespace: str | None, dry_run: bool = False,
+                managed_by: tuple[str, str] | None = None) -> Obj:
         if not isinstance(obj, dict):
             raise apierror.bad_request("the body of the request is not a JSON object")
         table = self._table(rtype)
@@ -512,6 +515,12 @@ class Store:
         if rtype.key == CRDS:
             self._crd_types(new)
             new["status"] = _crd_status(new, format_time(now))
+        if managed_by is not None:
+            manager, operation = managed_by
+            metadata["managedFields"] = [fieldmanager.entry_for(manager, operation, new["apiVersion"],
+                                                                format_time(now), obj)]
+        else:
+            metadata.pop("managedFields", None)
         if dry_run:
             return new  # validated and defaulted, not stored (resourceVersion stays empty)
         metadata["resourceVersion"] = self._next_rv()
@@ -564,14 +573,18 @@ class Store:
                                      f"namespace {namespace} because it is being terminated")
 
     # ----------------------------------------------------------------- update
-    def update(self, rtype: ResourceType, obj: Obj, subresource: str | None = None, *, dry_run: bool = False) -> Obj:
+    def update(self, rtype: ResourceType, obj: Obj, subresource: str | None = None, *, dry_run: bool = False,
+               manager: str | None = None) -> Obj:
         self._begin()
         try:
-            return self._update(rtype, obj, subresource, dry_run)
+            return self._update(rtype, obj, subresource, dry_run, manager)
         finally:
             self._end()
 
-    def _update(self, rtype: ResourceType, obj: Obj, subresource: str | None, dry_run: bool = False) -> Obj:
+    def _update(self, rtype: ResourceType, obj: Obj, subresource: str | None, dry_run: bool = False,
+                manager: str | None = None, managed: list[Obj] | None = None) -> Obj:
+        """``manager``: record the fields this write changes as its (operation Update); ``managed``: the
+        managedFields to store as they are (an apply computed them)."""
         if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
             raise apierror.bad_request("the body of the request is not an object with metadata")
         check_kind(rtype, obj)
@@ -613,6 +626,15 @@ class Store:
         new["metadata"] = metadata
         if old["metadata"].get("deletionTimestamp"):
             _check_no_new_finalizers(rtype, old, metadata)
+        if managed is not None:
+            metadata["managedFields"] = managed
+        elif manager is not None:
+            metadata["managedFields"] = fieldmanager.record_update(
+                old, new, manager, old["apiVersion"], format_time(self._clock()), subresource)
+        elif "managedFields" in old["metadata"]:
+            metadata["managedFields"] = old["metadata"]["managedFields"]
+        else:
+            metadata.pop("managedFields", None)
         if subresource is None and _spec_changed(old, new):
             metadata["generation"] = old["metadata"].get("generation", 1) + 1
             validate(rtype, new)
@@ -645,7 +667,10 @@ class Store:
         return new
 
     def patch(self, rtype: ResourceType, namespace: str | None, name: str, patch: Any, patch_type: str,
-              subresource: str | None = None, *, dry_run: bool = False) -> Obj:
+              subresource: str | None = None, *, dry_run: bool = False, manager: str | None = None,
+              force: bool = False) -> Obj:
+        """``manager``: the request's field manager (required by an apply through the API); ``force``: an apply
+        takes conflicting fields from their managers."""
         self._begin()
         try:
             old = self.find(rtype, namespace, name)
@@ -653,16 +678,22 @@ class Store:
                 if patch_type == APPLY_PATCH and subresource is None and isinstance(patch, dict):
                     body = dict(patch)
                     body["metadata"] = {**(patch.get("metadata") or {}), "name": name}
-                    return self._create(rtype, body, namespace, dry_run)
+                    return self._create(rtype, body, namespace, dry_run, (manager, "Apply") if manager else None)
                 raise apierror.not_found(rtype.plural, rtype.group, name)
             patched = apply_patch(old, patch, patch_type)
+            managed = None
+            if patch_type == APPLY_PATCH and manager is not None and isinstance(patched, dict):
+                patched = fieldmanager.apply(old, patch, patched, manager, old["apiVersion"],
+                                             format_time(self._clock()), force, subresource)
+                managed = patched["metadata"]["managedFields"]
+                manager = None
             if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
                 raise apierror.invalid(rtype.kind, rtype.group, name, [("metadata", "Required value")])
             for identity in ("name", "namespace"):
                 if patched["metadata"].get(identity) != old["metadata"].get(identity):
                     raise apierror.invalid(rtype.kind, rtype.group, name, [(f"metadata.{identity}",
                                                                             "field is immutable")])
-            return self._update(rtype, patched, subresource, dry_run)
+            return self._update(rtype, patched, subresource, dry_run, manager, managed)
         finally:
             self._end()
 

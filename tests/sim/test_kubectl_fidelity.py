@@ -196,3 +196,47 @@ def test_previous_log_of_a_container_never_restarted_is_a_bad_request(cluster_si
     result = cluster_sim.kubectl("logs", "steady", "-n", namespace, "--previous", check=False)
     assert result.returncode == 1
     assert 'previous terminated container "main" in pod "steady" not found' in result.stderr
+
+
+def _config_map(namespace: str, data: dict[str, str]) -> str:
+    return json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa", "namespace": namespace},
+                       "data": data})
+
+
+def test_server_side_apply_removes_dropped_fields_and_reports_conflicts(cluster_sim: Any, core: client.CoreV1Api,
+                                                                       namespace: str) -> None:
+    cluster_sim.kubectl("apply", "--server-side", "-f", "-", stdin=_config_map(namespace, {"a": "1", "b": "2"}))
+    managed = core.read_namespaced_config_map("ssa", namespace).metadata.managed_fields
+    assert [(m.manager, m.operation) for m in managed] == [("kubectl", "Apply")]
+    assert managed[0].fields_v1 == {"f:data": {"f:a": {}, "f:b": {}}}
+    cluster_sim.kubectl("apply", "--server-side", "-f", "-", stdin=_config_map(namespace, {"a": "1"}))
+    assert core.read_namespaced_config_map("ssa", namespace).data == {"a": "1"}  # b dropped from the manifest
+
+    other = cluster_sim.kubectl("apply", "--server-side", "--field-manager=other", "-f", "-",
+                                stdin=_config_map(namespace, {"a": "9", "c": "3"}), check=False)
+    assert other.returncode == 1
+    assert 'Apply failed with 1 conflict: conflict with "kubectl" using v1: .data.a' in other.stderr
+    assert core.read_namespaced_config_map("ssa", namespace).data == {"a": "1"}
+    cluster_sim.kubectl("apply", "--server-side", "--field-manager=other", "--force-conflicts", "-f", "-",
+                        stdin=_config_map(namespace, {"a": "9", "c": "3"}))
+    owners = {m.manager: m.fields_v1 for m in core.read_namespaced_config_map("ssa", namespace).metadata.managed_fields}
+    assert owners == {"other": {"f:data": {"f:a": {}, "f:c": {}}}}  # kubectl lost .data.a, its last field
+    # a field two managers apply with the same value is shared: dropping it from one manifest keeps it
+    cluster_sim.kubectl("apply", "--server-side", "-f", "-", stdin=_config_map(namespace, {"c": "3"}))
+    cluster_sim.kubectl("apply", "--server-side", "-f", "-", stdin=_config_map(namespace, {}))
+    assert core.read_namespaced_config_map("ssa", namespace).data == {"a": "9", "c": "3"}
+
+
+def test_an_update_takes_the_field_and_the_next_apply_conflicts(cluster_sim: Any, namespace: str) -> None:
+    apps = client.AppsV1Api(cluster_sim.api_client())
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": namespace},
+                  "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}}, "template": {
+                      "metadata": {"labels": {"app": "web"}},
+                      "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}
+    cluster_sim.kubectl("apply", "--server-side", "-f", "-", stdin=json.dumps(deployment))
+    cluster_sim.kubectl("scale", "deployment/web", "-n", namespace, "--replicas=3")
+    result = cluster_sim.kubectl("apply", "--server-side", "-f", "-", stdin=json.dumps(deployment), check=False)
+    assert result.returncode == 1 and "conflict with" in result.stderr and ".spec.replicas" in result.stderr
+    apps.patch_namespaced_deployment("web", namespace, {"metadata": {"labels": {"team": "a"}}})
+    managers = {m.manager for m in apps.read_namespaced_deployment("web", namespace).metadata.managed_fields}
+    assert "OpenAPI-Generator" in managers  # the Python client's manager, from its User-Agent
