@@ -20,9 +20,12 @@ M = TypeVar("M", bound=pydantic.BaseModel)
 
 
 class Settings(pydantic.BaseModel):
-    """Base of suite settings models: unknown keys are an error, values are not coerced silently from bools."""
+    """Base of suite settings models: unknown keys are an error, and values are checked by type, never converted
+    (strict): ``keep: "false"`` is no boolean, ``max_failed_jobs: many`` no integer, ``comparison_keys: workload`` no
+    list. A number where a float is expected is fine. A field that wants conversion says so with its own
+    ``pydantic.Field(strict=False)``."""
 
-    model_config = pydantic.ConfigDict(extra="forbid")
+    model_config = pydantic.ConfigDict(extra="forbid", strict=True)
 
 
 def validate(model: type[M], data: Any, where: str, what: str = "") -> M:

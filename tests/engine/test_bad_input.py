@@ -332,3 +332,48 @@ def test_artifacts_root_that_cannot_be_created_is_a_start_up_error(make_project,
     assert result.ret == pytest.ExitCode.USAGE_ERROR, output
     result.stderr.fnmatch_lines([f"ERROR: artifacts root (--artifacts, else $ARTIFACT_DIR) {artifacts}: *"])
     assert "Traceback" not in output and "INTERNALERROR" not in output
+
+
+KEEP_NOT_BOOL = "suites/scale/config.yaml: tests.scale: invalid settings: key keep: Input should be a valid boolean"
+SCALE_SUITE_INPUTS = [  # the repository's scale suite: typed settings checked at start-up, before any cluster
+    (["--var", "tests.scale.keep='false'"], KEEP_NOT_BOOL),
+    (["--var", "tests.scale.keep=1"], KEEP_NOT_BOOL),
+    (["--var", "tests.scale.max_failed_jobs=many"], "key max_failed_jobs: Input should be a valid integer"),
+    (["--var", "tests.scale.max_failed_jobs=1.5"], "key max_failed_jobs: Input should be a valid integer"),
+    (["--var", "tests.scale.cleanup_timeout_s=soon"], "key cleanup_timeout_s: Input should be a valid number"),
+    (["--var", "tests.scale.cleanup_timeout_s=0"], "key cleanup_timeout_s: Input should be greater than 0"),
+    (["--var", "tests.scale.include_plotlyjs=maybe"], "key include_plotlyjs"),
+    (["--var", "tests.scale.progress=yes please"], "key progress: Input should be a valid boolean"),
+    (["--var", "tests.scale.namespace_prefix=123"], "key namespace_prefix: Input should be a valid string"),
+    (["--var", "tests.scale.thresholds=[{step: Ready, metric: P99}]"], "a threshold needs step, metric and max_ms"),
+    (["--var", "tests.scale.thresholds=[{step: Reddy, metric: P99, max_ms: 5}]"], "unknown step 'Reddy'"),
+    (["--var", "tests.scale.thresholds={step: Ready}"], "key thresholds: Input should be a valid list"),
+    (["--var", "regression.comparison_keys=workload"],
+     "suites/scale/config.yaml: regression.comparison_keys: Input should be a valid list, got 'workload'"),
+    (["--var", "regression.fail_on_regression=sometimes"], "regression.fail_on_regression: Input should be a valid "
+                                                            "boolean, got 'sometimes'"),
+]
+
+SIM_PROFILE_INPUTS = [  # the simulator profile of cluster.sim: one start-up error, no simulator started
+    (["--var", "cluster.sim.nodes=-1"], "suites/scale/config.yaml: cluster.sim: invalid simulator profile"),
+    (["--var", "cluster.sim.gpu_profile=z100"], "suites/scale/config.yaml: cluster.sim"),
+    (["--var", "cluster.sim.shape=huge"], "suites/scale/config.yaml: cluster.sim.shape: unknown shape 'huge'"),
+    (["--var", "cluster.sim.stages.ready.delay_ms=soon"], "suites/scale/config.yaml: cluster.sim"),
+]
+SCALE_SUITE_INPUTS += SIM_PROFILE_INPUTS
+
+
+@pytest.mark.parametrize(("args", "fragment"), SCALE_SUITE_INPUTS, ids=[args[1] for args, _ in SCALE_SUITE_INPUTS])
+def test_bad_scale_settings_are_one_start_up_error(args: list[str], fragment: str) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    result = subprocess.run([sys.executable, "-m", "pytest", "suites/scale", "-p", "no:cacheprovider", "--co",
+                             "-q", *args], cwd=repo, capture_output=True, text=True, timeout=120)
+    output = result.stdout + result.stderr
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, output
+    assert "Traceback" not in output and "INTERNALERROR" not in output and "simulated cluster" not in output
+    error_lines = [line for line in result.stderr.splitlines() if line.startswith("ERROR:")]
+    assert len(error_lines) == 1 and fragment in error_lines[0], output
