@@ -42,6 +42,7 @@ class Progress:
         self.last_shown_at = 0.0
         self.held_back: str | None = None
         self.started = False
+        self.seen_width = 0  # width of pytest's current terminal line when our last line was printed
 
     def __call__(self, message: str) -> None:
         with self.lock:
@@ -98,9 +99,9 @@ class Progress:
 
     def _print(self, line: str) -> None:
         text = line + "\n"
-        if not self.started:  # the first line starts below pytest's "file.py " progress line
+        if self._glued():  # pytest wrote on its current line ("file.py ..", "[100%]"): start below it
             text = "\n" + text
-            self.started = True
+        self.started = True
         capture = self.config.pluginmanager.getplugin("capturemanager") if self.config is not None else None
         stream = self.terminal or sys.stderr
         if capture is None:
@@ -111,6 +112,20 @@ class Progress:
             stream = self.terminal or sys.stderr
             stream.write(text)
             stream.flush()
+
+
+    def _glued(self) -> bool:
+        """Whether pytest's terminal line holds text written since our last line (ours go to another stream, so
+        pytest's writer still counts its own line after we print)."""
+        writer = None
+        with contextlib.suppress(AttributeError, AssertionError):
+            writer = self.config.get_terminal_writer() if self.config is not None else None
+        if writer is None:
+            return not self.started
+        width = writer.width_of_current_line
+        glued = width > 0 and (width != self.seen_width or not self.started)
+        self.seen_width = width
+        return glued
 
 
 def _is_xdist_worker(config: Any | None) -> bool:

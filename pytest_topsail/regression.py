@@ -462,7 +462,7 @@ def summarize(verdicts: Iterable[Verdict], total_points: int) -> dict[str, Any]:
     verdicts = list(verdicts)
     counts = {status: sum(v.status == status for v in verdicts) for status in VERDICTS}
     entries = {(v.suite, v.nodeid) for v in verdicts}
-    summary = {
+    summary: dict[str, Any] = {
         "total_points": total_points,
         "entries_count": len(entries),
         "kpis_count": len(verdicts),

@@ -433,9 +433,10 @@ class ReportSession:
 
         from pytest_topsail.kpi import flatten_labels
 
-        first = next((k for r in self.records for k in r.get("kpis") or []), {})
+        first: dict[str, Any] = next((k for r in self.records for k in r.get("kpis") or []), {})
         presets = {suite: ", ".join(self._presets(suite)) or "-" for suite in sorted(self.suites)}
-        cluster = flatten_labels(next((r.get("labels") for r in self.records if r.get("labels")), {}) or {})
+        cluster_labels: dict[str, Any] = next((r["labels"] for r in self.records if r.get("labels")), {})
+        cluster = flatten_labels(cluster_labels)
         versions = {"python": platform.python_version(), "pytest": pytest.__version__,
                     "pytest-topsail": _version("pytest-topsail"), "plotly": _version("plotly")}
         return {

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -76,7 +77,9 @@ def write_summary(terminal: Any, verdicts: Sequence[Verdict], summary: dict[str,
     if shown:
         labels = common_labels(shown)
         if labels:
-            terminal.write_line("labels: " + ", ".join(f"{k}={v}" for k, v in labels.items()))
+            text = "labels: " + ", ".join(f"{k}={v}" for k, v in labels.items())
+            for line in textwrap.wrap(text, width=max(width - 1, 40), subsequent_indent="  "):
+                terminal.write_line(line)
         for number, line in enumerate(table_lines(shown, width)):
             terminal.write_line(line, red=number > 0 and "REGRESSION" in line, bold=number == 0)
     for problem in problems:

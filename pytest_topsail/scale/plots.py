@@ -85,7 +85,13 @@ def detailed_figure(timelines: list[Timeline], source: str = "watch") -> go.Figu
     return figure
 
 
-def save_html(figure: go.Figure, path: Path, include_plotlyjs: str | bool = "cdn") -> Path:
-    """Write a figure as HTML (``include_plotlyjs``: "cdn" small, True self-contained, "directory" shared file)."""
+def save_html(figure: go.Figure, path: Path, include_plotlyjs: str | bool = "shared",
+              plotly_js: Path | None = None) -> Path:
+    """Write a figure as HTML that works offline: "shared" loads the run's one plotly.min.js (``plotly_js``, else
+    found above ``path``), True embeds plotly.js, "directory" puts a plotly.min.js beside the file."""
+    if include_plotlyjs == "shared":
+        from pytest_topsail.report.figures import write_figure_html
+
+        return write_figure_html(figure, path, plotly_js)
     figure.write_html(str(path), include_plotlyjs=include_plotlyjs, full_html=True)
     return path

@@ -158,7 +158,8 @@ def analyse(
     directory: Path,
     thresholds: list[Threshold] | None = None,
     plots: bool = True,
-    include_plotlyjs: str | bool = "cdn",
+    include_plotlyjs: str | bool = "shared",
+    plotly_js: Path | None = None,
 ) -> ScaleResult:
     """Timelines -> times.csv, latency tables, figures, summary.json; threshold violations. Needs no cluster."""
     target = {"ready": "Ready", "completed": "Completed"}[submitted.get("target", "ready")]
@@ -188,7 +189,7 @@ def analyse(
 
         figures = {"general": general_figure(jobs), "detailed": detailed_figure(jobs)}
         for name, figure in figures.items():
-            save_html(figure, directory / f"{name}.html", include_plotlyjs)
+            save_html(figure, directory / f"{name}.html", include_plotlyjs, plotly_js)
     violations = check_thresholds(stats, thresholds or [])
     summary["threshold_violations"] = violations
     (directory / "summary.json").write_text(json.dumps(summary, indent=1))
@@ -214,7 +215,8 @@ class RunOptions:
     thresholds: tuple[Threshold, ...] = ()
     keep: bool = False
     plots: bool = True
-    include_plotlyjs: str | bool = "cdn"
+    include_plotlyjs: str | bool = "shared"  # shared | directory | True: offline in every case, never a CDN
+    plotly_js: Path | None = None  # the run's shared plotly.min.js (pytest_topsail.report.figures)
     cleanup_timeout_s: float = 60.0
 
 
@@ -242,7 +244,8 @@ def run_case(
     try:
         result, sampled, _ = submit_and_sample(api, case, namespaces, run_id, directory, progress)
         analysis = analyse(
-            result.to_dict(), sampled, directory, list(options.thresholds), options.plots, options.include_plotlyjs
+            result.to_dict(), sampled, directory, list(options.thresholds), options.plots, options.include_plotlyjs,
+            options.plotly_js,
         )
     finally:
         cleanup = cleanup_namespaces(api, namespaces, options, progress)

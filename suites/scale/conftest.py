@@ -6,6 +6,7 @@ real cluster with ``--cluster kube``); requesting it by name also makes its fact
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,8 +34,13 @@ def scale_api(cluster: Any) -> Iterator[topsail.Kube]:
 
 
 @pytest.fixture
-def scale_options(scale_settings: Any) -> RunOptions:
-    return scale_settings.run_options()
+def scale_options(scale_settings: Any, topsail_artifacts_root: Path) -> RunOptions:
+    options = scale_settings.run_options()
+    if options.include_plotlyjs != "shared" or not options.plots:
+        return options
+    from pytest_topsail.report.figures import shared_plotly_js
+
+    return dataclasses.replace(options, plotly_js=shared_plotly_js(topsail_artifacts_root))
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ class ScaleSettings(topsail.Settings):
     keep: bool = False
     progress: bool = True
     plots: bool = True
-    include_plotlyjs: Literal["cdn", "directory"] | bool = "cdn"
+    include_plotlyjs: Literal["shared", "directory"] | bool = "shared"  # never a CDN: the artifacts work offline
     max_failed_jobs: int = pydantic.Field(0, ge=0)
     cleanup_timeout_s: float = pydantic.Field(60, gt=0)
     thresholds: list[dict[str, Any]] = []
