@@ -93,6 +93,8 @@ class SuiteKpis:
     specs: dict[str, KpiSpec]
     labels_model: type[pydantic.BaseModel] | None = None
     parse: Callable[[Path], Any] | None = None  # optional parse(artifact_dir) -> data, used by --topsail-replot
+    # optional figures(records) -> {title: plotly figure}: figures of the whole suite from its items' records
+    figures: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None
 
 
 def load_suite_kpis(path: Path) -> SuiteKpis:
@@ -110,7 +112,9 @@ def load_suite_kpis(path: Path) -> SuiteKpis:
     if labels_model is not None and not is_model:
         raise TopsailError(f"{path}: Labels must be a pydantic BaseModel subclass")
     parse = getattr(module, "parse", None)
-    return SuiteKpis(path=path, specs=specs, labels_model=labels_model, parse=parse if callable(parse) else None)
+    figures = getattr(module, "figures", None)
+    return SuiteKpis(path=path, specs=specs, labels_model=labels_model, parse=parse if callable(parse) else None,
+                     figures=figures if callable(figures) else None)
 
 
 def flatten_labels(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

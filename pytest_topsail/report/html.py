@@ -70,6 +70,7 @@ class ReportInput:
     summary: dict[str, Any]
     run_info: dict[str, str] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    suite_figures: dict[str, list[dict[str, str]]] = field(default_factory=dict)  # suite -> [{title, path}]
 
 
 def relative_link(target: str | None, report_dir: Path) -> str | None:
@@ -185,6 +186,10 @@ def build_context(report: ReportInput, report_dir: Path) -> dict[str, Any]:
         trends = {kpi: add_figure(f"{kpi} history", trend_figure(suite, kpi, by_kpi[kpi], now))
                   for kpi in trend_order}
         suite_figures = []
+        for entry in report.suite_figures.get(suite, []):  # figures of the whole suite (kpis.py figures())
+            spec = load_figure(entry["path"], problems)
+            if spec is not None:
+                suite_figures.append(add_figure(entry["title"], spec))
         for record in records:
             for entry in record.get("figures") or []:
                 spec = load_figure(entry.get("path", ""), problems)

@@ -8,6 +8,7 @@ verdicts reach junit with the report), and at session end the KPIs are stored an
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -456,15 +457,40 @@ class ReportSession:
         replot = self.config.getoption("topsail_replot", None)
         return (Path(replot) if replot else self.artifacts_root()) / REPORT_FILE
 
+    def suite_figures(self, root: Path) -> dict[str, list[dict[str, str]]]:
+        """Figures of whole suites: ``figures(records)`` of a suite's kpis.py, saved as ``<root>/<suite>/figures/``."""
+        from pytest_topsail.suites import load_suite
+
+        by_suite: dict[str, list[dict[str, Any]]] = {}
+        for record in self.records:
+            by_suite.setdefault(record["suite"], []).append(record)
+        saved: dict[str, list[dict[str, str]]] = {}
+        for name, records in sorted(by_suite.items()):
+            try:
+                build = suite_kpis_of(self.config, load_suite(self.config, name).path / "kpis.py").figures
+                figures = build(records) if build is not None else {}
+            except Exception as error:  # a suite's figure code must not cost the report
+                self.problems.append(f"suite {name}: figures() failed ({type(error).__name__}: {error})")
+                continue
+            folder = root / name / "figures"
+            for index, (title, figure) in enumerate(figures.items()):
+                folder.mkdir(parents=True, exist_ok=True)
+                path = folder / f"{index:02d}_{re.sub(r'[^a-zA-Z0-9]+', '_', title).strip('_')[:60]}.json"
+                path.write_text(figure.to_json() if hasattr(figure, "to_json") else json.dumps(figure),
+                                encoding="utf-8")
+                saved.setdefault(name, []).append({"title": title, "path": str(path)})
+        return saved
+
     def write_report(self, root: Path) -> None:
         from pytest_topsail.report.html import ReportInput, render_report
 
         path = self.report_path()
         run_info = self.run_info(root)
         try:
+            suite_figures = self.suite_figures(root)
             render_report(ReportInput(title="pytest-topsail report", records=self.records, verdicts=self.verdicts,
                                       summary=self.summary, run_info=run_info,
-                                      problems=self.all_problems()), path)
+                                      problems=self.all_problems(), suite_figures=suite_figures), path)
         except OSError as error:
             self.errors.append(f"report {path}: cannot be written ({error})")
             return

@@ -6,10 +6,12 @@ G = pods x GPUs per pod. The trainer reports train_tokens_per_second per device;
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from pytest_topsail.fine_tuning.metrics import PointMetrics
+from pytest_topsail.fine_tuning.plots import by_dimension_figure, scaling_figure
 from pytest_topsail.fine_tuning.settings import validate_point
 from pytest_topsail.fine_tuning.trainer_log import parse_file
 from pytest_topsail.kpi import kpi
@@ -74,3 +76,34 @@ def parse(artifact_dir: Path) -> PointMetrics:
     point = validate_point(yaml.safe_load((directory / POINT_FILE).read_text(encoding="utf-8")) or {},
                            str(directory / POINT_FILE))
     return PointMetrics(parse_file(directory / MASTER_LOG), gpus=point.world_size, epochs=point.epochs)
+
+
+SCALING_KPIS = ("train_tokens_per_second", "dataset_tokens_per_second")
+DIMENSIONS = ("model_name", "tuning_method", "per_device_train_batch_size", "max_seq_length", "effective_batch_size")
+
+
+def figures(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Suite figures: the job's throughput against its GPU count (with perfect scaling and efficiency) when the GPU
+    count varies, and tokens/s/GPU by each other dimension that varies."""
+    entries = [k for r in records for k in r.get("kpis") or [] if k.get("name")]
+    built: dict[str, Any] = {}
+
+    def varying(label: str) -> bool:
+        return len({str(k["labels"].get(label)) for k in entries}) > 1
+
+    def series(labels: dict[str, Any], skip: str) -> str:
+        return " ".join(f"{d}={labels.get(d)}" for d in DIMENSIONS if d != skip and varying(d)) or "all"
+
+    if varying("accelerator_count"):
+        for name in SCALING_KPIS:
+            points = [{"gpus": k["labels"]["accelerator_count"], "value": k["value"],
+                       "series": series(k["labels"], "effective_batch_size")} for k in entries if k["name"] == name]
+            built[f"{name} vs GPU count"] = scaling_figure(points, name, higher_better=True)
+    per_gpu = [k for k in entries if k["name"] == "train_tokens_per_gpu_per_second"]
+    for dimension in DIMENSIONS:
+        if dimension != "effective_batch_size" and varying(dimension):
+            points = [{dimension: k["labels"].get(dimension), "value": k["value"],
+                       "series": f"{k['labels'].get('accelerator_count')} GPU(s)"} for k in per_gpu]
+            built[f"tokens/s/GPU by {dimension}"] = by_dimension_figure(points, dimension,
+                                                                       "train_tokens_per_gpu_per_second")
+    return built

@@ -8,6 +8,7 @@ from pytest_topsail.errors import TopsailError
 from pytest_topsail.fine_tuning.catalog import builtin_catalog
 from pytest_topsail.fine_tuning.estimate import Point, flops_per_token, memory_per_gpu
 from pytest_topsail.fine_tuning.metrics import PointMetrics, scaling_efficiency, speedup
+from pytest_topsail.fine_tuning.plots import scaling_figure
 from pytest_topsail.fine_tuning.settings import validate_point, validate_suite
 from pytest_topsail.fine_tuning.trainer_log import TrainerResults
 
@@ -93,3 +94,12 @@ def test_speedup_and_efficiency_have_the_right_direction():
     assert speedup(25, 100, higher_better=False) == 4.0  # runtime: less is better
     assert scaling_efficiency(3000, 1000, 4, 1, higher_better=True) == 0.75
     assert scaling_efficiency(25, 100, 4, 1, higher_better=False) == 1.0
+
+
+def test_scaling_figure_draws_perfect_scaling_in_the_kpis_direction():
+    points = [{"gpus": 1, "value": 100.0, "series": "a"}, {"gpus": 4, "value": 40.0, "series": "a"}]
+    runtime = scaling_figure(points, "train_runtime", higher_better=False)
+    measured, perfect = runtime["data"]
+    assert perfect["y"] == [100.0, 25.0]  # a time divides by the GPU ratio
+    assert measured["text"] == ["efficiency 100%", "efficiency 62%"]
+    assert "lower is better" in runtime["layout"]["title"]["text"]

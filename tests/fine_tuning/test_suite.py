@@ -32,7 +32,7 @@ def run_pytest(tmp: Path, *args: str, cases: list[dict[str, Any]] | None = None,
 
 
 def item_dirs(artifacts: Path) -> dict[str, Path]:
-    return {p.name.split("__", 1)[1]: p for p in sorted((artifacts / "fine_tuning").iterdir()) if p.is_dir()}
+    return {p.name.split("__", 1)[1]: p for p in sorted((artifacts / "fine_tuning").iterdir()) if "__" in p.name}
 
 
 def kpis_of(directory: Path) -> dict[str, dict[str, Any]]:
@@ -77,6 +77,24 @@ def test_smoke_preset_runs_two_points_and_saves_logs_objects_kpis_and_the_loss_c
     assert labels["tuning_method"] == "lora" and labels["container_image"].startswith("quay.io/modh/fms-hf-tuning")
     assert labels["lora_rank"] == 4 and labels["accelerator_count"] == 1
     assert audit_leftovers(artifacts) == {}
+
+    # replot: KPIs again from the saved logs (an edited summary changes them; a log without summary is named)
+    lora, full = dirs["test_fine_tuning_smoke-method=lora"], dirs["test_fine_tuning_smoke-method=full"]
+    log = (lora / "pod.log").read_text()
+    per_device = kpis["train_tokens_per_gpu_per_second"]["value"]
+    (lora / "pod.log").write_text(log.replace(f"'train_tokens_per_second': {per_device}",
+                                              "'train_tokens_per_second': 1234.5"))
+    (full / "pod.log").write_text("".join(line + "\n" for line in (full / "pod.log").read_text().splitlines()
+                                          if "train_runtime" not in line))
+    replot = subprocess.run([sys.executable, "-m", "pytest", f"--topsail-replot={artifacts}", "suites/fine_tuning",
+                             "-p", "no:cacheprovider", "--topsail-history", str(tmp_path / "replot.sqlite")],
+                            cwd=REPO, capture_output=True, text=True, timeout=180)
+    values = {(v["nodeid"].split("::")[-1], v["kpi"]): v["value"]
+              for v in json.loads((artifacts / "verdicts.json").read_text())}
+    assert values[("test_fine_tuning[smoke-method=lora]", "train_tokens_per_gpu_per_second")] == 1234.5
+    assert f"{full / 'pod.log'}: the log has no trainer summary line" in replot.stdout + replot.stderr
+    suite_figures = sorted(p.name for p in (artifacts / "fine_tuning" / "figures").glob("*.json"))
+    assert suite_figures == ["00_tokens_s_GPU_by_tuning_method.json"]  # 1 GPU only: no scaling figure
 
 
 def test_failures_are_named_and_leave_nothing_behind(tmp_path):
@@ -140,6 +158,12 @@ def test_two_xdist_workers_give_the_same_kpis(tmp_path):
     assert serial.returncode == 0 and parallel.returncode == 0, output(serial) + output(parallel)
     assert values_by_item(serial_artifacts) == values_by_item(parallel_artifacts)
     assert len(values_by_item(serial_artifacts)) == 3
+    figure = json.loads((serial_artifacts / "fine_tuning" / "figures" /
+                         "00_train_tokens_per_second_vs_GPU_count.json").read_text())
+    measured, perfect = figure["data"][0], figure["data"][1]
+    assert measured["x"] == [1, 2, 4] and perfect["name"].endswith("(perfect scaling)")
+    assert perfect["y"] == [measured["y"][0] * g for g in (1, 2, 4)]
+    assert measured["text"][0] == "efficiency 100%" and measured["text"][2] < "efficiency 99%"
 
 
 def verdicts(artifacts: Path) -> dict[tuple[str, str], str]:
