@@ -11,6 +11,7 @@ from pytest_topsail.errors import TopsailError
 from pytest_topsail.llmload.backends import Backend
 from pytest_topsail.llmload.dataset import BUNDLED, Prompt, load_dataset
 from pytest_topsail.llmload.generator import LoadPoint
+from pytest_topsail.settings import validate
 
 
 class LoadSettings(pydantic.BaseModel):
@@ -36,11 +37,8 @@ class LoadSettings(pydantic.BaseModel):
 
     @classmethod
     def parse(cls, values: dict[str, Any], where: str) -> LoadSettings:
-        try:
-            return cls.model_validate(values)
-        except pydantic.ValidationError as error:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in error.errors())
-            raise TopsailError(f"{where}: {problems}") from None
+        """The validated settings; a TopsailError naming ``where`` and every wrong key otherwise."""
+        return validate(cls, values, where, "invalid load settings")
 
     def load_point(self) -> LoadPoint:
         return LoadPoint(mode=self.mode, concurrency=self.concurrency, rate=self.rate, duration_s=self.duration_s,

@@ -22,8 +22,7 @@ from typing import Any
 
 import pytest
 
-from pytest_topsail.config import Config
-from pytest_topsail.errors import TopsailError
+import pytest_topsail as topsail
 
 START_TIMEOUT_S = 30.0
 ENDPOINT_ANNOTATION = "sim.topsail.io/endpoint-"
@@ -47,29 +46,6 @@ class Endpoint:
     replicas: int = 1
 
 
-@dataclass(frozen=True)
-class ServingOptions:
-    mode: str
-    gpu_profile: str
-    itl_factor: float
-    runtime_image: str
-    timeout_s: float
-    endpoint: dict[str, Any]
-
-    @classmethod
-    def of(cls, config: Config) -> ServingOptions:
-        options = config.get("tests.llm_load", {}) or {}
-        mode = str(options.get("serving", "inferenceservice"))
-        if mode not in ("inferenceservice", "in-process", "endpoint"):
-            raise TopsailError(f"{config.source}: tests.llm_load.serving must be inferenceservice, in-process or "
-                               f"endpoint, got {mode!r}")
-        return cls(mode=mode, gpu_profile=str(options.get("gpu_profile", "a100")),
-                   itl_factor=float(options.get("itl_factor", 1.0)),
-                   runtime_image=str(options.get("runtime_image", "")),
-                   timeout_s=float(options.get("serving_timeout_s", 300)),
-                   endpoint=dict(options.get("endpoint") or {}))
-
-
 class ServedModels:
     """Models served on first use, one per (model, server settings, options), released at session end."""
 
@@ -77,19 +53,19 @@ class ServedModels:
         self.served: dict[str, Endpoint] = {}
         self.threads: list[Any] = []
 
-    def endpoint(self, model: str, server: dict[str, Any], options: ServingOptions, request: pytest.FixtureRequest,
+    def endpoint(self, model: str, server: dict[str, Any], options: Any, request: pytest.FixtureRequest,
                  where: str) -> Endpoint:
-        key = json.dumps([model, server, options.mode, options.gpu_profile, options.itl_factor], sort_keys=True)
+        key = json.dumps([model, server, options.serving, options.gpu_profile, options.itl_factor], sort_keys=True)
         if key not in self.served:
-            if options.mode == "in-process":
+            if options.serving == "in-process":
                 self.served[key] = self.in_process(model, server, options, where)
-            elif options.mode == "endpoint":
+            elif options.serving == "endpoint":
                 self.served[key] = given_endpoint(model, options)
             else:
                 self.served[key] = inference_service(model, server, options, request, key)
         return self.served[key]
 
-    def in_process(self, model: str, server: dict[str, Any], options: ServingOptions, where: str) -> Endpoint:
+    def in_process(self, model: str, server: dict[str, Any], options: Any, where: str) -> Endpoint:
         from pytest_topsail.tgis.model_config import load_model_config
         from pytest_topsail.tgis.server import ServerSettings, ServerThread
 
@@ -111,11 +87,11 @@ class ServedModels:
         self.served.clear()
 
 
-def given_endpoint(model: str, options: ServingOptions) -> Endpoint:
-    http, grpc_target = options.endpoint.get("http"), options.endpoint.get("grpc")
+def given_endpoint(model: str, options: Any) -> Endpoint:
+    http, grpc_target = options.endpoint.http, options.endpoint.grpc
     if not http and not grpc_target:
-        raise TopsailError("tests.llm_load.serving is endpoint: give tests.llm_load.endpoint.http and/or .grpc")
-    return Endpoint(http_url=http, grpc_target=grpc_target, served_model=str(options.endpoint.get("model", model)),
+        raise topsail.TopsailError("tests.llm_load.serving is endpoint: give tests.llm_load.endpoint.http and/or .grpc")
+    return Endpoint(http_url=http, grpc_target=grpc_target, served_model=options.endpoint.model or model,
                     load_duration_s=None, accelerator=options.gpu_profile)
 
 
@@ -138,12 +114,12 @@ def isvc_name(model: str, key: str) -> str:
     return f"{slug}-{hashlib.sha1(key.encode()).hexdigest()[:6]}"
 
 
-def isvc_manifest(name: str, namespace: str, model: str, server: dict[str, Any], options: ServingOptions
+def isvc_manifest(name: str, namespace: str, model: str, server: dict[str, Any], options: Any
                   ) -> dict[str, Any]:
     env = [{"name": SERVER_ENV[key], "value": str(value)} for key, value in server.items() if key in SERVER_ENV]
     unknown = sorted(set(server) - set(SERVER_ENV))
     if unknown:
-        raise TopsailError(f"case server settings {unknown} are not served through an InferenceService "
+        raise topsail.TopsailError(f"case server settings {unknown} are not served through an InferenceService "
                            f"(known: {', '.join(SERVER_ENV)})")
     if options.itl_factor != 1.0:
         env.append({"name": "TOPSAIL_TGIS_ITL_FACTOR", "value": str(options.itl_factor)})
@@ -157,11 +133,8 @@ def isvc_manifest(name: str, namespace: str, model: str, server: dict[str, Any],
     }
 
 
-def inference_service(model: str, server: dict[str, Any], options: ServingOptions, request: pytest.FixtureRequest,
+def inference_service(model: str, server: dict[str, Any], options: Any, request: pytest.FixtureRequest,
                       key: str) -> Endpoint:
-    from pytest_topsail.kube.client import ObjectRef
-    from pytest_topsail.kube.wait import wait_condition
-
     cluster = request.getfixturevalue("cluster")
     namespace = request.getfixturevalue("namespace")
     kube = cluster.kube
@@ -169,19 +142,20 @@ def inference_service(model: str, server: dict[str, Any], options: ServingOption
     manifest = isvc_manifest(isvc_name(model, key), namespace, model, server, options)
     began = time.perf_counter()
     kube.apply(manifest)
-    wait_condition(kube, ObjectRef.of(manifest), "Ready", timeout=options.timeout_s)
+    topsail.wait_condition(kube, topsail.ObjectRef.of(manifest), "Ready", timeout=options.serving_timeout_s)
     load_duration = time.perf_counter() - began
     pods = kube.list("v1", "Pod", namespace=namespace,
                      label_selector=f"{ISVC_LABEL}={manifest['metadata']['name']}")
     annotations = next((p["metadata"].get("annotations") or {} for p in pods
                         if f"{ENDPOINT_ANNOTATION}{GRPC_PORT}" in (p["metadata"].get("annotations") or {})), None)
     if annotations is None:
-        raise TopsailError(f"InferenceService {namespace}/{manifest['metadata']['name']} is Ready but no predictor "
-                           f"pod publishes {ENDPOINT_ANNOTATION}{GRPC_PORT} (a real cluster: use "
-                           "tests.llm_load.serving: endpoint with a port-forward)")
+        raise topsail.TopsailError(
+            f"InferenceService {namespace}/{manifest['metadata']['name']} is Ready but no predictor pod publishes "
+            f"{ENDPOINT_ANNOTATION}{GRPC_PORT} (a real cluster: use tests.llm_load.serving: endpoint with a "
+            "port-forward)")
     http = annotations.get(f"{ENDPOINT_ANNOTATION}{HTTP_PORT}")
     http_url = f"http://{http}" if http else None
-    node = kube.get(ObjectRef("v1", "Node", (pods[0].get("spec") or {}).get("nodeName") or "-"))
+    node = kube.get(topsail.ObjectRef("v1", "Node", (pods[0].get("spec") or {}).get("nodeName") or "-"))
     accelerator = ((node or {}).get("metadata", {}).get("labels") or {}).get("nvidia.com/gpu.product", "none")
     return Endpoint(http_url=http_url, grpc_target=annotations[f"{ENDPOINT_ANNOTATION}{GRPC_PORT}"],
                     served_model=served_model_name(http_url) or model, load_duration_s=load_duration,
@@ -204,12 +178,18 @@ def llm_models() -> Iterator[ServedModels]:
 
 
 @pytest.fixture
-def llm_endpoint(llm_models: ServedModels, case: Any, topsail_config: Config,
+def llm_settings(topsail_suite: topsail.Suite) -> Any:
+    """``tests.llm_load`` validated (settings.py)."""
+    return topsail_suite.settings("tests.llm_load")
+
+
+@pytest.fixture
+def llm_endpoint(llm_models: ServedModels, case: topsail.Case, llm_settings: Any,
                  request: pytest.FixtureRequest) -> Endpoint:
     """The served model of this item's case (served once per model and server settings)."""
     try:
-        options = ServingOptions.of(topsail_config)
+        options = llm_settings
         return llm_models.endpoint(case.settings["model"], case.settings.get("server") or {}, options, request,
                                    case.source or case.id)
-    except TopsailError as error:
+    except topsail.TopsailError as error:
         pytest.fail(str(error), pytrace=False)

@@ -1,0 +1,33 @@
+"""The llm_load suite's settings (``tests.llm_load`` of config.yaml), validated when pytest starts."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import pydantic
+
+import pytest_topsail as topsail
+
+
+class GivenEndpoint(topsail.Settings):
+    """``serving: endpoint``: a model served elsewhere (e.g. a port-forward to a real predictor)."""
+
+    http: str | None = None  # base URL of the OpenAI-compatible API, e.g. http://127.0.0.1:8080
+    grpc: str | None = None  # host:port of the TGIS gRPC API
+    model: str | None = None  # the name the server serves the model under (default: the case's model)
+
+
+class LlmLoadSettings(topsail.Settings):
+    serving: Literal["inferenceservice", "in-process", "endpoint"] = "inferenceservice"
+    serving_timeout_s: float = pydantic.Field(300, gt=0)  # the InferenceService Ready
+    endpoint: GivenEndpoint = GivenEndpoint()
+    gpu_profile: str = "a100"  # in-process serving: the latency coefficients (pytest_topsail/tgis/latency.yaml)
+    itl_factor: float = pydantic.Field(1.0, gt=0)  # multiplies the server's inter-token latency
+    runtime_image: str = "quay.io/modh/vllm:rhoai-2.16"
+    deployment_mode: str = "RawDeployment"
+    timeout_s: float = pydantic.Field(120, gt=0)  # per request
+    drain_timeout_s: float = pydantic.Field(30, ge=0)
+    max_failure_rate: float = pydantic.Field(0.0, ge=0, le=1)
+
+
+SETTINGS = {"tests.llm_load": LlmLoadSettings}
