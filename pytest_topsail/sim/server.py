@@ -747,20 +747,24 @@ class ApiServer:
                                "code": 201}, 201)
 
     def _check_disruption_budgets(self, pod: dict[str, Any]) -> None:
+        """429 when a PodDisruptionBudget selecting the pod allows no disruption now (computed here, as the
+        disruption controller would: healthy = Ready pods it selects, desired from minAvailable/maxUnavailable)."""
         budgets = self.store.resource_type("poddisruptionbudgets", "policy")
-        labels = pod["metadata"].get("labels") or {}
-        for budget in self.store.list(budgets, pod["metadata"]["namespace"]):
-            selector = label_selector_from_match((budget.get("spec") or {}).get("selector"))
+        namespace, labels = pod["metadata"]["namespace"], pod["metadata"].get("labels") or {}
+        for budget in self.store.list(budgets, namespace):
+            spec = budget.get("spec") or {}
+            selector = label_selector_from_match(spec.get("selector"))
             if not selector or not labels_match(selector, labels):
                 continue
-            if int((budget.get("status") or {}).get("disruptionsAllowed") or 0) < 1:
+            selected = self.store.list(self.store.resource_type("pods"), namespace, selector)
+            healthy = sum(1 for p in selected if _is_ready(p))
+            desired = _desired_healthy(spec, len(selected))
+            if healthy - desired < 1:
                 raise ApiError(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption "
                                                        "budget.",
                                {"causes": [{"reason": "DisruptionBudget", "message": f"The disruption budget "
-                                            f"{budget['metadata']['name']} needs "
-                                            f"{(budget.get('status') or {}).get('desiredHealthy', 0)} healthy pods "
-                                            f"and has {(budget.get('status') or {}).get('currentHealthy', 0)} "
-                                            "currently"}]})
+                                            f"{budget['metadata']['name']} needs {desired} healthy pods and has "
+                                            f"{healthy} currently"}]})
 
     async def _stream(self, request: web.Request, parsed: _Request) -> web.StreamResponse:
         """pods/exec, pods/attach, pods/portforward: WebSocket streams served by podexec and portforward."""
@@ -807,6 +811,25 @@ class ApiServer:
             reason = "ContainerCreating"
         raise apierror.bad_request(f'container "{container}" in pod "{pod["metadata"]["name"]}" is waiting to '
                                    f"start: {reason}")
+
+
+def _is_ready(pod: dict[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or ())
+
+
+def _desired_healthy(spec: dict[str, Any], expected: int) -> int:
+    """How many selected pods a PodDisruptionBudget wants healthy (percentages round up, as the apiserver)."""
+    def count(value: Any) -> int:
+        if isinstance(value, str) and value.endswith("%"):
+            return -(-int(value[:-1] or 0) * expected // 100)
+        return int(value or 0)
+
+    if spec.get("minAvailable") is not None:
+        return count(spec["minAvailable"])
+    if spec.get("maxUnavailable") is not None:
+        return max(0, expected - count(spec["maxUnavailable"]))
+    return expected
 
 
 def _manager(request: web.Request) -> str:
