@@ -7,7 +7,7 @@ or from synchronous code, on its own event loop in a thread:
     with ServerThread(ServerSettings(...)) as running: ...
 As a child process:
     python -m pytest_topsail.tgis.server --model NAME [--config-json JSON] [--gpu-profile a100] [--port 8033]
-        [--http-port PORT] [--zero-latency] [--diverge] [--prefix ID=TEXT ...]
+        [--http-port PORT] [--zero-latency] [--diverge] [--prefix ID=TEXT ...] [--tls-cert-path P --tls-key-path P]
 which prints `TGIS reference server listening on HOST:PORT` once it serves (after `OpenAI-compatible HTTP listening
 on HOST:PORT` with --http-port) (port 0 picks a free one) and stops on SIGTERM/SIGINT.
 Environment (also read from a simulated pod's env by the simulator, see `environment_settings`):
@@ -28,6 +28,7 @@ import sys
 import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -60,6 +61,8 @@ class ServerSettings:
     diverge: bool = False  # this server's text differs from every other config's (see toymodel)
     prefixes: dict[str, str] = field(default_factory=dict)  # prefix/adapter id -> prompt prefix text
     http_port: int | None = None  # also serve the OpenAI-compatible HTTP front (openai_http.py); 0: a free port
+    tls_cert_pem: bytes | None = None  # with tls_key_pem: gRPC over TLS (TGIS's --tls-cert-path/--tls-key-path)
+    tls_key_pem: bytes | None = None
 
 
 class GenerationServicer(pb_grpc.GenerationServiceServicer):
@@ -208,7 +211,12 @@ async def start_server(settings: ServerSettings) -> RunningServer:
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
     try:
-        port = server.add_insecure_port(f"{settings.host}:{settings.port}")
+        address = f"{settings.host}:{settings.port}"
+        if settings.tls_cert_pem and settings.tls_key_pem:
+            credentials = grpc.ssl_server_credentials([(settings.tls_key_pem, settings.tls_cert_pem)])
+            port = server.add_secure_port(address, credentials)
+        else:
+            port = server.add_insecure_port(address)
     except RuntimeError as error:
         address = f"{settings.host}:{settings.port}"
         raise TopsailError(f"TGIS reference server: cannot listen on {address}: {error}") from None
@@ -306,7 +314,17 @@ def parse_args(argv: Sequence[str] | None) -> ServerSettings:
     parser.add_argument("--zero-latency", action="store_true", help="answer at once (benchmarks)")
     parser.add_argument("--diverge", action="store_true", help="make this server's text differ (suite self-test)")
     parser.add_argument("--prefix", action="append", default=[], metavar="ID=TEXT", help="a known prefix id")
+    parser.add_argument("--tls-cert-path", help="PEM certificate: serve gRPC over TLS (with --tls-key-path)")
+    parser.add_argument("--tls-key-path", help="PEM private key of --tls-cert-path")
     args = parser.parse_args(argv)
+    if bool(args.tls_cert_path) != bool(args.tls_key_path):
+        parser.error("--tls-cert-path and --tls-key-path go together")
+    tls: list[bytes | None] = []
+    for path in (args.tls_cert_path, args.tls_key_path):
+        try:
+            tls.append(Path(path).read_bytes() if path else None)
+        except OSError as error:
+            parser.error(f"cannot read {path}: {error.strerror}")
     try:
         config_data = json.loads(args.config_json)
     except json.JSONDecodeError as error:
@@ -328,7 +346,8 @@ def parse_args(argv: Sequence[str] | None) -> ServerSettings:
     return ServerSettings(model_name=args.model, config=config, gpu_profile=args.gpu_profile, host=args.host,
                           port=args.port, http_port=args.http_port, zero_latency=args.zero_latency,
                           diverge=args.diverge or from_env.get("diverge", False),
-                          prefixes={**from_env.get("prefixes", {}), **prefixes})
+                          prefixes={**from_env.get("prefixes", {}), **prefixes},
+                          tls_cert_pem=tls[0], tls_key_pem=tls[1])
 
 
 async def serve_until_signalled(settings: ServerSettings) -> None:

@@ -354,3 +354,30 @@ def test_environment_switches() -> None:
     result = subprocess.run([sys.executable, "-m", "pytest_topsail.tgis.server", "--model", MODEL],
                             capture_output=True, text=True, timeout=60, env=env)
     assert result.returncode == 2 and "TOPSAIL_TGIS_PREFIXES is not JSON" in result.stderr
+
+
+def test_tls_server_reached_with_a_ca_file(tmp_path) -> None:
+    from pytest_topsail.sim.tls import make_certificates
+
+    certificates = make_certificates()
+    (tmp_path / "tls.crt").write_bytes(certificates.cert_pem)
+    (tmp_path / "tls.key").write_bytes(certificates.key_pem)
+    (tmp_path / "ca.crt").write_bytes(certificates.ca_pem)
+    command = [sys.executable, "-m", "pytest_topsail.tgis.server", "--model", MODEL, "--port", "0", "--zero-latency",
+               "--tls-cert-path", str(tmp_path / "tls.crt"), "--tls-key-path", str(tmp_path / "tls.key")]
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    try:
+        line = child.stdout.readline() if child.stdout else ""
+        port = line.rsplit(":", 1)[-1].strip()
+
+        async def over_tls() -> pb.ModelInfoResponse:
+            async with TgisClient(f"localhost:{port}", ca_file=tmp_path / "ca.crt", timeout=20) as client:
+                return await client.model_info()
+
+        assert asyncio.run(over_tls()).max_new_tokens == 1024
+    finally:
+        child.terminate()
+        assert child.wait(timeout=20) == 0
+    missing = subprocess.run([*command[:-2], "--tls-key-path", str(tmp_path / "nope.key")],
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 2 and f"cannot read {tmp_path / 'nope.key'}" in missing.stderr
