@@ -20,7 +20,7 @@ class LoraSettings(_Strict):
     r: int = Field(4, ge=1)
     alpha: int = Field(16, ge=1)
     dropout: float = Field(0.05, ge=0, lt=1)
-    target_modules: tuple[str, ...] = ("q_proj", "k_proj")
+    target_modules: list[str] = Field(default_factory=lambda: ["q_proj", "k_proj"])
 
     @field_validator("target_modules", mode="before")
     @classmethod

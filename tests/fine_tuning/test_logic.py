@@ -21,7 +21,7 @@ def test_point_settings_validate_and_derive_world_size_and_effective_batch():
     assert point.world_size == 8
     assert point.effective_batch_size == 2 * 4 * 8
     assert point.dataset.replication == 0.2  # fractions are allowed (TOPSAIL typed it int)
-    assert point.lora.target_modules == ("q_proj", "v_proj")
+    assert point.lora.target_modules == ["q_proj", "v_proj"]
 
 
 def test_bad_point_settings_name_the_case_and_key():
