@@ -15,12 +15,13 @@ from pytest_topsail.llmload.plots import figures
 from pytest_topsail.llmload.run import merge_directories, run_load_test
 from pytest_topsail.llmload.settings import LoadSettings
 
+SWEPT = ("concurrency", "rate")  # the settings a sweep varies (one item per value)
 SERVER_KEY = "server"  # case key: the reference server's ModelConfig (tgis-tester's keys)
 LOAD_DIRS = pytest.StashKey[dict[str, Path]]()  # nodeid -> the load directory of each item that ran
 
 
 def test_llm_load(case: topsail.Case, llm_endpoint: Any, llm_settings: Any, artifact_dir: Path,
-                  kpis: topsail.KpiRecorder, request: pytest.FixtureRequest) -> None:
+                  kpis: topsail.KpiRecorder, progress: topsail.Progress, request: pytest.FixtureRequest) -> None:
     options = llm_settings
     settings = case_settings(case, options)
     load_dir = artifact_dir / "load"
@@ -28,7 +29,11 @@ def test_llm_load(case: topsail.Case, llm_endpoint: Any, llm_settings: Any, arti
         prompts = settings.prompts(request.config.rootpath)
         backend = settings.make_backend(http_url=llm_endpoint.http_url, grpc_target=llm_endpoint.grpc_target,
                                          served_model=llm_endpoint.served_model)
-        summary = run_load_test(backend, prompts, [settings.load_point()], load_dir)[0]
+        point = settings.load_point()
+        progress(f"{case.id}: {point.label} over {settings.backend}"
+                 + (f" for {point.warmup_s + point.duration_s:g} s" if point.duration_s else ""))
+        summary = run_load_test(backend, prompts, [point], load_dir)[0]
+        progress(point_line(case, summary))
     except topsail.TopsailError as error:
         pytest.fail(str(error), pytrace=False)
     serving = {"load_duration_s": llm_endpoint.load_duration_s, "accelerator": llm_endpoint.accelerator,
@@ -48,6 +53,14 @@ def test_llm_load(case: topsail.Case, llm_endpoint: Any, llm_settings: Any, arti
                     f"{(load_dir / 'summary.txt').read_text()}", pytrace=False)
 
 
+def point_line(case: topsail.Case, summary: dict[str, Any]) -> str:
+    ttft = summary["stats"].get("ttft_ms") or {}
+    itl = summary["stats"].get("itl_ms") or {}
+    streamed = f", TTFT p50 {ttft['median']:.1f} ms, ITL p50 {itl['median']:.2f} ms" if ttft and itl else ""
+    return (f"{case.id}: {summary['succeeded']}/{summary['requests']} requests ok, "
+            f"{summary['output_tokens_per_s']:.0f} tokens/s{streamed}")
+
+
 def case_settings(case: topsail.Case, options: Any) -> LoadSettings:
     values = {key: value for key, value in case.settings.items() if key != SERVER_KEY}
     values.setdefault("timeout_s", options.timeout_s)
@@ -59,11 +72,11 @@ def case_settings(case: topsail.Case, options: Any) -> LoadSettings:
 
 
 def sweep_group(item: pytest.Item) -> str | None:
-    """Items of one sweep: the same case with every setting equal but the concurrency."""
+    """Items of one sweep: the same case with every setting equal but the concurrency or the rate."""
     case = getattr(getattr(item, "callspec", None), "params", {}).get("case")
     if not isinstance(case, topsail.Case):
         return None
-    others = {key: value for key, value in case.settings.items() if key != "concurrency"}
+    others = {key: value for key, value in case.settings.items() if key not in SWEPT}
     return json.dumps([case.name, others], sort_keys=True, default=str)
 
 
