@@ -4,6 +4,7 @@ the whole sweep on its last item."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -93,5 +94,6 @@ def add_sweep_figures(request: pytest.FixtureRequest, case: topsail.Case, kpis: 
     summaries = [summarize_point(point, by_point.get(point["index"], [])) for point in points]
     (artifact_dir / "sweep.txt").write_text(format_table(sweep_table(summaries)), encoding="utf-8")
     (artifact_dir / "sweep.json").write_text(json.dumps([str(d) for d in directories], indent=1), encoding="utf-8")
+    title = re.sub(rf"-({'|'.join(SWEPT)})=[^-]+", "", case.id)  # the sweep: the case id without the swept values
     for name, figure in figures(points, by_point, summaries).items():
-        kpis.add_figure(f"{case.name}: {name}", figure)
+        kpis.add_figure(f"{title}: {name}", figure)

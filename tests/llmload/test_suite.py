@@ -53,6 +53,8 @@ def test_smoke_covers_both_backends_with_kpis_labels_and_sweep_figures(smoke_run
         assert labels["accelerator"].startswith("NVIDIA-A100") and labels["streaming"] is True
     last_of_sweeps = [d for d in dirs if (d / "sweep.txt").is_file()]
     assert [d.name.split("-concurrency=")[1] for d in last_of_sweeps] == ["16", "16", "16"]
+    first_sweep = sorted(p.name for p in (last_of_sweeps[0] / "figures").iterdir())
+    assert first_sweep[0] == "00_openai_api_completions_throughput.json"  # one sweep per api
     figures = sorted(p.name for p in (last_of_sweeps[-1] / "figures").iterdir())
     assert figures == ["00_tgis_throughput.json", "01_tgis_latency_quantiles.json", "02_tgis_TTFT_distribution.json",
                        "03_tgis_ITL_distribution.json", "04_tgis_achieved_vs_offered_rate.json"]
