@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from pytest_topsail.errors import TopsailError
 
 ACK_KEYS = ("run", "test_uuid", "kpis", "reason")
@@ -46,12 +44,11 @@ def pending(record: dict[str, Any]) -> bool:
 
 def load_ack_file(path: Path) -> list[Ack]:
     """The suite's ack file; a missing file means no ack."""
+    from pytest_topsail.config import load_yaml
+
     if not path.is_file():
         return []
-    try:
-        entries = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as error:
-        raise TopsailError(f"{path}: cannot be read ({type(error).__name__}: {error})") from None
+    entries = load_yaml(path)  # errors name the file and line; a key given twice is refused
     if entries is None:
         return []
     if not isinstance(entries, list):

@@ -248,3 +248,66 @@ def test_a_session_uses_opensearch_history_from_the_suite_config(
         if path.is_file() and path.suffix in (".json", ".yaml", ".html", ".prom", ".xml", ".txt"):
             assert PASSWORD not in path.read_text(errors="replace"), path
     assert PASSWORD not in result.stdout.str()
+
+
+def regressed(name: str, value: float, timestamp: float, uuid: str, run: str) -> dict[str, Any]:
+    return {**kpi(name, value, timestamp, uuid), "verdict": "regression", "run_id": run}
+
+
+def test_ack_marks_whole_tests_in_opensearch(fake_opensearch: FakeOpenSearch) -> None:
+    """One OpenSearch document is one test: acknowledging one KPI rewrites the document with all its KPIs."""
+    from pytest_topsail.history.acks import Ack, acknowledge
+
+    store = OpenSearchHistory.from_settings({"url": fake_opensearch.url, "timeout": 5})
+    store.add([regressed("a", 9, 10.0, "u1", "r1"), kpi("b", 2, 10.0, "u1"), regressed("a", 9, 20.0, "u2", "r2")])
+    changed = acknowledge(store, "demo", Ack(reason="expected", run="r1"))
+    assert [(r["name"], r["test_uuid"]) for r in changed] == [("a", "u1")]
+    document = fake_opensearch.indices["topsail-demo"]["docs"]["u1"]
+    assert set(document["kpis"]) == {"a", "b"} and document["kpis"]["a"]["acknowledged"]["reason"] == "expected"
+    assert "acknowledged" not in fake_opensearch.indices["topsail-demo"]["docs"]["u2"]["kpis"]["a"]
+    store.close()
+
+
+def test_history_cli_lists_and_acknowledges_pending_regressions(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "h.sqlite"
+    store = SqliteHistory(path)
+    store.add([regressed("lat", 9, 10.0, "u1", "r1"), regressed("thr", 1, 10.0, "u1", "r1"),
+               regressed("lat", 9, 20.0, "u2", "r2"), kpi("lat", 5, 5.0, "u0")])
+    store.close()
+    assert history_cli(["pending", "--history", str(path), "--suite", "demo"]) == 0
+    out, err = capsys.readouterr()
+    assert out.count("\n") == 3 and "r1  u1  lat=9 ms" in out
+    assert "3 regression record(s) of suite demo wait for an acknowledgement" in err
+    assert history_cli(["ack", "--history", str(path), "--suite", "demo", "--run", "r1", "--kpi", "l*",
+                        "--reason", "known"]) == 0
+    assert "acknowledged 1 regression record(s) of suite demo (runs: r1)" in capsys.readouterr().err
+    store = SqliteHistory(path)
+    acked = {(r["name"], r["run_id"]) for r in store.records("demo") if r.get("acknowledged")}
+    store.close()
+    assert acked == {("lat", "r1")}
+    assert history_cli(["ack", "--history", str(path), "--suite", "demo", "--run", "r1", "--kpi", "lat",
+                        "--reason", "again"]) == 2
+    assert "no unacknowledged regression of suite demo matches" in capsys.readouterr().err
+    assert history_cli(["ack", "--history", str(path), "--suite", "demo", "--reason", " "]) == 2
+    assert "--reason is empty" in capsys.readouterr().err
+    assert history_cli(["pending", "--history", str(tmp_path / "none.sqlite"), "--suite", "demo"]) == 2
+    assert "KPI history" in capsys.readouterr().err and not (tmp_path / "none.sqlite").exists()
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("run: r1\n", "must be a list of {run or test_uuid, kpis, reason}"),
+    ("- {run: r1}\n", "entry 1: reason is missing"),
+    ("- {run: r1, reason: x, kpi: [a]}\n", "entry 1: unknown key(s) kpi; known: run, test_uuid, kpis, reason"),
+    ("- {run: r1, reason: x, kpis: 3}\n", "entry 1: kpis must be a list"),
+    ("- [unclosed\n", "malformed YAML"),
+    ("- {run: r1, reason: x, reason: y}\n", "reason"),
+])
+def test_a_bad_ack_file_is_one_message_naming_it(tmp_path: Path, text: str, message: str) -> None:
+    from pytest_topsail.history.acks import load_ack_file
+
+    path = tmp_path / "acks.yaml"
+    path.write_text(text)
+    with pytest.raises(TopsailError) as error:
+        load_ack_file(path)
+    assert str(error.value).startswith(f"{path}: ") and message in str(error.value)
