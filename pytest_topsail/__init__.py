@@ -45,12 +45,13 @@ _EXPORTS = {
     "wait_deleted": "pytest_topsail.kube.wait",
     "create_namespace": "pytest_topsail.kube.namespaces",
     "delete_namespaces": "pytest_topsail.kube.namespaces",
+    "report_leftover": "pytest_topsail.leftovers",
 }
 
 __all__ = [
     "Case", "Config", "KpiRecorder", "Kube", "KubeError", "ObjectRef", "Parallel", "Progress", "Settings", "Suite",
     "TopsailError", "WaitTimeout", "connect", "create_namespace", "current_artifact_dir", "delete_namespaces", "kpi",
-    "load_suite", "step", "validate", "wait_condition", "wait_deleted", "wait_for",
+    "load_suite", "report_leftover", "step", "validate", "wait_condition", "wait_deleted", "wait_for",
 ]
 
 if TYPE_CHECKING:
@@ -62,6 +63,7 @@ if TYPE_CHECKING:
     from pytest_topsail.kube.client import Kube, KubeError, ObjectRef, connect
     from pytest_topsail.kube.namespaces import create_namespace, delete_namespaces
     from pytest_topsail.kube.wait import WaitTimeout, wait_condition, wait_deleted, wait_for
+    from pytest_topsail.leftovers import report_leftover
     from pytest_topsail.parallel import Parallel
     from pytest_topsail.progress import Progress
     from pytest_topsail.settings import Settings, validate

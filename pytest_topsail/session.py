@@ -97,6 +97,10 @@ def configure(config: pytest.Config) -> None:
             check_creatable(state.artifacts_root, "artifacts root (--artifacts, else $ARTIFACT_DIR)")
     except TopsailError as exc:
         raise usage_error(exc) from None
+    if suites and not hasattr(config, "workerinput"):
+        from pytest_topsail.leftovers import LeftoverReport
+
+        config.pluginmanager.register(LeftoverReport(), "topsail-leftovers")
 
 
 def generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -156,6 +160,7 @@ def item_context(item: pytest.Item) -> Iterator[None]:
     from pytest_topsail.artifacts import next_artifact_dir, using_artifact_dir
     from pytest_topsail.config import using_config
     from pytest_topsail.items import ITEM_DIR_KEY, ITEM_RECORD_KEY, new_record
+    from pytest_topsail.leftovers import collecting
 
     name = suite_name_of_path(item.config, Path(item.path))
     if name is None:
@@ -174,6 +179,7 @@ def item_context(item: pytest.Item) -> Iterator[None]:
         if directory is not None:
             stack.enter_context(using_artifact_dir(directory))
         stack.enter_context(using_config(suite.config))
+        stack.enter_context(collecting(item.stash[ITEM_RECORD_KEY]))
         yield
 
 

@@ -133,6 +133,7 @@ class Kube:
         self.context = context
         self.request_timeout = request_timeout
         self.retry = retry
+        self.kubeconfig: Path | None = None  # set by connect(): named in the commands given to users
         self.retried = 0  # requests sent again after a transient failure (kube.retry), for diagnostics
         self._discovery: dict[str, dict[str, ResourceInfo]] = {}
         self._discovery_lock = threading.Lock()
@@ -150,9 +151,18 @@ class Kube:
         configuration = copy.deepcopy(self.api_client.configuration)
         other = Kube(_api_client(configuration, pool_size), description=self.description, context=self.context,
                      request_timeout=self.request_timeout, retry=self.retry)
+        other.kubeconfig = self.kubeconfig
         with self._discovery_lock:
             other._discovery = dict(self._discovery)
         return other
+
+    def command(self, *args: str) -> str:
+        """The kubectl command line doing ``args`` on this cluster, for messages a user copies."""
+        import shlex
+
+        target = ["--kubeconfig", str(self.kubeconfig)] if self.kubeconfig else []
+        target += ["--context", self.context] if self.context else []
+        return shlex.join(["kubectl", *target, *args])
 
     def typed(self, api_class: Callable[[k8s_client.ApiClient], T]) -> T:
         """The official client's typed API on this connection, e.g. ``kube.typed(kubernetes.client.CoreV1Api)``."""
@@ -459,6 +469,7 @@ def connect(
     api_client = _api_client(configuration, pool_size)
     kube = Kube(api_client, description=f"{configuration.host} ({where})", context=context,
                 request_timeout=request_timeout)
+    kube.kubeconfig = path
     try:
         kube.version(timeout=timeout)
     except KubeError as exc:

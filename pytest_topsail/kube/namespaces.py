@@ -28,14 +28,29 @@ def namespace_exists(kube: Kube, name: str) -> bool:
 
 
 def delete_namespaces(kube: Kube, names: list[str], timeout: float = 60.0, interval: float = 0.2) -> list[str]:
-    """Delete whole namespaces (one request each: the cluster deletes their content) and wait up to `timeout`
-    seconds until they are gone; returns the names still present then."""
-    for name in names:
-        kube.delete(namespace_ref(name))
+    """Delete whole namespaces (the cluster deletes their content) and verify, for up to `timeout` seconds, that
+    they are gone; returns the names still present then (or whose presence could not be checked).
+
+    A namespace whose deletion has not started (its delete failed even after the layer's retries) is asked again at
+    each check, so one lost request never leaves a namespace behind."""
     deadline = time.monotonic() + timeout
     remaining = list(names)
-    while remaining and time.monotonic() < deadline:
-        remaining = [name for name in remaining if namespace_exists(kube, name)]
-        if remaining:
-            time.sleep(interval)
+    while remaining:
+        remaining = [name for name in remaining if _still_there(kube, name)]
+        if not remaining or time.monotonic() >= deadline:
+            return remaining
+        time.sleep(interval)
     return remaining
+
+
+def _still_there(kube: Kube, name: str) -> bool:
+    """Ask for the deletion of namespace `name` unless it is under way; False once it is gone."""
+    try:
+        namespace = kube.get(namespace_ref(name))
+        if namespace is None:
+            return False
+        if not (namespace.get("metadata") or {}).get("deletionTimestamp"):
+            kube.delete(namespace_ref(name))
+    except KubeError:
+        pass  # unknown for now: checked again
+    return True

@@ -17,8 +17,9 @@ from typing import Any, Literal, TextIO
 import pydantic
 
 from pytest_topsail.errors import TopsailError
-from pytest_topsail.kube.client import Kube, KubeError
+from pytest_topsail.kube.client import Kube
 from pytest_topsail.kube.namespaces import create_namespace, delete_namespaces
+from pytest_topsail.leftovers import report_leftover
 from pytest_topsail.scale.latency import StepStats, Threshold, all_stats, check_thresholds, write_tables
 from pytest_topsail.scale.sampler import Sampler, read_sampled, write_sampled
 from pytest_topsail.scale.submitter import JobToSubmit, Pacing, SubmitResult, Submitter
@@ -261,12 +262,12 @@ def cleanup_namespaces(
     if options.keep:
         return {"kept": namespaces, "duration_s": 0.0}
     started = time.monotonic()
-    try:
-        remaining = delete_namespaces(api, namespaces, options.cleanup_timeout_s)
-    except KubeError as exc:
-        return {"deleted": [], "error": str(exc), "duration_s": round(time.monotonic() - started, 3)}
+    remaining = delete_namespaces(api, namespaces, options.cleanup_timeout_s)
     duration = round(time.monotonic() - started, 3)
     if progress is not None:
         progress.write(f"[cleanup] deleted {len(namespaces) - len(remaining)}/{len(namespaces)} namespaces "
                        f"in {duration:.2f}s\n")
+    for name in remaining:
+        report_leftover(f"namespace {name} (still present {options.cleanup_timeout_s:g} s after its deletion)",
+                        api.command("delete", "namespace", name))
     return {"deleted": [n for n in namespaces if n not in remaining], "remaining": remaining, "duration_s": duration}

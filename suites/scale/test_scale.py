@@ -33,6 +33,8 @@ def run_problems(result: ScaleResult, max_failed_jobs: int) -> list[str]:
         problems.append(f"{failed['total']} failed jobs (submit {failed['submit']}, runtime {failed['runtime']}, "
                         f"never {summary['target']} {failed['unfinished']}) > max_failed_jobs {max_failed_jobs}")
         problems.extend(f"submit error: {error}" for error in summary.get("submit_errors") or [])
+    for name in (summary.get("cleanup") or {}).get("remaining") or []:
+        problems.append(f"cleanup: namespace {name} is still on the cluster (see LEFT ON THE CLUSTER at the end)")
     if summary["timed_out"]:
         problems.append(f"not every job reached {summary['target']} or failed within the case's timeout_s")
     return problems

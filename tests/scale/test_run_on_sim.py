@@ -75,3 +75,21 @@ def test_pods_waiting_for_room_are_not_judged_unschedulable(api, tmp_path):
     result = run_case(api, case, tmp_path, RunOptions(namespace_prefix="r", plots=False), run_id="room01")
     assert result.summary["unschedulable"] is None
     assert result.summary["failed_jobs"]["total"] == 0 and not result.summary["timed_out"]
+
+
+def test_a_namespace_that_stays_is_reported_with_the_command_removing_it(api, tmp_path):
+    from pytest_topsail.kube.client import ObjectRef
+    from pytest_topsail.leftovers import collecting
+
+    held = "h-held01-0"  # the run's namespace, created beforehand with a finalizer nobody removes
+    api.create({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": held, "finalizers": ["example.com/hold"]}})
+    record: dict = {}
+    with collecting(record):
+        result = run_case(api, ScaleCase(workload="interactive", jobs=1, timeout_s=30), tmp_path,
+                          RunOptions(namespace_prefix="h", plots=False, cleanup_timeout_s=1), run_id="held01")
+    assert result.summary["cleanup"]["remaining"] == [held]
+    [entry] = record["leftovers"]
+    assert entry["what"].startswith(f"namespace {held} (still present 1 s after its deletion)")
+    assert entry["command"] == f"kubectl --kubeconfig {api.kubeconfig} delete namespace {held}"
+    api.patch(ObjectRef("v1", "Namespace", held), {"metadata": {"finalizers": None}})
