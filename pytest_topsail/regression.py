@@ -375,6 +375,8 @@ class Verdict:
         """``-31.2%``, or the absolute change in the KPI's unit when the reference is 0."""
         if self.change_percent is not None:
             return f"{self.change_percent:+.{digits}f}%"
+        if self.change_absolute == 0:
+            return "no change"
         if self.change_absolute is not None:
             return f"{self.change_absolute:+g} {self.unit} (from 0)".replace("  ", " ")
         return ""

@@ -115,7 +115,7 @@ def trend_figure(suite: str, kpi: str, verdicts: Sequence[Verdict], now: float) 
     layout = {"title": {"text": f"{suite}: {kpi}"}, "height": 340, "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
               "yaxis": {"title": {"text": unit}, "rangemode": "tozero"},
               "xaxis": {"type": "date", "title": {"text": "run time (UTC); the diamond is this run"}},
-              "showlegend": True, "legend": {"orientation": "h"}}
+              "showlegend": True}
     return {"data": data, "layout": layout}
 
 
@@ -214,6 +214,9 @@ def build_context(report: ReportInput, report_dir: Path) -> dict[str, Any]:
         "banner": banner(report.summary, outcomes), "failed": failed,
         "changes": {status: _grouped([v for v in report.verdicts if v.status == status])
                     for status in ("regression", "improvement")},
+        "change_labels": {status: _labels_text(common_labels([v.labels for v in report.verdicts
+                                                               if v.status == status]))
+                          for status in ("regression", "improvement")},
         "outcomes": dict(sorted(outcomes.items())), "problems": problems, "figures": figures,
         "figures_json": {f.id: script_json(f.spec) for f in figures}, "plotly_bundle": bundle,
         "plotly_version": version, "colors": VERDICT_COLORS,
@@ -233,12 +236,14 @@ def banner(summary: dict[str, Any], outcomes: dict[str, int]) -> dict[str, str]:
 
 
 def _grouped(verdicts: Sequence[Verdict]) -> list[dict[str, Any]]:
-    """Changes grouped by item: the item's labels once, then one row per KPI."""
+    """Changes grouped by item: the labels every change shares are shown once above the table, each item's own
+    labels once on its group row, then one row per KPI."""
+    shared = common_labels([v.labels for v in verdicts])
     groups: dict[str, list[Verdict]] = defaultdict(list)
     for verdict in verdicts:
         groups[verdict.nodeid].append(verdict)
     return [{"test_id": nodeid.split("::")[-1], "nodeid": nodeid, "suite": items[0].suite,
-             "labels": _labels_text(items[0].labels),
+             "labels": _labels_text(items[0].labels, shared),
              "rows": [_verdict_row(v, items[0].labels, {}) for v in sorted(items, key=lambda v: v.kpi)]}
             for nodeid, items in sorted(groups.items())]
 

@@ -53,6 +53,8 @@ FINAL = """({
                         return {text: v.innerText, top: r.top, bottom: r.bottom, height: window.innerHeight,
                                 status: v.className}; })(),
   firstSection: document.querySelector("section").id,
+  sharedLabels: (document.querySelector("#regressions p.labels") || {}).innerText,
+  groupRows: Array.from(document.querySelectorAll("#regressions tr.group")).map(r => r.innerText),
   trends: Array.from(document.querySelectorAll("div[data-figure]")).filter(d => d.title.endsWith(" history"))
     .map(d => ({title: d.title, axis: d.layout.xaxis.type, tickLabels: d.querySelectorAll(".xtick").length,
                 series: d.data.map(t => ({name: t.name, x: t.x.map(x => Date.parse(x.replace(" ", "T") + "Z")),
@@ -97,6 +99,9 @@ def test_report_renders_in_headless_chromium_offline(report: Path, project: Proj
     assert verdict_line["text"].startswith("2 KPI regressions") and "tests: 2 passed" in verdict_line["text"]
     assert 0 <= verdict_line["top"] and verdict_line["bottom"] < verdict_line["height"], "visible without scrolling"
     assert verdict_line["status"] == "verdict-fail" and page["firstSection"] == "regressions"
+    assert "image=v1" in page["sharedLabels"] and "ocp_version=4.16" in page["sharedLabels"], "shared labels once"
+    assert [row.split("\t")[0] for row in page["groupRows"]] == [
+        "demo · test_train[run-size=1] size=1", "demo · test_train[run-size=2] size=2"]
     assert len(page["trends"]) == 4
     for trend in page["trends"]:
         assert trend["axis"] == "date" and trend["tickLabels"] > 0, "a shared, labelled run axis"
