@@ -220,6 +220,8 @@ def test_unknown_runtime_is_reported(sim: Any, flan: str, wait_until: Any) -> No
     status = wait_until(lambda: _status(sim, "orphan").get("modelStatus"), WAIT, "orphan's model status")
     assert status["lastFailureInfo"]["reason"] == "RuntimeNotRecognized"
     assert status["lastFailureInfo"]["message"] == "No ServingRuntimes or ClusterServingRuntimes with the name: nope"
+    sim.kubectl("apply", "-f", "-", stdin=RUNTIME.replace("name: tgis-runtime", "name: nope"))
+    sim.kubectl("wait", "--for=condition=Ready", "isvc/orphan", f"--timeout={WAIT:.0f}s")  # the runtime arrived
 
 
 def test_plain_tgis_pod_serves_until_deleted(sim: Any, core: client.CoreV1Api, wait_until: Any) -> None:

@@ -169,9 +169,8 @@ class KServeController(Controller):
 
     def _on_runtime(self, event_type: str, runtime: dict[str, Any]) -> None:
         namespace = runtime["metadata"].get("namespace") or ""
-        for isvc in self.store.list(self.isvcs, namespace):
-            if not isvc.get("status"):
-                self._on_isvc("MODIFIED", isvc)
+        for isvc in self.store.list(self.isvcs, namespace):  # e.g. one that waited for this runtime
+            self._on_isvc("MODIFIED", isvc)
 
     def _on_pod(self, event_type: str, pod: dict[str, Any]) -> None:
         metadata = pod["metadata"]
