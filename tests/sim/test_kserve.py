@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import threading
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -134,6 +135,9 @@ def test_ready_inferenceservice_status_and_predictor(sim: Any, core: client.Core
     assert pod.spec.init_containers[0].name == "storage-initializer"
     assert core.read_namespaced_service("flan-predictor", "default").spec.ports[0].port == 8033
     assert pod.metadata.annotations["sim.topsail.io/endpoint-8033"].startswith("127.0.0.1:")
+    health = urllib.request.urlopen(f"http://{pod.metadata.annotations['sim.topsail.io/endpoint-3000']}/health",
+                                    timeout=WAIT)  # TGIS's --port=3000 (the runtime's readiness probe)
+    assert health.status == 200
 
 
 def test_kubectl_port_forward_to_the_predictor(sim: Any, flan: str) -> None:

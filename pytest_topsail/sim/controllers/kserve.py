@@ -20,7 +20,8 @@ or an image named text-generation-inference (tgis-tester's way, model from MODEL
 server (pytest_topsail.tgis.server; TOPSAIL_TGIS_DIVERGE and TOPSAIL_TGIS_PREFIXES in the container's environment
 make it diverge or know prefix ids) on 127.0.0.1, in the simulator's process, stopped when the pod goes; its address
 is published on the pod as `sim.topsail.io/endpoint-<grpc port>` (what pods/portforward connects to); a container
-port named `http1`/`http` gets the server's OpenAI-compatible HTTP front, published the same way. Then the
+port named `http1`/`http` (else `--port`) gets the server's HTTP front (OpenAI routes, /health), published the same
+way. Then the
 InferenceService becomes Ready: `modelStatus` Loaded, conditions PredictorReady/IngressReady/Ready, `status.url`.
 """
 
@@ -119,12 +120,13 @@ def grpc_port(container: dict[str, Any]) -> int:
 
 
 def http_port(container: dict[str, Any]) -> int | None:
-    """The container port KServe names for HTTP (`http1`, as vLLM runtimes declare it): it serves the reference
-    server's OpenAI-compatible front."""
+    """The container's HTTP port, served by the reference server's HTTP front (OpenAI routes and /health): the port
+    KServe names `http1` (as vLLM runtimes declare it), else the launcher's `--port` (TGIS's /health port)."""
     for port in container.get("ports") or ():
         if port.get("name") in ("http1", "http") and port.get("containerPort"):
             return int(port["containerPort"])
-    return None
+    value = _args(container).get("port", "")
+    return int(value) if value.isdigit() else None
 
 
 def model_name(isvc: dict[str, Any]) -> str:
