@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from pytest_topsail.kube.client import Kube, KubeError, ObjectRef
+from pytest_topsail.kube.client import Kube, KubeConnectionError, KubeError, ObjectRef
 
 
 def namespace_ref(name: str) -> ObjectRef:
@@ -32,11 +32,15 @@ def delete_namespaces(kube: Kube, names: list[str], timeout: float = 60.0, inter
     they are gone; returns the names still present then (or whose presence could not be checked).
 
     A namespace whose deletion has not started (its delete failed even after the layer's retries) is asked again at
-    each check, so one lost request never leaves a namespace behind."""
+    each check, so one lost request never leaves a namespace behind. A cluster that stops answering ends the wait at
+    once: every name not yet seen gone is returned."""
     deadline = time.monotonic() + timeout
     remaining = list(names)
     while remaining:
-        remaining = [name for name in remaining if _still_there(kube, name)]
+        try:
+            remaining = [name for name in remaining if _still_there(kube, name)]
+        except KubeConnectionError:
+            return remaining
         if not remaining or time.monotonic() >= deadline:
             return remaining
         time.sleep(interval)
@@ -51,6 +55,8 @@ def _still_there(kube: Kube, name: str) -> bool:
             return False
         if not (namespace.get("metadata") or {}).get("deletionTimestamp"):
             kube.delete(namespace_ref(name))
+    except KubeConnectionError:
+        raise
     except KubeError:
         pass  # unknown for now: checked again
     return True

@@ -148,7 +148,7 @@ def submit_and_sample(
     finally:
         sampler.stop()
     sampled = sampler.snapshot()
-    sampled["timed_out"] = not reached and not sampled.get("unschedulable")
+    sampled["timed_out"] = not reached and not sampled.get("unschedulable") and not sampled.get("lost")
     write_sampled(sampled, directory / "sampled.json")
     return result, sampled, reached
 
@@ -176,6 +176,7 @@ def analyse(
         "target": target,
         "timed_out": bool(sampled.get("timed_out")),
         "unschedulable": sampled.get("unschedulable"),
+        "cluster_lost": sampled.get("lost"),
         "failed_jobs": failed,
         "offered_jobs_per_s": submitted.get("offered_jobs_per_s"),
         "submission_jobs_per_s": submitted.get("achieved_jobs_per_s", 0.0),
@@ -268,6 +269,6 @@ def cleanup_namespaces(
         progress.write(f"[cleanup] deleted {len(namespaces) - len(remaining)}/{len(namespaces)} namespaces "
                        f"in {duration:.2f}s\n")
     for name in remaining:
-        report_leftover(f"namespace {name} (still present {options.cleanup_timeout_s:g} s after its deletion)",
+        report_leftover(f"namespace {name} (not seen gone within {options.cleanup_timeout_s:g} s of its deletion)",
                         api.command("delete", "namespace", name))
     return {"deleted": [n for n in namespaces if n not in remaining], "remaining": remaining, "duration_s": duration}

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from pytest_topsail.errors import TopsailError
-from pytest_topsail.kube.client import Kube, KubeError, ObjectRef
+from pytest_topsail.kube.client import Kube, KubeConnectionError, KubeError, ObjectRef
 from pytest_topsail.scale.workloads import JOB_LABEL, RUN_LABEL
 
 POD_STEPS = ("created", "scheduled", "initialized", "started", "ready", "completed", "failed")
@@ -188,6 +188,8 @@ class Sampler:
         self.fatal: str | None = None
         self.watch_restarts = 0
         self.unschedulable: str | None = None  # why the wait stopped early: pods no node can ever hold
+        self.lost: str | None = None  # why the wait stopped early: the cluster stopped answering
+        self.connection_errors = 0
         self.never_since: dict[str, float] = {}  # pod key -> monotonic time it was first judged never schedulable
         self.started_ms = 0.0
         self.finished_ms = 0.0
@@ -244,6 +246,8 @@ class Sampler:
         def on_error(exc: KubeError) -> None:
             self.record_error(kind, exc)
             self.watch_restarts += 1
+            if isinstance(exc, KubeConnectionError):
+                self.connection_errors += 1
 
         while not self.stop_event.is_set():
             try:
@@ -314,6 +318,7 @@ class Sampler:
         deadline = time.monotonic() + timeout_s
         next_print = time.monotonic() + progress_interval_s
         next_check = time.monotonic() + UNSCHEDULABLE_CHECK_S
+        seen_errors = self.connection_errors
         pending = [j for j in jobs if not j.get("error")]
         while True:
             with self.lock:
@@ -324,14 +329,26 @@ class Sampler:
                 return False
             if time.monotonic() >= next_check:
                 next_check = time.monotonic() + UNSCHEDULABLE_CHECK_S
-                self.unschedulable = self.never_scheduled_pods()
-                if self.unschedulable:
+                self.lost = self.cluster_lost(seen_errors)
+                seen_errors = self.connection_errors
+                self.unschedulable = None if self.lost else self.never_scheduled_pods()
+                if self.unschedulable or self.lost:
                     return False
             if progress_stream is not None and time.monotonic() >= next_print:
                 next_print = time.monotonic() + progress_interval_s
                 progress_stream.write(f"[sampler] {len(jobs) - len(pending)}/{len(jobs)} jobs {target} or failed\n")
                 progress_stream.flush()
             time.sleep(0.05)
+
+    def cluster_lost(self, seen_errors: int) -> str | None:
+        """After the watches lost their connection: whether the API server still answers (the layer has retried)."""
+        if self.connection_errors == seen_errors:
+            return None
+        try:
+            self.api.version(timeout=5.0)
+        except KubeConnectionError as exc:
+            return f"the cluster stopped answering while the jobs ran: {exc}"
+        return None
 
     def never_scheduled_pods(self) -> str | None:
         """The first pod of the run that the scheduler refused and no node can ever hold (see kube.scheduling),
@@ -396,6 +413,7 @@ class Sampler:
                 "errors": list(self.errors),
                 "error_count": self.error_count,
                 "unschedulable": self.unschedulable,
+                "lost": self.lost,
                 "workloads": [t.to_dict() for t in self.workloads.values()],
                 "pods": [t.to_dict() for t in self.pods.values()],
                 "events": list(self.events),

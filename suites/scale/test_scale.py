@@ -26,8 +26,9 @@ def test_scale(case: topsail.Case, scale_api: topsail.Kube, scale_options: RunOp
 def run_problems(result: ScaleResult, max_failed_jobs: int) -> list[str]:
     summary = result.summary
     problems = list(result.violations)
-    if summary.get("unschedulable"):
-        problems.insert(0, summary["unschedulable"])
+    for cause in ("cluster_lost", "unschedulable"):
+        if summary.get(cause):
+            problems.insert(0, summary[cause])
     failed = summary["failed_jobs"]
     if failed["total"] > max_failed_jobs:
         problems.append(f"{failed['total']} failed jobs (submit {failed['submit']}, runtime {failed['runtime']}, "

@@ -57,3 +57,27 @@ def test_submit_errors_show_the_apis_reason_in_the_summary(tmp_path) -> None:
     errors = result.summary["submit_errors"]
     assert len(errors) == 2 and "simulated fault: create jobs.batch failed with 500" in errors[0], errors
     assert "HTTP 500 InternalError from https://127.0.0.1:" in errors[0] and "kubeconfig" in errors[0], errors
+
+
+def test_a_cluster_that_goes_away_mid_run_ends_the_wait_at_once(tmp_path) -> None:
+    import threading
+    import time
+
+    from pytest_topsail.leftovers import collecting
+
+    sim = SimCluster({"node_pools": [{"name": "gpu", "count": 1, "gpu_profile": "a100"}]}, seed=5)
+    sim.start()
+    kube = connect(sim.kubeconfig_path)
+    kube.retry = RetryPolicy(max_attempts=2)
+    threading.Timer(2.0, sim.stop).start()
+    case = ScaleCase(workload="training", jobs=2, gpus=1, duration_s=60, timeout_s=120)
+    started = time.monotonic()
+    record: dict = {}
+    with collecting(record):
+        result = run_case(kube, case, tmp_path, RunOptions(namespace_prefix="g", plots=False), run_id="gone01")
+    kube.close()
+    assert time.monotonic() - started < 30, "the wait ended when the cluster stopped answering, not at timeout_s"
+    lost = result.summary["cluster_lost"]
+    assert lost.startswith("the cluster stopped answering while the jobs ran: "), result.summary
+    assert "connection refused" in result.summary["cluster_lost"] and not result.summary["timed_out"]
+    assert [entry["what"].split()[1] for entry in record["leftovers"]] == ["g-gone01-0"]

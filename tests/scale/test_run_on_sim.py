@@ -90,6 +90,6 @@ def test_a_namespace_that_stays_is_reported_with_the_command_removing_it(api, tm
                           RunOptions(namespace_prefix="h", plots=False, cleanup_timeout_s=1), run_id="held01")
     assert result.summary["cleanup"]["remaining"] == [held]
     [entry] = record["leftovers"]
-    assert entry["what"].startswith(f"namespace {held} (still present 1 s after its deletion)")
+    assert entry["what"].startswith(f"namespace {held} (not seen gone within 1 s of its deletion)")
     assert entry["command"] == f"kubectl --kubeconfig {api.kubeconfig} delete namespace {held}"
     api.patch(ObjectRef("v1", "Namespace", held), {"metadata": {"finalizers": None}})
