@@ -12,22 +12,25 @@ class TopsailError(Exception):
     """
 
 
-def describe_validation_error(error: Any, where: str, what: str = "") -> str:
+def describe_validation_error(error: Any, where: str, what: str = "", model: Any = None) -> str:
     """One message for a pydantic ``ValidationError``: ``<where>: <what>: key a.b[0]: expected ...; key c: ...``.
 
-    `where` names the file or object, `what` what was being validated ("invalid simulator profile"). This is the one
-    formatter of validation errors; build a TopsailError from it (or use pytest_topsail.settings.validate).
+    `where` names the file or object, `what` what was being validated ("invalid simulator profile"); with the
+    `model`, an unknown top-level key lists the known ones. This is the one formatter of validation errors; build a
+    TopsailError from it (or use pytest_topsail.settings.validate).
     """
     problems = []
     for detail in error.errors(include_url=False):
-        problems.append(f"key {_key_path(detail['loc'])}: {_problem(detail)}")
+        problem = _problem(detail)
+        if detail.get("type") == "extra_forbidden" and len(detail["loc"]) == 1 and model is not None:
+            problem += f"; known: {', '.join(sorted(model.model_fields))}"
+        problems.append(f"key {_key_path(detail['loc'])}: {problem}" if detail["loc"] else problem)
     head = f"{where}: {what}: " if what else f"{where}: "
     return head + "; ".join(problems)
 
 
 def _key_path(location: tuple[Any, ...]) -> str:
-    path = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in location).lstrip(".")
-    return path or "(top level)"
+    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in location).lstrip(".")
 
 
 def _problem(detail: dict[str, Any]) -> str:

@@ -56,7 +56,7 @@ class Parallel:
     def delayed(self, func: Callable[..., Any], *args: Any, name: str | None = None, **kwargs: Any) -> None:
         """Schedule ``func(*args, **kwargs)``; ``name`` names its directory (default: the function's name)."""
         step_name = name or getattr(func, "__name__", "step")
-        self.tasks.append(_Task(safe_name(step_name), func, args, kwargs))
+        self.tasks.append(_Task(safe_name(str(step_name)), func, args, kwargs))
 
     def __enter__(self) -> Parallel:
         return self

@@ -172,7 +172,7 @@ def item_context(item: pytest.Item) -> Iterator[None]:
     except OSError as exc:  # disk full, counter lock timeout, ...: the item still runs, without its directory
         item.warn(pytest.PytestWarning(f"topsail: cannot create the artifact directory of {item.nodeid}: {exc}"))
         directory = None
-    else:
+    if directory is not None:
         item.stash[ITEM_DIR_KEY] = directory
     item.stash[ITEM_RECORD_KEY] = new_record(item, suite.name, directory)
     with ExitStack() as stack:

@@ -33,7 +33,7 @@ def validate(model: type[M], data: Any, where: str, what: str = "") -> M:
     try:
         return model.model_validate({} if data is None else data)
     except pydantic.ValidationError as error:
-        raise TopsailError(describe_validation_error(error, where, what)) from None
+        raise TopsailError(describe_validation_error(error, where, what, model)) from None
 
 
 def load_module(path: Path, prefix: str) -> Any:

@@ -8,9 +8,10 @@ from importlib import resources
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from pytest_topsail.errors import TopsailError
+from pytest_topsail.settings import validate
 
 
 class ModelSpec(BaseModel):
@@ -88,11 +89,7 @@ def _parse(data: Any, section: str, model: type[BaseModel], source: str) -> dict
         raise TopsailError(f"{source}: {section} must be a mapping of name -> fields")
     parsed = {}
     for name, fields in entries.items():
-        try:
-            parsed[str(name)] = model.model_validate(fields)
-        except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(value)'}: {e['msg']}" for e in exc.errors())
-            raise TopsailError(f"{source}: {section}.{name}: {problems}") from None
+        parsed[str(name)] = validate(model, fields, f"{source}: {section}.{name}")
     return parsed
 
 

@@ -45,8 +45,10 @@ def scaling_figure(points: Iterable[Mapping[str, Any]], kpi: str, higher_better:
                        "y": [v for _, v in values], "legendgroup": name,
                        "text": [f"efficiency {e:.0%}" for e in efficiency]})
         perfect = [base * g / base_gpus if higher_better else base * base_gpus / g for g, _ in values]
-        traces.append({"type": "scatter", "mode": "lines", "name": f"{name} (perfect scaling)", "legendgroup": name,
-                       "x": [g for g, _ in values], "y": perfect, "line": {"dash": "dot"}})
+        perfect_trace: dict[str, Any] = {"type": "scatter", "mode": "lines", "name": f"{name} (perfect scaling)",
+                                         "legendgroup": name, "x": [g for g, _ in values], "y": perfect,
+                                         "line": {"dash": "dot"}}
+        traces.append(perfect_trace)
     direction = "higher is better" if higher_better else "lower is better"
     return {"data": traces, "layout": {"title": {"text": f"{kpi} vs GPU count ({direction})"},
                                        "xaxis": {"title": {"text": "GPUs (pods x GPUs per pod)"}, "type": "log",

@@ -100,7 +100,7 @@ def find(stats: list[StepStats], step: str, source: str = "watch", level: str = 
 def format_table(stats: list[StepStats]) -> str:
     """A fixed-width text table, one line per (level, source, step)."""
     header = ("level", "source", "step", "P50_ms", "P95_ms", "P99_ms", "max_ms", "avg_ms", "count", "errors")
-    rows = [header]
+    rows: list[tuple[str, ...]] = [header]
     for s in stats:
         cells = [s.level, s.source, s.step]
         cells += ["-" if v is None else f"{v:.1f}" for v in (s.P50, s.P95, s.P99, s.max, s.avg)]

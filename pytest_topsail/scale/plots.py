@@ -51,12 +51,12 @@ def detailed_figure(timelines: list[Timeline], source: str = "watch") -> go.Figu
         horizontal_spacing=0.06,
         vertical_spacing=0.35 / max(len(steps), 1),
     )
-    first_submit = min((t.base["watch"] for t in timelines if t.base.get("watch") is not None), default=0.0)
+    first_submit = min((b for t in timelines if (b := t.base.get("watch")) is not None), default=0.0)
     for row, step in enumerate(steps, start=1):
         points = [
-            ((t.base["watch"] - first_submit) / 1000.0, t.delta(source, step))
+            ((submitted - first_submit) / 1000.0, t.delta(source, step))
             for t in timelines
-            if step in t.applicable and t.base.get("watch") is not None
+            if step in t.applicable and (submitted := t.base.get("watch")) is not None
         ]
         points = [(x, d) for x, d in points if d is not None]
         figure.add_trace(

@@ -91,6 +91,8 @@ def workload_step_states(obj: dict[str, Any]) -> dict[str, tuple[bool, float | N
     status = obj.get("status", {})
     created = (True, parse_ts(obj.get("metadata", {}).get("creationTimestamp")))
     failed = condition_true_ts(obj, "Failed")
+    ready: tuple[bool, float | None]
+    completed: tuple[bool, float | None]
     if kind == "Job":
         done, done_ts = condition_true_ts(obj, "Complete")
         completed = (done, parse_ts(status.get("completionTime")) or done_ts)

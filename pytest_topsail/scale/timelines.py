@@ -203,7 +203,7 @@ def times_table(timelines: list[Timeline]) -> tuple[list[str], list[list[str]]]:
     """Header and rows of times.csv: per job, each step's delta in ms from its source's base."""
     header = ["index", "job", "namespace", "pods", "failed", "submit_offset_ms"]
     header += [f"{step}_{source}_ms" for source in SOURCES for step in SOURCE_STEPS[source]]
-    first_submit = min((t.base["watch"] for t in timelines if t.base.get("watch") is not None), default=0.0)
+    first_submit = min((b for t in timelines if (b := t.base.get("watch")) is not None), default=0.0)
     rows = []
     for t in timelines:
         submit = t.base.get("watch")

@@ -139,7 +139,7 @@ class SimCluster:
         if self._audit_option is True:
             self.audit_log_path = self.workdir / "audit.jsonl"
         elif self._audit_option:
-            self.audit_log_path = Path(self._audit_option).absolute()  # type: ignore[arg-type]
+            self.audit_log_path = Path(self._audit_option).absolute()
         self.kubeconfig_path.unlink(missing_ok=True)
 
     def _profile_path(self) -> Path | None:

@@ -422,6 +422,7 @@ def _wire_fields(data: bytes) -> list[tuple[int, int, Any]]:
     while position < len(data):
         key, position = _varint(data, position)
         number, wire_type = key >> 3, key & 7
+        value: int | bytes
         if wire_type == 0:
             value, position = _varint(data, position)
         elif wire_type == 2:

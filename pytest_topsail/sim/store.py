@@ -60,6 +60,7 @@ Not thread-safe: use it from the event loop's thread only (the server and the co
 
 from __future__ import annotations
 
+import builtins
 import collections
 import json
 import logging
@@ -401,19 +402,19 @@ class Store:
             result.append(obj)
         return result
 
-    def _candidate_keys(self, table: _Table, namespace: str | None, labels: list[Requirement],
-                        fields: list[FieldRequirement]) -> Iterable[ObjKey]:
+    def _candidate_keys(self, table: _Table, namespace: str | None, labels: builtins.list[Requirement],
+                        fields: builtins.list[FieldRequirement]) -> Iterable[ObjKey]:
         for requirement in fields:
             if requirement.path == ("metadata", "name") and not requirement.negate:
                 if namespace is not None:
                     return [(namespace, requirement.value)]
         best: set[ObjKey] | None = None
-        for requirement in labels:
-            if not requirement.indexable:
+        for label in labels:
+            if not label.indexable:
                 continue
-            values = table.by_label.get(requirement.key, {})
+            values = table.by_label.get(label.key, {})
             matched: set[ObjKey] = set()
-            for value in requirement.values:
+            for value in label.values:
                 matched |= values.get(value, set())
             if best is None or len(matched) < len(best):
                 best = matched
@@ -437,7 +438,7 @@ class Store:
             table.raw[key] = (obj, raw)
         return raw
 
-    def events_since(self, rtype: ResourceType, resource_version: int) -> list[tuple[str, Obj, Obj | None]]:
+    def events_since(self, rtype: ResourceType, resource_version: int) -> builtins.list[tuple[str, Obj, Obj | None]]:
         """Watch events of ``rtype`` with a resourceVersion above ``resource_version``, oldest first, each with the
         object's previous version."""
         table = self._table(rtype)
@@ -791,7 +792,7 @@ class Store:
             self._maybe_finish_namespace(key[0])
         return final
 
-    def _dependent_objects(self, owner_uid: str) -> list[tuple[ResourceType, Obj]]:
+    def _dependent_objects(self, owner_uid: str) -> builtins.list[tuple[ResourceType, Obj]]:
         result = []
         for type_key, key in sorted(self._dependents.get(owner_uid, ())):
             rtype = self._preferred.get(type_key)
@@ -814,7 +815,7 @@ class Store:
             refs = obj["metadata"].get("ownerReferences") or []
             self._replace_owner_refs(rtype, obj, [r for r in refs if r.get("uid") != owner_uid])
 
-    def _replace_owner_refs(self, rtype: ResourceType, obj: Obj, refs: list[dict]) -> None:
+    def _replace_owner_refs(self, rtype: ResourceType, obj: Obj, refs: builtins.list[dict]) -> None:
         metadata = dict(obj["metadata"])
         if refs:
             metadata["ownerReferences"] = refs

@@ -15,7 +15,7 @@ from typing import Any, Literal
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
-from pytest_topsail.errors import TopsailError
+from pytest_topsail.settings import validate
 
 MIG_PROFILES = ("mig_1g_10gb", "mig_2g_20gb", "mig_3g_40gb")
 MIG_MEMORY_GIB = {"mig_1g_10gb": 10, "mig_2g_20gb": 20, "mig_3g_40gb": 40}
@@ -191,14 +191,4 @@ class ModelConfig(_Strict):
 
 def load_model_config(data: Mapping[str, Any] | None, where: str) -> ModelConfig:
     """Validate one config read from `where` (a file and key); TopsailError naming it and every problem."""
-    try:
-        return ModelConfig.model_validate(dict(data or {}))
-    except pydantic.ValidationError as error:
-        problems = "; ".join(_describe(e) for e in error.errors())
-        raise TopsailError(f"{where}: invalid TGIS model config: {problems}") from None
-
-
-def _describe(error: Any) -> str:
-    location = ".".join(str(part) for part in error["loc"])
-    message = str(error["msg"]).removeprefix("Value error, ")
-    return f"{location}: {message}" if location else message
+    return validate(ModelConfig, dict(data or {}), where, "invalid TGIS model config")

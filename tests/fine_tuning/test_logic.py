@@ -43,7 +43,7 @@ def test_catalog_knows_models_with_registry_suffix_and_can_be_extended():
     extended = catalog.extended({"models": {"acme/unknown-1b": {"params_b": 1, "layers": 16, "hidden": 2048,
                                                                 "heads": 16}}}, "config.yaml")
     assert extended.model("acme/unknown-1b").layers == 16
-    with pytest.raises(TopsailError, match="config.yaml: models.bad: layers"):
+    with pytest.raises(TopsailError, match="config.yaml: models.bad: key layers"):
         catalog.extended({"models": {"bad": {"params_b": 1, "layers": 0, "hidden": 1, "heads": 1}}}, "config.yaml")
 
 

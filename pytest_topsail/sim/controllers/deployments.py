@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Hashable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pytest_topsail.sim.apierror import ApiError
 from pytest_topsail.sim.controllers.base import condition, now_seconds, set_condition
@@ -40,7 +40,7 @@ class DeploymentController(WorkloadController):
         return self.profile.deployments.sync
 
     async def reconcile(self, key: Hashable) -> None:
-        namespace, name = key  # type: ignore[misc]
+        namespace, name = cast(tuple[str, str], key)
         deployment = self.store.find(self.owners, namespace, name)
         if deployment is None or deployment["metadata"].get("deletionTimestamp"):
             return

@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, cast
 
 from pytest_topsail.sim.controllers.olm import OperatorController, condition
 
@@ -35,7 +35,7 @@ class GpuOperatorController(OperatorController):
             self.enqueue(("clusterpolicy", "", policy["metadata"]["name"]))
 
     async def reconcile(self, key: Hashable) -> None:
-        kind, namespace, name = key  # type: ignore[misc]
+        kind, namespace, name = cast(tuple[str, str, str], key)
         if kind == "nfd":
             self._reconcile_nfd(namespace, name)
         elif kind == "clusterpolicy":

@@ -6,7 +6,7 @@ ttlSecondsAfterFinished, suspend of a running job (a suspended job simply gets n
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, cast
 
 from pytest_topsail.sim.apierror import ApiError
 from pytest_topsail.sim.controllers.base import condition, now_seconds, set_condition
@@ -19,7 +19,7 @@ class JobController(WorkloadController):
     owner_resource = ("jobs", "batch")
 
     async def reconcile(self, key: Hashable) -> None:
-        namespace, name = key  # type: ignore[misc]
+        namespace, name = cast(tuple[str, str], key)
         job = self.store.find(self.owners, namespace, name)
         if job is None or job["metadata"].get("deletionTimestamp"):
             return
@@ -52,8 +52,7 @@ class JobController(WorkloadController):
             elif not spec.get("suspend"):
                 active += self._create_pods(job, len(active), succeeded)
         status["active"] = len(active)
-        status["ready"] = sum(1 for p in active if condition(p, "Ready") and condition(p, "Ready").get("status") ==
-                              "True")
+        status["ready"] = sum(1 for p in active if (condition(p, "Ready") or {}).get("status") == "True")
         status["succeeded"] = succeeded
         status["failed"] = failed
         for zero in ("active", "succeeded", "failed"):
@@ -72,7 +71,7 @@ class JobController(WorkloadController):
         else:
             wanted = min(parallelism, int(completions) - succeeded)
         uid = job["metadata"]["uid"]
-        created = []
+        created: list[dict[str, Any]] = []
         for _ in range(max(0, wanted - active)):
             while True:
                 number = self.created.get(uid, 0)

@@ -18,7 +18,7 @@ import hashlib
 import logging
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -129,7 +129,7 @@ class OperatorController(Controller):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.delay_elapsed: set[Hashable] = set()
+        self.delay_elapsed: set[tuple[Hashable, Any]] = set()
 
     def ready_delay_over(self, key: Hashable, obj: dict[str, Any]) -> bool:
         """True once `ready_ms` has passed since this controller first saw `obj` (reconciled again then)."""
@@ -238,7 +238,7 @@ class OlmController(OperatorController):
                 })
 
     async def reconcile(self, key: Hashable) -> None:
-        kind, namespace, name = key  # type: ignore[misc]
+        kind, namespace, name = cast(tuple[str, str, str], key)
         if kind == "catalog":
             self._reconcile_catalog(namespace, name)
         elif kind == "subscription":

@@ -19,7 +19,7 @@ import math
 import time
 from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from pytest_topsail.sim.controllers.base import Controller, now_seconds, set_condition
 from pytest_topsail.sim.controllers.containers import ContainerPlan, plan_containers
@@ -106,7 +106,7 @@ class PodLifecycle(Controller):
         self.enqueue_after(self.delay(stage, *key, "initialize"), ("stage", *key))
 
     async def reconcile(self, key: Hashable) -> None:
-        action, namespace, name = key  # type: ignore[misc]
+        action, namespace, name = cast(tuple[str, str, str], key)
         run = self.runs.get((namespace, name))
         pod = self.store.find(self.pods, namespace, name)
         if run is None or pod is None:
@@ -163,15 +163,16 @@ class PodLifecycle(Controller):
 
     def _plan(self, pod: dict[str, Any], run: PodRun) -> None:
         run.plans = plan_containers(pod)
-        durations = [p.duration for p in run.plans]
-        if any(d is None for d in durations):
+        planned = [p.duration for p in run.plans]
+        durations: list[float] = [d for d in planned if d is not None]
+        if len(durations) < len(planned):
             if _owned_by_job(pod):
                 key = (pod["metadata"].get("namespace") or "", pod["metadata"]["name"])
                 complete = stage_for(pod, "complete", self.profile.stages.complete)
                 default = self.delay(complete, *key, "complete")
             else:
                 default = math.inf
-            durations = [default if d is None else d for d in durations]
+            durations = [default if d is None else d for d in planned]
         run.run_seconds = max(durations, default=math.inf)
         run.exit_code = next((p.exit_code for p in run.plans if p.exit_code), 0)
         training = self._training_plan(pod)

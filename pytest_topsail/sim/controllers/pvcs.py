@@ -5,7 +5,7 @@ away with its claim). No storage is simulated behind it; WaitForFirstConsumer is
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, cast
 
 from pytest_topsail.sim.apierror import ApiError
 from pytest_topsail.sim.controllers.base import Controller
@@ -39,7 +39,7 @@ class VolumeController(Controller):
             if volume is not None and (volume.get("spec") or {}).get("persistentVolumeReclaimPolicy") == "Delete":
                 self.store.delete(self.volumes, None, key[1])  # type: ignore[index]
             return
-        namespace, name = key  # type: ignore[misc]
+        namespace, name = cast(tuple[str, str], key)
         claim = self.store.find(self.claims, namespace, name)
         if claim is None or (claim.get("status") or {}).get("phase") == "Bound":
             return

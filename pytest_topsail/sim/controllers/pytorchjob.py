@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, cast
 
 from pytest_topsail.sim.apierror import ApiError
 from pytest_topsail.sim.controllers.base import condition, now_seconds, set_condition
@@ -123,7 +123,7 @@ class PyTorchJobController(WorkloadController):
         return {p["metadata"]["name"]: p for p in pods}
 
     async def reconcile(self, key: Hashable) -> None:
-        namespace, name = key  # type: ignore[misc]
+        namespace, name = cast(tuple[str, str], key)
         job = self.store.find(self.owners, namespace, name)
         if job is None or job["metadata"].get("deletionTimestamp"):
             return

@@ -10,7 +10,7 @@ The kinds exist only once OLM installed the operator (see olm.py).
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, cast
 
 from pytest_topsail.sim.controllers.olm import OperatorController, condition
 
@@ -32,7 +32,7 @@ class RhoaiController(OperatorController):
             self.enqueue(("dsc", "", dsc["metadata"]["name"]))
 
     async def reconcile(self, key: Hashable) -> None:
-        kind, _, name = key  # type: ignore[misc]
+        kind, _, name = cast(tuple[str, str, str], key)
         if kind == "dsci":
             self._reconcile_dsci(key, name)
         elif kind == "dsc":

@@ -9,7 +9,7 @@ Pods chosen by a `never_schedule` fault of the profile are never bound.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, cast
 
 from pytest_topsail.sim.controllers.base import Controller, now_seconds, set_condition, stable_fraction
 from pytest_topsail.sim.controllers.containers import stage_override
@@ -111,7 +111,7 @@ class Scheduler(Controller):
 
     # placing --------------------------------------------------------------------------------------------------------
     async def reconcile(self, key: Hashable) -> None:
-        namespace, name = key  # type: ignore[misc]
+        namespace, name = cast(tuple[str, str], key)
         pod = self.store.find(self.pods, namespace, name)
         if pod is None or (pod.get("spec") or {}).get("nodeName") or key not in self.waiting:
             return

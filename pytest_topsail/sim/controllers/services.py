@@ -4,7 +4,7 @@ services excepted) and LoadBalancer services an ingress IP. Endpoints are not si
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, cast
 
 from pytest_topsail.sim.controllers.base import Controller
 
@@ -46,7 +46,7 @@ class ServiceController(Controller):
                 return ip
 
     async def reconcile(self, key: Hashable) -> None:
-        namespace, name = key  # type: ignore[misc]
+        namespace, name = cast(tuple[str, str], key)
         service = self.store.find(self.services, namespace, name)
         if service is None:
             return
