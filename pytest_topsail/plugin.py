@@ -43,6 +43,19 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(session.XdistHooks(config), "topsail-xdist")
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session: pytest.Session) -> Generator[None, object, object]:
+    try:
+        return (yield)
+    except pytest.UsageError as exc:  # "not found: suites/x/test_x.py::test[id]": an id only a preset selects?
+        from pytest_topsail import session as topsail_session
+
+        hint = topsail_session.preset_hint(session.config)
+        if hint is None:
+            raise
+        raise pytest.UsageError(*exc.args, hint) from None
+
+
 @pytest.hookimpl(trylast=True)  # after the suites' own pytest_generate_tests, which may parametrize "case" themselves
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     from pytest_topsail import session

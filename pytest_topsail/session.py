@@ -138,6 +138,48 @@ def _parametrized_explicitly(metafunc: pytest.Metafunc, argname: str) -> bool:
     return False
 
 
+def preset_hint(config: pytest.Config) -> str | None:
+    """For node ids of the command line whose parameter id exists only under presets not applied: a hint naming
+    those presets (IDE runners re-run single items by id and may have dropped ``--preset``)."""
+    import dataclasses
+
+    from pytest_topsail.suites import _build_suite
+
+    state = state_of(config)
+    hints = []
+    for arg in config.args:
+        path, _, rest = arg.partition("::")
+        if "[" not in rest or not rest.endswith("]"):
+            continue
+        param_id = rest[rest.index("[") + 1:-1]
+        name = suite_name_of_path(config, (Path(config.invocation_params.dir) / path).resolve())
+        if name is None:
+            continue
+        try:
+            current = load_suite(config, name)
+            if any(_matches_id(case.id, param_id) for case in current.cases):
+                continue
+            selecting = []
+            for preset in current.presets_defined:
+                if preset in state.presets:
+                    continue
+                other = _build_suite(name, current.path, dataclasses.replace(state, presets=[*state.presets, preset]))
+                if any(_matches_id(case.id, param_id) for case in other.cases):
+                    selecting.append(preset)
+        except TopsailError:
+            continue
+        if selecting:
+            hints.append(f"hint: [{param_id}] exists in suite {name} with --preset {selecting[0]} (presets selecting "
+                         f"it: {', '.join(selecting)}; TOPSAIL_PRESET={selecting[0]} or the topsail_presets ini key "
+                         "also apply it)")
+    return "\n".join(hints) or None
+
+
+def _matches_id(case_id: str, param_id: str) -> bool:
+    """A case id is the whole parameter id or its first part (other parametrizations join theirs with '-')."""
+    return param_id == case_id or param_id.startswith(case_id + "-") or param_id.endswith("-" + case_id)
+
+
 def modify_items(config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.stash.get(STATE_KEY, None) is None:
         return

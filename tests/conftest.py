@@ -10,6 +10,8 @@ import numpy  # noqa: F401
 import pytest_topsail.kpi  # noqa: F401
 import pytest_topsail.regression  # noqa: F401
 
+pytest_plugins = ["pytester"]
+
 try:
     import hypothesis.internal.observability  # noqa: F401
 except ImportError:
