@@ -25,8 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pytest_topsail.errors import TopsailError
 
+# Arguments a suite's own pytest_generate_tests parametrized with parametrize_cases (the engine leaves them alone).
+PARAMETRIZED_KEY = pytest.StashKey[set[str]]()
 RESERVED_CASE_KEYS = ("name", "raw_lists", "extra_settings", "skip_if", "marks", "xdist_group")
 
 
@@ -346,8 +350,6 @@ def case_id(name: str, settings: Mapping[str, Any], varying: Iterable[str]) -> s
 
 def case_params(cases: Iterable[Case]) -> list[Any]:
     """``pytest.param`` objects for ``metafunc.parametrize("case", ...)``: ids, marks and xdist groups attached."""
-    import pytest
-
     params = []
     for case in cases:
         try:
@@ -376,8 +378,10 @@ def with_variant(cases: Iterable[Case], variant: str, settings: Mapping[str, Any
 
 
 def parametrize_cases(metafunc: Any, cases: Iterable[Case], argname: str = "case") -> None:
-    """``metafunc.parametrize(argname, ...)`` with ``cases`` (ids checked to be unique): for a suite's own
+    """Prefer ``variants:`` in config.yaml (pytest_topsail.variants): they are checked when pytest starts.
+    ``metafunc.parametrize(argname, ...)`` with ``cases`` (ids checked to be unique): for a suite's own
     ``pytest_generate_tests``. The engine then leaves ``case`` alone for that test."""
     cases = list(cases)
     check_unique_ids(cases)
     metafunc.parametrize(argname, case_params(cases))
+    metafunc.definition.stash[PARAMETRIZED_KEY] = {*metafunc.definition.stash.get(PARAMETRIZED_KEY, ()), argname}

@@ -69,7 +69,7 @@ def show_config(config: pytest.Config) -> int:
 
 def _cases_comment(suite: Suite, shown: int = 20) -> str:
     """``# N cases: id, id, ...`` (the first ``shown`` ids): what the presets selected, at a glance."""
-    if suite.case_files is None:
+    if not suite.has_cases:
         return ""
     ids = [case.id for case in suite.cases]
     more = f", ... ({len(ids) - shown} more)" if len(ids) > shown else ""
@@ -112,7 +112,7 @@ def generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     try:
         suite = load_suite(config, name)
-        if suite.case_files is None:
+        if not suite.has_cases:
             return
         params = suite.case_params
     except TopsailError as exc:
@@ -126,8 +126,11 @@ def generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def _parametrized_explicitly(metafunc: pytest.Metafunc, argname: str) -> bool:
-    """True when a parametrize mark or a suite's own pytest_generate_tests (run before ours) already covers it."""
-    if any(argname in callspec.params for callspec in getattr(metafunc, "_calls", ())):
+    """True when a parametrize mark or a suite's own pytest_generate_tests (run before ours, with
+    ``cases.parametrize_cases``) already covers it."""
+    from pytest_topsail.cases import PARAMETRIZED_KEY
+
+    if argname in metafunc.definition.stash.get(PARAMETRIZED_KEY, ()):
         return True
     for mark in metafunc.definition.iter_markers("parametrize"):
         names = mark.args[0] if mark.args else mark.kwargs.get("argnames", ())

@@ -34,6 +34,7 @@ from pytest_topsail.errors import TopsailError
 CONFIG_FILE = "config.yaml"
 SETTINGS_FILE = "settings.py"
 CASES_KEY = "cases"
+VARIANTS_KEY = "variants"  # see pytest_topsail.variants
 REGRESSION_KEY = "regression"
 
 
@@ -55,6 +56,11 @@ class Suite:
         return self.path / CONFIG_FILE
 
     @property
+    def has_cases(self) -> bool:
+        """True when the suite's items take their `case` from `cases:` or `variants:`."""
+        return CASES_KEY in self.config or VARIANTS_KEY in self.config
+
+    @property
     def case_files(self) -> list[str] | None:
         """The ``cases:`` globs of the effective configuration (``None`` when the suite declares none)."""
         globs = self.config.get(CASES_KEY, None)
@@ -73,6 +79,11 @@ class Suite:
         from pytest_topsail.cases import load_cases
 
         globs = self.case_files
+        if VARIANTS_KEY in self.config:
+            from pytest_topsail.variants import variant_cases
+
+            return variant_cases(self.config.get(VARIANTS_KEY), globs, self.rootdir, self._shown(self.config_file),
+                                 cache_dir=self.cache_dir)
         if globs is None:
             return []
         return load_cases(globs, self.rootdir, source=f"{self._shown(self.config_file)}: cases",
