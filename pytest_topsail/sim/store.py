@@ -509,7 +509,7 @@ class Store:
         metadata["generation"] = 1
         for transient in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
             metadata.pop(transient, None)
-        new = {"kind": rtype.kind, "apiVersion": self._preferred[rtype.key].api_version, "metadata": metadata}
+        new: Obj = {"kind": rtype.kind, "apiVersion": self._preferred[rtype.key].api_version, "metadata": metadata}
         new.update((k, v) for k, v in obj.items() if k not in ("kind", "apiVersion", "metadata"))
         apply_create_defaults(rtype, new)
         validate(rtype, new)
@@ -583,7 +583,7 @@ class Store:
             self._end()
 
     def _update(self, rtype: ResourceType, obj: Obj, subresource: str | None, dry_run: bool = False,
-                manager: str | None = None, managed: list[Obj] | None = None) -> Obj:
+                manager: str | None = None, managed: builtins.list[Obj] | None = None) -> Obj:
         """``manager``: record the fields this write changes as its (operation Update); ``managed``: the
         managedFields to store as they are (an apply computed them)."""
         if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
