@@ -1,4 +1,4 @@
-"""Run one fine-tuning point on a cluster: create its ConfigMaps and PyTorchJob, follow the job and its pods phase by
+"""Run one fine-tuning point on a cluster: create its ConfigMaps and PyTorchJob, watch the job and its pods phase by
 phase (each with its own timeout), classify a failure (the taxonomy below), save logs, objects and events, delete
 what it created and check that nothing is left.
 
@@ -14,6 +14,7 @@ Failure taxonomy, in the failure message:
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,8 +34,8 @@ from pytest_topsail.sim.gpu_profiles import parse_cpu_millis, parse_memory_bytes
 
 JOB_LABEL = "training.kubeflow.org/job-name"
 MASTER_LOG = "pod.log"
-POLL_SECONDS = 0.1  # first interval between looks at the job and its pods; grows to MAX_POLL_SECONDS
-MAX_POLL_SECONDS = 2.0
+POLL_SECONDS = 0.1  # between looks at the objects while cleaning up
+TICK_SECONDS = 0.5  # without watch events: how often timeouts and the master's log are checked
 LOG_CHECK_SECONDS = 0.5
 IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")
 PHASES = ("scheduled", "started", "training")
@@ -91,14 +92,16 @@ class PointRun:
         return self.kube.list("v1", "Pod", namespace=self.namespace, label_selector=f"{JOB_LABEL}={self.job}")
 
     def _follow(self) -> None:
+        with Watched(self.kube, self.namespace, self.job) as watched:
+            self._follow_watched(watched)
+
+    def _follow_watched(self, watched: Watched) -> None:
         wanted = self.point.pods
         timeouts = self.settings.timeouts
         phase, phase_start = "scheduled", time.monotonic()
         log_size, log_changed, next_log_check = -1, time.monotonic(), 0.0
-        started = time.monotonic()
         while True:
-            job = self.kube.get(self.job_ref)
-            pods = self._pods()
+            job, pods = watched.next_state(TICK_SECONDS)
             self._check_pods(pods)
             if condition_status(job, "Succeeded") == "True":
                 self.progress(f"{self.job}: succeeded")
@@ -128,7 +131,6 @@ class PointRun:
                     raise self._unschedulable_failure(pod, f"{message} (for {limit:g}s, timeouts.scheduled)")
                 raise PointFailure("timeout", f"phase {phase!r} took longer than {limit:g}s "
                                    f"(timeouts.{phase}); {self._state(job, pods)}")
-            time.sleep(min(MAX_POLL_SECONDS, POLL_SECONDS + (now - started) / 30))  # short jobs seen at once
 
     def _next_phase(self, phase: str, start: float) -> tuple[str, float]:
         following = PHASES[PHASES.index(phase) + 1]
@@ -243,6 +245,64 @@ class PointRun:
                 raise PointFailure("cleanup", f"still on the cluster after {self.settings.timeouts.cleanup:g}s "
                                    f"(timeouts.cleanup): {', '.join(left)}")
             time.sleep(POLL_SECONDS)
+
+
+class Watched:
+    """The job and its pods as two watches (threads) keep them: `next_state(timeout)` returns the latest state after
+    the next change, or after `timeout` seconds without one. A failed first list is raised there."""
+
+    def __init__(self, kube: Kube, namespace: str, job: str) -> None:
+        self.stop = threading.Event()
+        self.changed = threading.Event()
+        self.lock = threading.Lock()
+        self.job: dict[str, Any] | None = None
+        self.pods: dict[str, dict[str, Any]] = {}
+        self.error: KubeError | None = None
+        selector = f"{JOB_LABEL}={job}"
+        self.threads = [
+            threading.Thread(target=self._run, args=(kube.watch("kubeflow.org/v1", "PyTorchJob", namespace=namespace,
+                                                                field_selector=f"metadata.name={job}",
+                                                                stop=self.stop), self._on_job), daemon=True),
+            threading.Thread(target=self._run, args=(kube.watch("v1", "Pod", namespace=namespace,
+                                                                label_selector=selector, stop=self.stop),
+                                                     self._on_pod), daemon=True),
+        ]
+
+    def __enter__(self) -> Watched:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()  # each watch ends within WATCH_POLL_S; waiting for it would cost every point that long
+
+    def _run(self, events: Any, apply: Callable[[str, dict[str, Any]], None]) -> None:
+        try:
+            for kind, obj in events:
+                with self.lock:
+                    apply(kind, obj)
+                self.changed.set()
+        except KubeError as error:
+            self.error = error
+            self.changed.set()
+
+    def _on_job(self, kind: str, obj: dict[str, Any]) -> None:
+        self.job = None if kind == "DELETED" else obj
+
+    def _on_pod(self, kind: str, obj: dict[str, Any]) -> None:
+        name = obj["metadata"]["name"]
+        if kind == "DELETED":
+            self.pods.pop(name, None)
+        else:
+            self.pods[name] = {**obj, "apiVersion": "v1", "kind": "Pod"}
+
+    def next_state(self, timeout: float) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        self.changed.wait(timeout)
+        self.changed.clear()
+        if self.error is not None:
+            raise self.error
+        with self.lock:
+            return self.job, sorted(self.pods.values(), key=lambda p: p["metadata"]["name"])
 
 
 def _node(pod: dict[str, Any]) -> str:

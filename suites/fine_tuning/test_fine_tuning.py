@@ -75,7 +75,7 @@ def preflight(point: PointSettings, estimate: MemoryEstimate, gpu_memory: float 
     if verdict != "does not fit" or settings.preflight == "run":
         return
     message = (f"pre-flight: memory estimate {estimate.describe()} exceeds the GPU memory {gpu_memory:.1f} GiB "
-               f"({point.method}, {point.world_size} GPU(s), batch {point.per_device_batch_size}, "
+               f"({point.model}, {point.method}, {point.world_size} GPU(s), batch {point.per_device_batch_size}, "
                f"sequence {point.max_seq_length}; tests.fine_tuning.preflight: {settings.preflight})")
     if settings.preflight == "skip":
         pytest.skip(message)
