@@ -140,11 +140,13 @@ def test_ready_inferenceservice_status_and_predictor(sim: Any, core: client.Core
     assert health.status == 200
 
 
-def test_kubectl_port_forward_to_the_predictor(sim: Any, flan: str) -> None:
+@pytest.mark.parametrize("target", ["pod", "svc/flan-predictor"])
+def test_kubectl_port_forward_to_the_predictor(sim: Any, flan: str, target: str) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         local = probe.getsockname()[1]
-    process = subprocess.Popen(["kubectl", "--kubeconfig", str(sim.kubeconfig_path), "port-forward", f"pod/{flan}",
+    where = f"pod/{flan}" if target == "pod" else target  # kubectl picks a pod of the Service itself
+    process = subprocess.Popen(["kubectl", "--kubeconfig", str(sim.kubeconfig_path), "port-forward", where,
                                 f"{local}:8033"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         lines: queue.Queue[str] = queue.Queue()
