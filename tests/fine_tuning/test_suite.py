@@ -128,6 +128,12 @@ def test_failures_are_named_and_leave_nothing_behind(tmp_path):
     assert "memory estimate" in result.stdout and "GPU memory 80.0 GiB" in result.stdout
     assert audit_leftovers(artifacts) == {}
 
+    result, artifacts = run_pytest(tmp_path, FAST, "--var=tests.fine_tuning.preflight=fail", cases=cases[:1],
+                                   name="refuse")
+    assert result.returncode == 1 and "1 failed" in result.stdout, output(result)
+    assert "exceeds the GPU memory 80.0 GiB" in result.stdout and "preflight: fail" in result.stdout
+    assert audit_leftovers(artifacts) == {}  # nothing was created
+
 
 @pytest.mark.parametrize("timeouts, message", [
     ({"no_progress": 1}, "no progress: the master's log did not change for 1s while training"),
