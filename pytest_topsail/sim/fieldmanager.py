@@ -84,8 +84,25 @@ def _entry(manager: str, operation: str, api_version: str, now: str, paths: set[
 
 
 def entry_for(manager: str, operation: str, api_version: str, now: str, body: Obj) -> Obj:
-    """The one managedFields entry of a new object: its manager owns every field of the body it sent."""
-    return _entry(manager, operation, api_version, now, set(flatten(body)), None)
+    """The one managedFields entry of a new object: its manager owns every field of the body it sent (built
+    straight from the body: this runs on every create through the API)."""
+    tree: Obj = {}
+    for key, value in body.items():
+        if key in ("apiVersion", "kind", "status"):
+            continue
+        if key == "metadata" and isinstance(value, dict):
+            value = {k: v for k, v in value.items() if k not in _UNMANAGED_METADATA}
+            if not value:
+                continue
+        tree[f"f:{key}"] = _tree(value)
+    return {"manager": manager, "operation": operation, "apiVersion": api_version, "time": now,
+            "fieldsType": "FieldsV1", "fieldsV1": tree}
+
+
+def _tree(value: Any) -> Obj:
+    if isinstance(value, dict):
+        return {f"f:{key}": _tree(item) for key, item in value.items()}
+    return {}
 
 
 def _same_owner(entry: Obj, manager: str, operation: str, subresource: str | None) -> bool:
