@@ -99,10 +99,21 @@ def entry_for(manager: str, operation: str, api_version: str, now: str, body: Ob
             "fieldsType": "FieldsV1", "fieldsV1": tree}
 
 
+_SHARED: dict[tuple[tuple[str, int], ...], Obj] = {}  # interned subtrees: objects of one shape share them
+_SHARED_LIMIT = 50_000
+
+
 def _tree(value: Any) -> Obj:
-    if isinstance(value, dict):
-        return {f"f:{key}": _tree(item) for key, item in value.items()}
-    return {}
+    """The FieldsV1 tree of a value, interned: the store never mutates what it holds, so the thousands of pods of
+    one template share one tree instead of a copy each."""
+    children = {f"f:{key}": _tree(item) for key, item in value.items()} if isinstance(value, dict) else {}
+    signature = tuple((key, id(child)) for key, child in children.items())
+    shared = _SHARED.get(signature)
+    if shared is None:
+        if len(_SHARED) >= _SHARED_LIMIT:
+            _SHARED.clear()
+        shared = _SHARED[signature] = children
+    return shared
 
 
 def _same_owner(entry: Obj, manager: str, operation: str, subresource: str | None) -> bool:
