@@ -230,6 +230,18 @@ def test_unknown_runtime_is_reported(sim: Any, flan: str, wait_until: Any) -> No
     sim.kubectl("wait", "--for=condition=Ready", "isvc/orphan", f"--timeout={WAIT:.0f}s")  # the runtime arrived
 
 
+def _refused(address: str) -> bool:
+    """Nothing listens at `address` any more."""
+    host, port = address.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=1).close()
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        pass  # e.g. reset while the server stops
+    return False
+
+
 def test_plain_tgis_pod_serves_until_deleted(sim: Any, core: client.CoreV1Api, wait_until: Any) -> None:
     core.create_namespaced_pod("default", {
         "metadata": {"name": "tgis"},
@@ -247,18 +259,7 @@ def test_plain_tgis_pod_serves_until_deleted(sim: Any, core: client.CoreV1Api, w
 
     assert asyncio.run(info()).max_new_tokens == 77  # from the pod's env
     core.delete_namespaced_pod("tgis", "default", grace_period_seconds=0)
-    host, port = annotations.rsplit(":", 1)
-
-    def refused() -> bool:
-        try:
-            socket.create_connection((host, int(port)), timeout=1).close()
-        except ConnectionRefusedError:
-            return True
-        except OSError:
-            pass  # e.g. reset while the server stops
-        return False
-
-    wait_until(refused, WAIT, "the model server of the deleted pod to stop")
+    wait_until(lambda: _refused(annotations), WAIT, "the model server of the deleted pod to stop")
 
 
 VLLM_RUNTIME = """
@@ -315,7 +316,8 @@ def test_changed_inferenceservice_rolls_its_predictor(sim: Any, core: client.Cor
     assert _status(sim, "flan")["modelStatus"]["states"]["activeModelState"] == "Loaded"
 
 
-def test_pod_environment_makes_a_server_diverge(sim: Any, core: client.CoreV1Api, flan: str) -> None:
+def test_pod_environment_makes_a_server_diverge(sim: Any, core: client.CoreV1Api, flan: str,
+                                                wait_until: Any) -> None:
     odd = isvc("odd", "s3://models/google/flan-t5-small").replace(
         "      resources:", "      env:\n      - {name: TOPSAIL_TGIS_DIVERGE, value: \"1\"}\n      resources:")
     sim.kubectl("apply", "-f", "-", stdin=odd)
@@ -326,6 +328,10 @@ def test_pod_environment_makes_a_server_diverge(sim: Any, core: client.CoreV1Api
             reply = await tgis.generate(["Hello world"], {"stopping": {"minNewTokens": 20, "maxNewTokens": 20}})
             return reply.responses[0].text
 
-    odd_text = asyncio.run(text(_endpoints(core, "odd")[0]["sim.topsail.io/endpoint-8033"]))
+    odd_address = _endpoints(core, "odd")[0]["sim.topsail.io/endpoint-8033"]
+    odd_text = asyncio.run(text(odd_address))
     flan_text = asyncio.run(text(_endpoints(core, "flan")[0]["sim.topsail.io/endpoint-8033"]))
     assert odd_text and flan_text and odd_text != flan_text
+    sim.kubectl("delete", "isvc", "odd")  # its Deployment, pods and model server go with it
+    wait_until(lambda: not _endpoints(core, "odd") and _refused(odd_address), WAIT, "odd's model server to stop")
+
