@@ -30,6 +30,7 @@ from pytest_topsail.kube.capture import capture, write_manifests
 from pytest_topsail.kube.client import Kube, KubeError, ObjectRef
 from pytest_topsail.kube.events import pod_logs
 from pytest_topsail.kube.wait import condition_status
+from pytest_topsail.leftovers import report_leftover
 from pytest_topsail.sim.gpu_profiles import parse_cpu_millis, parse_memory_bytes
 
 JOB_LABEL = "training.kubeflow.org/job-name"
@@ -78,13 +79,19 @@ class PointRun:
         for manifest in manifests:
             self.kube.create(manifest)
         self.progress(f"{self.job}: created ({self.point.pods} pod(s) x {self.point.gpus_per_pod} GPU(s))")
+        failed = True
         try:
             self._follow()
+            failed = False
         finally:
-            pods = self._pods()
-            self._collect(manifests, pods)
+            self._collect(manifests, self._pods())
             if not self.settings.keep:
-                self._cleanup(manifests)
+                try:
+                    self._cleanup(manifests)
+                except TopsailError as error:
+                    if not failed:
+                        raise
+                    self.progress(f"{self.job}: {error}")  # the point's own failure stays its message
         return self.directory / MASTER_LOG
 
     # following the job -----------------------------------------------------------------------------------------
@@ -233,17 +240,22 @@ class PointRun:
             self._cleanup(manifests)
 
     def _cleanup(self, manifests: list[dict[str, Any]]) -> None:
-        for manifest in reversed(manifests):
-            self.kube.delete(ObjectRef.of(manifest), propagation="Foreground")
+        refs = [ObjectRef.of(m) for m in manifests]
+        for ref in reversed(refs):
+            self.kube.delete(ref, propagation="Foreground")
         deadline = time.monotonic() + self.settings.timeouts.cleanup
         while True:
-            left = [str(ObjectRef.of(m)) for m in manifests if self.kube.get(ObjectRef.of(m)) is not None]
-            left += [f"Pod {p['metadata']['name']}" for p in self._pods()]
+            left = [(ref.kind, ref.name) for ref in refs if self.kube.get(ref) is not None]
+            left += [("Pod", p["metadata"]["name"]) for p in self._pods()]
             if not left:
                 return
             if time.monotonic() > deadline:
+                for kind, name in left:
+                    report_leftover(f"{kind} {self.namespace}/{name}",
+                                    self.kube.command("delete", kind.lower(), name, "-n", self.namespace))
+                names = ", ".join(f"{kind} {name}" for kind, name in left)
                 raise PointFailure("cleanup", f"still on the cluster after {self.settings.timeouts.cleanup:g}s "
-                                   f"(timeouts.cleanup): {', '.join(left)}")
+                                   f"(timeouts.cleanup): {names}")
             time.sleep(POLL_SECONDS)
 
 
