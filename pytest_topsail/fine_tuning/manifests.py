@@ -16,11 +16,32 @@ OUTPUT_DIR = "/mnt/output"
 LABEL = "topsail.fine-tuning/point"
 
 ENTRYPOINT = """#!/bin/bash
-# Prepares the dataset on the storage PVC (replicated x DATASET_REPLICATION), then starts the trainer.
+# Builds the replicated dataset on the storage PVC (once), prints its statistics, then starts the trainer.
+# Expects the model at /mnt/storage/model/<name> and the dataset at /mnt/storage/dataset/<DATASET_SOURCE>.json.
 set -euo pipefail
 python /mnt/entrypoint/prepare_dataset.py
 nvidia-smi -L || true
+export SFT_TRAINER_CONFIG_JSON_PATH="$CONFIG_JSON_PATH"
 exec python /app/accelerate_launch.py
+"""
+
+PREPARE_DATASET = """import json, os, random
+from transformers import AutoTokenizer
+
+config = json.load(open(os.environ["CONFIG_JSON_PATH"]))
+source = f"/mnt/storage/dataset/{os.environ['DATASET_SOURCE'].removesuffix('.json')}.json"
+target, factor = config["training_data_path"], float(os.environ.get("DATASET_REPLICATION", "1"))
+samples = json.load(open(source))
+tokenizer = AutoTokenizer.from_pretrained(config["model_name_or_path"])
+limit = min(int(config["max_seq_length"]), tokenizer.model_max_length)
+chosen = samples * int(factor) + random.Random(42).sample(samples, round((factor % 1) * len(samples)))
+if factor != 1:  # as TOPSAIL: samples longer than max_seq_length are dropped from a replicated dataset
+    chosen = [s for s in chosen if len(tokenizer(json.dumps(s))["input_ids"]) <= limit]
+if not os.path.exists(target):
+    json.dump(chosen, open(target, "w"))
+tokens = [min(len(tokenizer(json.dumps(s))["input_ids"]), limit) for s in chosen]
+print("dataset stats:", {"total_tokens": sum(tokens), "total_samples": len(tokens),
+                         "avg_tokens_per_sample": sum(tokens) / max(1, len(tokens)), "max_seq_token": max(tokens)})
 """
 
 
@@ -66,7 +87,7 @@ def config_maps(job: str, namespace: str, point: PointSettings, labels: dict[str
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _metadata(f"{job}-config", namespace, labels),
          "data": {CONFIG_KEY: config}},
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _metadata(f"{job}-entrypoint", namespace, labels),
-         "data": {"entrypoint.sh": ENTRYPOINT}},
+         "data": {"entrypoint.sh": ENTRYPOINT, "prepare_dataset.py": PREPARE_DATASET}},
     ]
 
 
