@@ -1,5 +1,5 @@
 """The failure taxonomy of a point from the states of its pods (the classes the simulator cannot produce: image pull,
-OOMKilled; the others are exercised on the simulator by test_suite.py)."""
+OOMKilled; the others are exercised on the simulator by test_fine_tuning_suite.py)."""
 
 from __future__ import annotations
 
