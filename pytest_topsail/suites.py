@@ -36,6 +36,8 @@ SETTINGS_FILE = "settings.py"
 CASES_KEY = "cases"
 VARIANTS_KEY = "variants"  # see pytest_topsail.variants
 REGRESSION_KEY = "regression"
+LTS_STRICT_KEY = "lts.strict"
+HISTORY_LOCATION_KEY = "history.location"
 
 
 @dataclass
@@ -136,11 +138,20 @@ class Suite:
             from pytest_topsail.regression import RegressionSettings
 
             RegressionSettings.from_mapping(self.config.get(REGRESSION_KEY), where=f"{self.config.source}: regression")
+        self._check_engine_keys()
         self.cases  # noqa: B018 - loads, expands and checks the case files (cached)
         for key in self.settings_models:
             self.settings(key)
         if self.template_file.is_file():
             render_command_args(self.template_file, self.config, shown=self._shown(self.template_file), check_only=True)
+
+    def _check_engine_keys(self) -> None:
+        """The engine's own scalar keys, by type: ``lts.strict: "yes"`` is no boolean."""
+        for key, expected, what in ((LTS_STRICT_KEY, bool, "true or false"),
+                                    (HISTORY_LOCATION_KEY, str, "a file path or 'opensearch'")):
+            value = self.config.get(key, None)
+            if value is not None and not isinstance(value, expected):
+                raise TopsailError(f"{self.config.source}: {key} must be {what}, got {value!r}")
 
     def command_args(self, command: str, prefix: str | None = None, suffix: str | None = None,
                      extra: dict[str, Any] | None = None) -> dict[str, Any]:

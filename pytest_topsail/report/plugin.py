@@ -265,7 +265,7 @@ class ReportSession:
         try:
             payload = build_payload(
                 record, presets=self._presets(record["suite"]), config=config.as_dict() if config else {},
-                strict=bool(config.get("lts.strict", False)) if config else False)
+                strict=config.get("lts.strict", False) is True if config else False)
         except TopsailError as error:
             self.errors.append(str(error))
             return

@@ -23,7 +23,7 @@ SHORTCUT_KEYS = ("nodes", "gpu_profile", "gpus_per_node")
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)  # "8" is no number, "false" no boolean
 
 
 class Stage(_Model):

@@ -202,6 +202,10 @@ BAD_INPUTS = [
      ["suites/s/config.yaml: regression: unknown key 'max_p'; known: ack_file, comparison_keys"]),
     ("regression-not-a-mapping", {"suites__s__config.yaml": CONFIG + "regression: [a]\n"}, [],
      ["suites/s/config.yaml: regression: must be a mapping, not list"]),
+    ("lts-strict-a-string", {"suites__s__config.yaml": CONFIG + "lts: {strict: 'yes'}\n"}, [],
+     ["suites/s/config.yaml: lts.strict must be true or false, got 'yes'"]),
+    ("history-location-a-number", {"suites__s__config.yaml": CONFIG + "history: {location: 5}\n"}, [],
+     ["suites/s/config.yaml: history.location must be a file path or 'opensearch', got 5"]),
     # --- command_args.yaml.j2
     ("template-syntax-error", {"suites__s__command_args.yaml.j2": "scale run:\n  ns: {{ tests.s.namespace\n"}, [],
      ["suites/s/command_args.yaml.j2"]),
@@ -359,6 +363,7 @@ SIM_PROFILE_INPUTS = [  # the simulator profile of cluster.sim: one start-up err
     (["--var", "cluster.sim.gpu_profile=z100"], "suites/scale/config.yaml: cluster.sim"),
     (["--var", "cluster.sim.shape=huge"], "suites/scale/config.yaml: cluster.sim.shape: unknown shape 'huge'"),
     (["--var", "cluster.sim.stages.ready.delay_ms=soon"], "suites/scale/config.yaml: cluster.sim"),
+    (["--var", "cluster.sim.gpus_per_node='8'"], "suites/scale/config.yaml: cluster.sim"),
 ]
 SCALE_SUITE_INPUTS += SIM_PROFILE_INPUTS
 
