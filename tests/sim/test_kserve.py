@@ -258,6 +258,8 @@ def test_plain_tgis_pod_serves_until_deleted(sim: Any, core: client.CoreV1Api, w
             return await tgis.model_info(timeout=5)
 
     assert asyncio.run(info()).max_new_tokens == 77  # from the pod's env
+    timing = core.read_namespaced_pod("tgis", "default").metadata.annotations
+    assert float(timing["sim.topsail.io/ready-delay-ms"]) > 2000  # model load of the latency model (2 s + weights)
     core.delete_namespaced_pod("tgis", "default", grace_period_seconds=0)
     wait_until(lambda: _refused(annotations), WAIT, "the model server of the deleted pod to stop")
 
@@ -335,3 +337,19 @@ def test_pod_environment_makes_a_server_diverge(sim: Any, core: client.CoreV1Api
     sim.kubectl("delete", "isvc", "odd")  # its Deployment, pods and model server go with it
     wait_until(lambda: not _endpoints(core, "odd") and _refused(odd_address), WAIT, "odd's model server to stop")
 
+
+
+def test_plain_tgis_pod_with_a_model_that_does_not_fit_crashes(sim: Any, core: client.CoreV1Api,
+                                                               wait_until: Any) -> None:
+    core.create_namespaced_pod("default", {
+        "metadata": {"name": "tgis-big", "annotations": {"sim.topsail.io/duration-seconds": "0.3"}},
+        "spec": {"restartPolicy": "Never", "containers": [{
+            "name": "server", "image": "quay.io/opendatahub/text-generation-inference:stable",
+            "env": [{"name": "MODEL_NAME", "value": "meta-llama/Llama-2-70b-hf"}],
+            "resources": {"limits": {"nvidia.com/gpu": "1"}, "requests": {"nvidia.com/gpu": "1"}}}]}})
+    wait_until(lambda: core.read_namespaced_pod("tgis-big", "default").status.phase == "Failed", WAIT,
+               "the pod whose model does not fit to fail")
+    log = core.read_namespaced_pod_log("tgis-big", "default")
+    assert "torch.cuda.OutOfMemoryError" in log and "Llama-2-70b-hf (70B parameters, float16) needs" in log
+    pod = core.read_namespaced_pod("tgis-big", "default")
+    assert not any(key.startswith("sim.topsail.io/endpoint-") for key in pod.metadata.annotations)

@@ -15,8 +15,9 @@ on the cluster's GPU profile). A model that does not fit the GPU memory crashes 
 with the reason in its log, and the InferenceService reports
 `modelStatus` FailedToLoad with that reason.
 
-Every ready pod that serves TGIS — a predictor pod, or a plain pod whose container runs `text-generation-launcher`
-or an image named text-generation-inference (tgis-tester's way, model from MODEL_NAME) — gets a reference TGIS
+A plain pod whose container runs `text-generation-launcher` or an image named text-generation-inference
+(tgis-tester's way, model from MODEL_NAME) gets the same load time and fit annotations as soon as it exists.
+Every ready pod that serves TGIS — a predictor pod or such a plain pod — gets a reference TGIS
 server (pytest_topsail.tgis.server; TOPSAIL_TGIS_DIVERGE and TOPSAIL_TGIS_PREFIXES in the container's environment
 make it diverge or know prefix ids) on 127.0.0.1, in the simulator's process, stopped when the pod goes; its address
 is published on the pod as `sim.topsail.io/endpoint-<grpc port>` (what pods/portforward connects to); a container
@@ -135,6 +136,28 @@ def model_name(isvc: dict[str, Any]) -> str:
     return tail or isvc["metadata"]["name"]
 
 
+def model_annotations(container: dict[str, Any], model: str, gpu_profile: str, download: bool) -> dict[str, str]:
+    """The pod annotations that time a model server's start (download, load) or make it fail to load (the model does
+    not fit: exit 1 after the load time, the reason in its log); ValueError for an invalid config."""
+    from pytest_topsail.tgis.sizing import check_fit, load_seconds, params_billions
+
+    config = model_config(container)
+    profile = gpu_profile if config.resources.gpu_count else "none"
+    fit = check_fit(config, profile, model)
+    load = load_seconds(config, profile, model)
+    annotations = {MODEL_ANNOTATION: model, ANNOTATION_PREFIX + "ready-delay-ms": f"{load * 1000:.0f}"}
+    if download:
+        weights_gb = params_billions(model) * (4.0 if config.dtype_str == "float32" else 2.0) / config.num_shard
+        annotations[ANNOTATION_PREFIX + "initialize-delay-ms"] = f"{weights_gb / STORAGE_GBPS * 1000:.0f}"
+    if not fit.fits:
+        del annotations[ANNOTATION_PREFIX + "ready-delay-ms"]
+        annotations.update({FAILURE_ANNOTATION: fit.reason, ANNOTATION_PREFIX + "exit-code": "1",
+                            ANNOTATION_PREFIX + "duration-seconds": f"{max(load, 0.1):.3f}",
+                            ANNOTATION_PREFIX + "log": f"torch.cuda.OutOfMemoryError: CUDA out of memory: "
+                                                       f"{fit.reason}"})
+    return annotations
+
+
 # ----------------------------------------------------------------- the controller
 class KServeController(Controller):
     name = "kserve"
@@ -200,17 +223,32 @@ class KServeController(Controller):
             if server is not None:
                 await server.stop(0)
             return
-        ready = condition(pod, "Ready")
-        if uid in self.servers or ready is None or ready.get("status") != "True":
-            return
         annotations = pod["metadata"].get("annotations") or {}
-        if FAILURE_ANNOTATION in annotations:
-            return
         containers = pod["spec"]["containers"]
         container = next((c for c in containers if serves_tgis(c)), containers[0])
         env = environment(self.store, pod, str(container.get("name")))
         model = annotations.get(MODEL_ANNOTATION) or env.get("MODEL_NAME") or _args(container).get("model-name") or name
+        if MODEL_ANNOTATION not in annotations:
+            self._time_plain_pod(pod, container, model)
+            return  # reconciled again with the annotations
+        ready = condition(pod, "Ready")
+        if uid in self.servers or ready is None or ready.get("status") != "True" or FAILURE_ANNOTATION in annotations:
+            return
         await self._serve(pod, container, model, env)
+
+    def _time_plain_pod(self, pod: dict[str, Any], container: dict[str, Any], model: str) -> None:
+        """A pod of tgis-tester's kind, as soon as it exists: the load time and memory fit of its model, as the
+        InferenceService path puts them in the predictor's template (the pod's own sim.topsail.io/* win)."""
+        metadata = pod["metadata"]
+        try:
+            wanted = model_annotations(container, model, self._node_profile(pod) if pod["spec"].get("nodeName")
+                                       else self._cluster_profile(), download=False)
+        except ValueError as error:
+            wanted = {MODEL_ANNOTATION: model, FAILURE_ANNOTATION: str(error), ANNOTATION_PREFIX + "exit-code": "1",
+                      ANNOTATION_PREFIX + "log": str(error)}
+        own = metadata.get("annotations") or {}
+        patch = {"metadata": {"annotations": {k: v for k, v in wanted.items() if k not in own}}}
+        self.store.patch(self.pods, metadata.get("namespace") or "", metadata["name"], patch, MERGE_PATCH)
 
     async def _serve(self, pod: dict[str, Any], container: dict[str, Any], model: str, env: dict[str, str]) -> None:
         from pytest_topsail.tgis.server import ServerSettings, environment_settings, start_server
@@ -325,8 +363,6 @@ class KServeController(Controller):
         return created
 
     def _pod_template(self, isvc: dict[str, Any], runtime: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
-        from pytest_topsail.tgis.sizing import check_fit, load_seconds, params_billions
-
         predictor = (isvc.get("spec") or {}).get("predictor") or {}
         model = predictor.get("model") or {}
         containers = copy.deepcopy((runtime.get("spec") or {}).get("containers") or [])
@@ -339,26 +375,15 @@ class KServeController(Controller):
         for part in ("requests", "limits"):
             resources[part] = {**(resources.get(part) or {}), **((model.get("resources") or {}).get(part) or {})}
         main["resources"] = resources
-        name = model_name(isvc)
         try:
-            config = model_config(main)
+            annotations = model_annotations(main, model_name(isvc), self._cluster_profile(),
+                                            download=bool(model.get("storageUri")))
         except ValueError as error:
             return None, str(error)
-        profile = self._cluster_profile() if config.resources.gpu_count else "none"
-        fit = check_fit(config, profile, name)
-        load = load_seconds(config, profile, name)
-        weights_gb = params_billions(name) * (4.0 if config.dtype_str == "float32" else 2.0) / config.num_shard
-        annotations = {MODEL_ANNOTATION: name, "sim.topsail.io/ready-delay-ms": f"{load * 1000:.0f}"}
         spec: dict[str, Any] = {"containers": containers}
         if model.get("storageUri"):
-            annotations["sim.topsail.io/initialize-delay-ms"] = f"{weights_gb / STORAGE_GBPS * 1000:.0f}"
             spec["initContainers"] = [{"name": "storage-initializer", "image": "kserve/storage-initializer",
                                        "args": [str(model["storageUri"]), "/mnt/models"]}]
-        if not fit.fits:
-            annotations.update({FAILURE_ANNOTATION: fit.reason, "sim.topsail.io/exit-code": "1",
-                                "sim.topsail.io/duration-seconds": f"{max(load, 0.1):.3f}",
-                                "sim.topsail.io/log": f"torch.cuda.OutOfMemoryError: CUDA out of memory: {fit.reason}"})
-            annotations.pop("sim.topsail.io/ready-delay-ms")
         overrides = {k: str(v) for k, v in (isvc["metadata"].get("annotations") or {}).items()
                      if k.startswith(ANNOTATION_PREFIX) and k != FAILURE_ANNOTATION}
         annotations.update(overrides)  # the user's timings (e.g. a shorter download) win over the model's
