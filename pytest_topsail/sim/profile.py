@@ -190,6 +190,17 @@ class Profile(_Model):
     volumes: VolumeTimings = VolumeTimings()
     faults: Faults = Faults()
     fine_tuning: FineTuningModel = FineTuningModel()  # performance model of PyTorchJob trainers (sim/training.py)
+    # extra controllers, "module:Class" or "path/to/file.py:Class", started after the built-in ones
+    controllers: list[str] = Field(default_factory=list)
+
+    @field_validator("controllers")
+    @classmethod
+    def _controller_specs(cls, value: list[str]) -> list[str]:
+        for spec in value:
+            module, _, name = spec.partition(":")
+            if not module or not name.isidentifier():
+                raise ValueError(f"{spec!r}: a controller is named 'module:Class' or 'path/to/file.py:Class'")
+        return value
 
     @model_validator(mode="after")
     def _unique_pool_names(self) -> Profile:

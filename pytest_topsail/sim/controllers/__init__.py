@@ -1,18 +1,23 @@
 """The simulator's controllers: small, independent, each reacting to store events with timings from the profile.
 
-`await start_controllers(store, profile)` starts every controller of `CONTROLLERS` in the running asyncio loop
-(the API server's) and returns a `Controllers` handle whose `await stop()` stops them in reverse order.
-To add a controller, write a module with a `Controller` subclass (see base.py) and add one line to `CONTROLLERS`.
+`await start_controllers(store, profile)` starts every controller of the run in the running asyncio loop (the API
+server's) and returns a `Controllers` handle whose `await stop()` stops them in reverse order. The controllers of a
+run: the built-in ones (`CONTROLLERS`), then those installed packages declare in the entry-point group
+`pytest_topsail.sim_controllers` (value "module:Class"), then the profile's `controllers:` ("module:Class" or
+"path/to/file.py:Class"): a suite brings its own simulated operator without editing this list. A controller is a
+`Controller` subclass (base.py) using the store through the `Store` Protocol (storeapi.py).
 """
 
 from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pytest_topsail.sim.controllers.base import Controller
+    from pytest_topsail.sim.controllers.storeapi import Store
     from pytest_topsail.sim.profile import Profile
 
 # "module:Class", started in this order (nodes first so that the scheduler sees them).
@@ -32,9 +37,37 @@ CONTROLLERS: list[str] = [
 ]
 
 
+ENTRY_POINT_GROUP = "pytest_topsail.sim_controllers"
+
+
+def run_specs(profile: Profile) -> list[str]:
+    """The controllers of a run: built-in, then entry points, then the profile's, without repeats."""
+    from importlib.metadata import entry_points
+
+    installed = [entry.value for entry in entry_points(group=ENTRY_POINT_GROUP)]
+    return list(dict.fromkeys([*CONTROLLERS, *installed, *profile.controllers]))
+
+
 def controller_class(spec: str) -> type[Controller]:
+    """The class a spec names; a TopsailError naming the spec when it cannot be loaded or is no Controller."""
+    from pytest_topsail.errors import TopsailError
+    from pytest_topsail.sim.controllers.base import Controller
+
     module_name, _, class_name = spec.partition(":")
-    return getattr(importlib.import_module(module_name), class_name)
+    try:
+        if module_name.endswith(".py"):
+            from pytest_topsail.settings import load_module
+
+            module = load_module(Path(module_name), "topsail_sim_controller")
+        else:
+            module = importlib.import_module(module_name)
+        found = getattr(module, class_name)
+    except (ImportError, AttributeError, TopsailError) as exc:
+        raise TopsailError(f"simulator controller {spec!r} cannot be loaded: {exc}") from None
+    if not (isinstance(found, type) and issubclass(found, Controller)):
+        raise TopsailError(f"simulator controller {spec!r} is not a subclass of "
+                           "pytest_topsail.sim.controllers.base.Controller")
+    return found
 
 
 @dataclass
@@ -55,11 +88,11 @@ class Controllers:
         self.running.clear()
 
 
-async def start_controllers(store: Any, profile: Profile, specs: list[str] | None = None) -> Controllers:
-    """Start the controllers named by `specs` (default: all of CONTROLLERS) against an in-process store."""
+async def start_controllers(store: Store, profile: Profile, specs: list[str] | None = None) -> Controllers:
+    """Start the controllers named by `specs` (default: those of the run, `run_specs`) against an in-process store."""
     controllers = Controllers()
     try:
-        for spec in CONTROLLERS if specs is None else specs:
+        for spec in run_specs(profile) if specs is None else specs:
             controller = controller_class(spec)(store, profile)
             await controller.start()
             controllers.running.append(controller)

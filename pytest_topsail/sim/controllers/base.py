@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pytest_topsail.sim.apierror import ApiError
 
 if TYPE_CHECKING:
+    from pytest_topsail.sim.controllers.storeapi import Store
     from pytest_topsail.sim.profile import Profile, Stage
 
 log = logging.getLogger(__name__)
@@ -127,7 +128,7 @@ class Controller:
 
     name: ClassVar[str] = "controller"
 
-    def __init__(self, store: Any, profile: Profile) -> None:
+    def __init__(self, store: Store, profile: Profile) -> None:
         self.store = store
         self.profile = profile
         self.seed = profile.seed

@@ -317,8 +317,9 @@ class OlmController(OperatorController):
     def _sync_installed(self, sub: dict[str, Any]) -> None:
         status = sub.get("status") or {}
         csv = self.store.find(self.csvs, sub["metadata"]["namespace"], status.get("currentCSV", ""))
-        succeeded = csv is not None and (csv.get("status") or {}).get("phase") == "Succeeded"
-        if succeeded and status.get("installedCSV") != csv["metadata"]["name"]:
+        if csv is None or (csv.get("status") or {}).get("phase") != "Succeeded":
+            return
+        if status.get("installedCSV") != csv["metadata"]["name"]:
             self.set_status(self.subscriptions, sub, {**status, "installedCSV": csv["metadata"]["name"],
                                                       "state": "AtLatestKnown", "lastUpdated": now_seconds()})
 
