@@ -121,7 +121,11 @@ class OpenSearchHistory:
         self.settings = settings
         self.created: set[str] = set()
         if client is None:
-            from opensearchpy import OpenSearch
+            try:
+                from opensearchpy import OpenSearch
+            except ImportError:
+                raise TopsailError("the OpenSearch history needs opensearch-py: "
+                                   "pip install 'pytest-topsail[opensearch]'") from None
 
             auth = (settings.username, settings.password) if settings.username else None
             client = OpenSearch(hosts=[settings.url], http_auth=auth, verify_certs=settings.verify_certs,
