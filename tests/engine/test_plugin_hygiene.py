@@ -65,5 +65,6 @@ def test_an_id_only_a_preset_selects_gets_a_hint(make_project) -> None:
     pytester = make_project(SUITE)
     result = pytester.runpytest("suites/s/test_s.py::test_a[tiny]")
     assert result.ret == 4
-    result.stderr.fnmatch_lines(["*hint: [[]tiny] exists in suite s with --preset smoke (presets selecting it: smoke;*"])
+    result.stderr.fnmatch_lines(["*hint: [[]tiny] exists in suite s with --preset smoke (presets selecting it: "
+                                 "smoke;*"])
     assert pytester.runpytest("suites/s/test_s.py::test_a[tiny]", "--preset", "smoke").ret == 0
