@@ -148,8 +148,9 @@ def iso_ms(epoch_ms: float) -> str:
     return datetime.fromtimestamp(epoch_ms / 1000.0, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
-class Progress:
-    """Prints ``submitted i/N`` lines at most every ``interval_s`` seconds (and once at the end)."""
+class SubmitProgress:
+    """Counts submitted jobs; writes ``submitted i/N`` lines to the progress stream at most every ``interval_s``
+    seconds (and once at the end)."""
 
     def __init__(self, total: int, label: str, stream: TextIO | None, interval_s: float = 1.0) -> None:
         self.total = total
@@ -209,7 +210,7 @@ class Submitter:
         self.requests_lock = threading.Lock()
 
     def submit(self, jobs: Sequence[JobToSubmit]) -> SubmitResult:
-        progress = Progress(len(jobs), self.label, self.progress_stream, self.progress_interval_s)
+        progress = SubmitProgress(len(jobs), self.label, self.progress_stream, self.progress_interval_s)
         started_ms = time.time() * 1000.0
         with ThreadPoolExecutor(max_workers=self.pacing.parallelism, thread_name_prefix="submit") as pool:
             if self.pacing.mode == "qps":
@@ -237,7 +238,7 @@ class Submitter:
             failed=len(records) - len(ok),
         )
 
-    def submit_one(self, job: JobToSubmit, progress: Progress) -> SubmitRecord:
+    def submit_one(self, job: JobToSubmit, progress: SubmitProgress) -> SubmitRecord:
         submit_ms: float | None = None
         attempts = 0
         error: str | None = None
