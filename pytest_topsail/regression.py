@@ -30,7 +30,6 @@ import pydantic
 from pytest_topsail.errors import TopsailError
 
 VERDICTS = ("regression", "improvement", "accepted", "insufficient_history", "no_history", "ignored")
-JUDGED = ("regression", "improvement", "accepted")
 
 
 @dataclass(frozen=True)
