@@ -19,9 +19,12 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+import pytest
+
 from pytest_topsail.errors import TopsailError
 
 _NUMBERS = re.compile(r"\d+(\.\d+)?")
+_SEEN_WIDTH = pytest.StashKey[int]()  # width of pytest's terminal line when the last progress line was printed
 
 
 class Progress:
@@ -42,7 +45,6 @@ class Progress:
         self.last_shown_at = 0.0
         self.held_back: str | None = None
         self.started = False
-        self.seen_width = 0  # width of pytest's current terminal line when our last line was printed
 
     def __call__(self, message: str) -> None:
         with self.lock:
@@ -122,10 +124,10 @@ class Progress:
             writer = self.config.get_terminal_writer() if self.config is not None else None
         if writer is None:
             return not self.started
+        seen = self.config.stash.get(_SEEN_WIDTH, None)  # shared by every Progress of the session
         width = writer.width_of_current_line
-        glued = width > 0 and (width != self.seen_width or not self.started)
-        self.seen_width = width
-        return glued
+        self.config.stash[_SEEN_WIDTH] = width
+        return width > 0 and width != seen
 
 
 def _is_xdist_worker(config: Any | None) -> bool:

@@ -22,9 +22,13 @@ def slow_thing(pytestconfig, tmp_path_factory):
 """
 
 TESTS = """
-def test_one(slow_thing):
+import pytest_topsail as topsail
+
+
+def test_one(slow_thing, request, tmp_path):
     slow_thing("step 1 done")
     slow_thing("step 2 of another kind")
+    topsail.Progress(request.config, log=tmp_path / "progress.log", prefix="[other]")("another stream")
 
 
 def test_two(slow_thing):
@@ -43,8 +47,8 @@ def test_progress_lines_start_on_their_own_line(pytester: pytest.Pytester) -> No
                             timeout=120, env=env)
     lines = result.stdout.splitlines()
     assert result.returncode == 0, result.stdout
-    shown = [line for line in lines if "[topsail]" in line]
+    shown = [line for line in lines if "[topsail]" in line or "[other]" in line]
     assert shown == ["[topsail] starting the thing", "[topsail] step 1 done", "[topsail] step 2 of another kind",
-                     "[topsail] step 3 done", "[topsail] thing stopped"], result.stdout
-    between = lines[lines.index(shown[1]):lines.index(shown[2]) + 1]
-    assert between == shown[1:3], "no blank line between consecutive progress lines"
+                     "[other] another stream", "[topsail] step 3 done", "[topsail] thing stopped"], result.stdout
+    between = lines[lines.index(shown[0]):lines.index(shown[3]) + 1]
+    assert between == shown[:4], "no blank line between consecutive progress lines, whichever stream"
