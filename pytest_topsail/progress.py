@@ -119,14 +119,14 @@ class Progress:
     def _glued(self) -> bool:
         """Whether pytest's terminal line holds text written since our last line (ours go to another stream, so
         pytest's writer still counts its own line after we print)."""
-        writer = None
+        config, writer = self.config, None
         with contextlib.suppress(AttributeError, AssertionError):
-            writer = self.config.get_terminal_writer() if self.config is not None else None
-        if writer is None:
+            writer = config.get_terminal_writer() if config is not None else None
+        if config is None or writer is None:
             return not self.started
-        seen = self.config.stash.get(_SEEN_WIDTH, None)  # shared by every Progress of the session
+        seen = config.stash.get(_SEEN_WIDTH, None)  # shared by every Progress of the session
         width = writer.width_of_current_line
-        self.config.stash[_SEEN_WIDTH] = width
+        config.stash[_SEEN_WIDTH] = width
         return width > 0 and width != seen
 
 

@@ -113,6 +113,11 @@ def test_documents(records: Iterable[dict[str, Any]]) -> dict[tuple[str, str], d
                 "kpis": {}, "results": {}, "regression_results": {},
             })
         document["kpis"][record["name"]] = record
+        if record.get("verdict"):  # MatrixBenchmarking's place for verdicts, readable from dashboards
+            document["regression_results"][record["name"]] = {
+                "verdict": record["verdict"], "acknowledged": bool(record.get("acknowledged"))}
+        document["metadata"].setdefault("run_id", record.get("run_id"))
+        document["metadata"].setdefault("git_sha", record.get("git_sha"))
     return documents
 
 

@@ -264,6 +264,8 @@ def test_ack_marks_whole_tests_in_opensearch(fake_opensearch: FakeOpenSearch) ->
     assert [(r["name"], r["test_uuid"]) for r in changed] == [("a", "u1")]
     document = fake_opensearch.indices["topsail-demo"]["docs"]["u1"]
     assert set(document["kpis"]) == {"a", "b"} and document["kpis"]["a"]["acknowledged"]["reason"] == "expected"
+    assert document["regression_results"] == {"a": {"verdict": "regression", "acknowledged": True}}
+    assert document["metadata"]["run_id"] == "r1"
     assert "acknowledged" not in fake_opensearch.indices["topsail-demo"]["docs"]["u2"]["kpis"]["a"]
     store.close()
 
