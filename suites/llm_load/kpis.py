@@ -1,5 +1,5 @@
 """KPIs of the LLM load suite, one set per load point (item), computed from the point's summary
-(pytest_topsail.llmload.metrics; definitions in docs/llm-load.md).
+(pytest_topsail.llmload.metrics; definitions in docs/llm-load.md), and the suite figures: one set per sweep.
 
 - ``throughput``: output tokens/s over the measurement window; ``requests_per_s``: successful requests/s
 - ``ttft_<stat>_ms``, ``itl_<stat>_ms``, ``tpot_<stat>_ms``, ``e2e_<stat>_ms`` for min max median mean p80 p90 p95
@@ -11,18 +11,22 @@
 from __future__ import annotations
 
 import json
+import re
+from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pytest_topsail.kpi import kpi
-from pytest_topsail.llmload.metrics import STATISTICS
-from pytest_topsail.llmload.run import analyse_directory
+from pytest_topsail.llmload.metrics import STATISTICS, summarize_point
+from pytest_topsail.llmload.plots import figures as sweep_figures
+from pytest_topsail.llmload.run import analyse_directory, merge_directories
 
 IGNORED_STATISTICS = ("mean", "p80", "p90", "p95")
 LATENCIES = {"ttft": "time to first token", "itl": "inter-token latency (every token gap)",
              "tpot": "time per output token after the first, per request", "e2e": "end-to-end request latency"}
 LOAD_DIR = "load"
+SWEPT = ("concurrency", "rate")  # the case settings a sweep varies: one item per value
 SERVING_FILE = "serving.json"
 
 
@@ -74,3 +78,32 @@ def parse(artifact_dir: Path) -> PointResult:
     serving_path = Path(artifact_dir) / SERVING_FILE
     serving = json.loads(serving_path.read_text(encoding="utf-8")) if serving_path.is_file() else {}
     return {"summary": summaries[0], "serving": serving}
+
+
+def figures(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The figures of each sweep (the items of one case whose settings differ only in concurrency or rate), drawn
+    from the items' saved records in the order of the swept value: throughput and latency quantiles against load,
+    TTFT and ITL distributions per point, achieved vs offered rate. Also on --topsail-replot, and under xdist."""
+    sweeps: dict[str, list[Path]] = defaultdict(list)
+    titles: dict[str, str] = {}
+    for record in records:
+        case = record.get("case") or {}
+        load_dir = Path(record.get("artifact_dir") or "-") / LOAD_DIR
+        if not (load_dir / "points.json").is_file():
+            continue
+        settings = {k: v for k, v in (case.get("settings") or {}).items() if k not in SWEPT}
+        key = json.dumps([case.get("name"), settings], sort_keys=True, default=str)
+        sweeps[key].append(load_dir)
+        titles[key] = re.sub(rf"-({'|'.join(SWEPT)})=[^-]+", "", str(case.get("id") or case.get("name")))
+    built: dict[str, Any] = {}
+    for key, directories in sweeps.items():
+        points, by_point = merge_directories(sorted(directories, key=swept_value))
+        summaries = [summarize_point(point, by_point.get(point["index"], [])) for point in points]
+        for name, figure in sweep_figures(points, by_point, summaries).items():
+            built[f"{titles[key]}: {name}"] = figure
+    return built
+
+
+def swept_value(load_dir: Path) -> float:
+    point = json.loads((load_dir / "points.json").read_text(encoding="utf-8"))[0]["point"]
+    return float(point.get("concurrency") or point.get("rate") or 0)

@@ -1,24 +1,19 @@
-"""The LLM load test: one load point per item (a case's concurrency list is its sweep), KPIs per point, figures of
-the whole sweep on its last item."""
+"""The LLM load test: one load point per item (a case's concurrency or rate list is its sweep), KPIs per point;
+the sweep figures are the suite figures of kpis.py."""
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import pytest_topsail as topsail
-from pytest_topsail.llmload.metrics import format_table, summarize_point, sweep_table
-from pytest_topsail.llmload.plots import figures
-from pytest_topsail.llmload.run import merge_directories, run_load_test
+from pytest_topsail.llmload.run import run_load_test
 from pytest_topsail.llmload.settings import LoadSettings
 
-SWEPT = ("concurrency", "rate")  # the settings a sweep varies (one item per value)
 SERVER_KEY = "server"  # case key: the reference server's ModelConfig (tgis-tester's keys)
-LOAD_DIRS = pytest.StashKey[dict[str, Path]]()  # nodeid -> the load directory of each item that ran
 
 
 def test_llm_load(case: topsail.Case, llm_endpoint: Any, llm_settings: Any, artifact_dir: Path,
@@ -45,8 +40,6 @@ def test_llm_load(case: topsail.Case, llm_endpoint: Any, llm_settings: Any, arti
                 deployment_mode=options.deployment_mode, replicas=llm_endpoint.replicas,
                 accelerator=llm_endpoint.accelerator)
     kpis.record_from({"summary": summary, "serving": serving})
-    request.config.stash.setdefault(LOAD_DIRS, {})[request.node.nodeid] = load_dir
-    add_sweep_figures(request, case, kpis, artifact_dir)
     failed = summary["failure_rate"]
     if failed > options.max_failure_rate:
         pytest.fail(f"{failed:.1%} of the requests failed ({summary['failures']}) > tests.llm_load.max_failure_rate "
@@ -70,30 +63,3 @@ def case_settings(case: topsail.Case, options: Any) -> LoadSettings:
         return LoadSettings.parse(values, f"{case.source or 'cases'}: case {case.id}")
     except topsail.TopsailError as error:
         pytest.fail(str(error), pytrace=False)
-
-
-def sweep_group(item: pytest.Item) -> str | None:
-    """Items of one sweep: the same case with every setting equal but the concurrency or the rate."""
-    case = getattr(getattr(item, "callspec", None), "params", {}).get("case")
-    if not isinstance(case, topsail.Case):
-        return None
-    others = {key: value for key, value in case.settings.items() if key not in SWEPT}
-    return json.dumps([case.name, others], sort_keys=True, default=str)
-
-
-def add_sweep_figures(request: pytest.FixtureRequest, case: topsail.Case, kpis: topsail.KpiRecorder,
-                      artifact_dir: Path) -> None:
-    """On the last item of its sweep: throughput, latency and rate against load, distributions per point."""
-    group = sweep_group(request.node)
-    members = [item for item in request.session.items if sweep_group(item) == group]
-    if not members or members[-1] is not request.node:
-        return
-    ran = request.config.stash.get(LOAD_DIRS, {})
-    directories = [ran[item.nodeid] for item in members if item.nodeid in ran]
-    points, by_point = merge_directories(directories)
-    summaries = [summarize_point(point, by_point.get(point["index"], [])) for point in points]
-    (artifact_dir / "sweep.txt").write_text(format_table(sweep_table(summaries)), encoding="utf-8")
-    (artifact_dir / "sweep.json").write_text(json.dumps([str(d) for d in directories], indent=1), encoding="utf-8")
-    title = re.sub(rf"-({'|'.join(SWEPT)})=[^-]+", "", case.id)  # the sweep: the case id without the swept values
-    for name, figure in figures(points, by_point, summaries).items():
-        kpis.add_figure(f"{title}: {name}", figure)

@@ -25,7 +25,7 @@ def run_pytest(tmp: Path, artifacts: str, *args: str, timeout: float = 300) -> s
 
 
 def item_dirs(artifacts: Path) -> list[Path]:
-    return sorted(p for p in (artifacts / "llm_load").iterdir() if p.is_dir())
+    return sorted(p for p in (artifacts / "llm_load").iterdir() if p.is_dir() and "__" in p.name)
 
 
 @pytest.fixture(scope="module")
@@ -51,15 +51,13 @@ def test_smoke_covers_both_backends_with_kpis_labels_and_sweep_figures(smoke_run
         labels = kpis["throughput"]["labels"]
         assert labels["virtual_users"] == summary["concurrency"] and labels["deployment_mode"] == "RawDeployment"
         assert labels["accelerator"].startswith("NVIDIA-A100") and labels["streaming"] is True
-    last_of_sweeps = [d for d in dirs if (d / "sweep.txt").is_file()]
-    assert [d.name.split("-concurrency=")[1] for d in last_of_sweeps] == ["16", "16", "16"]
-    first_sweep = sorted(p.name for p in (last_of_sweeps[0] / "figures").iterdir())
-    assert first_sweep[0] == "00_openai_api_completions_throughput.json"  # one sweep per api
-    figures = sorted(p.name for p in (last_of_sweeps[-1] / "figures").iterdir())
-    assert figures == ["00_tgis_throughput.json", "01_tgis_latency_quantiles.json", "02_tgis_TTFT_distribution.json",
-                       "03_tgis_ITL_distribution.json", "04_tgis_achieved_vs_offered_rate.json"]
-    sweep = (last_of_sweeps[-1] / "sweep.txt").read_text().splitlines()
-    assert [line.split()[0] for line in sweep[1:]] == ["concurrency=1", "concurrency=8", "concurrency=16"]
+    figures = sorted(p.name for p in (artifacts / "llm_load" / "figures").iterdir())  # the suite figures
+    for sweep in ("openai_api_completions", "openai_api_chat", "tgis"):
+        assert [name for name in figures if name[3:].startswith(sweep + "_")] != [], (sweep, figures)
+    assert len(figures) == 3 * 5
+    throughput = next(name for name in figures if name.endswith("tgis_throughput.json"))
+    drawn = json.loads((artifacts / "llm_load" / "figures" / throughput).read_text())
+    assert drawn["data"][0]["x"] == [1, 8, 16]  # the sweep in the order of its concurrency
 
 
 def test_replot_recomputes_the_kpis_from_the_records(smoke_run, tmp_path: Path) -> None:
@@ -71,6 +69,7 @@ def test_replot_recomputes_the_kpis_from_the_records(smoke_run, tmp_path: Path) 
     replot = run_pytest(tmp_path, "unused", f"--topsail-replot={artifacts}")
     assert replot.returncode == 0, replot.stdout[-3000:] + replot.stderr[-2000:]
     assert json.loads((first / "load" / "summary.json").read_text())[0]["succeeded"] > 0
+    assert len(list((artifacts / "llm_load" / "figures").iterdir())) == 3 * 5  # the sweep figures drawn again
     again = {k["name"]: k["value"] for k in json.loads((first / "kpis.json").read_text())}
     assert again["ttft_median_ms"] == pytest.approx(saved["ttft_median_ms"])
     assert again["throughput"] == pytest.approx(saved["throughput"])
