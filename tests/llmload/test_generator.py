@@ -27,9 +27,9 @@ def test_closed_loop_keeps_concurrency_and_measures_ttft_itl(fake_server, tmp_pa
     summary = summaries[0]
     assert fake_server.max_in_flight == 4 and len(fake_server.requests) == 16
     assert summary["requests"] == summary["succeeded"] == 16 and summary["failures"] == {}
-    assert 50 <= summary["stats"]["ttft_ms"]["median"] < 90
-    assert 10 <= summary["stats"]["itl_ms"]["median"] < 25
-    assert 10 <= summary["stats"]["tpot_ms"]["median"] < 25
+    assert 50 <= summary["stats"]["ttft_ms"]["median"] < 150  # loose upper bounds: 2 shared cores
+    assert 10 <= summary["stats"]["itl_ms"]["median"] < 40
+    assert 10 <= summary["stats"]["tpot_ms"]["median"] < 40
     assert summary["stats"]["output_tokens"]["min"] == 5 and summary["stats"]["output_tokens"]["max"] == 8
     sent = fake_server.requests[0]
     assert sent["max_tokens"] == sent["min_tokens"] == 5 and sent["ignore_eos"] and sent["stream"]
@@ -50,8 +50,8 @@ def test_open_loop_constant_rate_reports_offered_and_achieved(fake_server, tmp_p
     summary = run_load_test(backend(fake_server.url), PROMPTS, [point], tmp_path)[0]
     assert summary["requests"] == 20  # due at 0, 25 ms, ..., 475 ms
     assert summary["offered_rate"] == 40.0
-    assert summary["achieved_rate"] == pytest.approx(40.0, rel=0.1)
-    assert summary["send_lag_ms"]["p99"] < 50
+    assert summary["achieved_rate"] == pytest.approx(40.0, rel=0.15)
+    assert summary["send_lag_ms"]["p99"] < 100
 
 
 def test_poisson_schedule_is_seeded(fake_server, tmp_path: Path) -> None:

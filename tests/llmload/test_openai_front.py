@@ -95,10 +95,10 @@ def test_sweep_shows_the_knee_at_max_batch_size(serve_front: Any, tmp_path: Path
     prompts = synthetic(8, (8, 8), (12, 12))
     points = [LoadPoint(concurrency=c, requests=4 * c) for c in (1, 4, 8)]
     one, four, eight = run_load_test(OpenAIBackend(serve_front(server), MODEL), prompts, points, tmp_path)
-    assert four["output_tokens_per_s"] > 2.2 * one["output_tokens_per_s"]  # 4 / 13 ms against 1 / 10 ms
+    assert four["output_tokens_per_s"] > 2.0 * one["output_tokens_per_s"]  # 4 / 13 ms against 1 / 10 ms
     assert four["stats"]["itl_ms"]["median"] > one["stats"]["itl_ms"]["median"] + 2  # 10 + 1 x 3 running
-    assert eight["output_tokens_per_s"] < 1.3 * four["output_tokens_per_s"]
-    assert eight["stats"]["ttft_ms"]["median"] > 5 * four["stats"]["ttft_ms"]["median"]  # waits for a slot
+    assert eight["output_tokens_per_s"] < 1.4 * four["output_tokens_per_s"]
+    assert eight["stats"]["ttft_ms"]["median"] > 4 * four["stats"]["ttft_ms"]["median"]  # waits for a slot
 
 
 def test_reference_server_process_serves_both_fronts() -> None:
