@@ -228,11 +228,16 @@ def banner(summary: dict[str, Any], outcomes: dict[str, int]) -> dict[str, str]:
     regressions = int(summary.get("failures", 0))
     failed = outcomes.get("failed", 0)
     tests = ", ".join(f"{count} {outcome}" for outcome, count in sorted(outcomes.items()))
-    status = "fail" if regressions or failed else (
-        "improved" if summary.get("significant_performance_increase") else "pass")
     kpi_text = summary.get("message", "no regression")
-    return {"status": status, "kpis": kpi_text if regressions or kpi_text != "no regression" else "pass: no regression",
-            "tests": f"tests: {tests}" if tests else ""}
+    if regressions or summary.get("significant_performance_increase"):
+        status = "fail" if regressions else "improved"
+    elif summary.get("accepted"):
+        status, kpi_text = "pass", "pass: no regression"
+    else:
+        status, kpi_text = "unjudged", "no verdict: not enough comparable history yet"
+    if failed and status != "fail":
+        status = "fail"
+    return {"status": status, "kpis": kpi_text, "tests": f"tests: {tests}" if tests else ""}
 
 
 def _grouped(verdicts: Sequence[Verdict]) -> list[dict[str, Any]]:

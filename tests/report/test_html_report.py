@@ -82,6 +82,7 @@ def test_report_is_one_offline_file_with_every_text_escaped(project: Project) ->
     assert "&lt;img src=&#34;http://127.0.0.1:9/pwned.png&#34;" in html
     assert "<script src" not in html and "<link" not in html and "https://cdn" not in html
     assert html.count('id="plotly-bundle"') == 1
+    assert 'class="verdict-unjudged">no verdict: not enough comparable history yet' in html, "a first run"
     assert "default-src 'none'" in html
     assert len(html) < 3_000_000
 
