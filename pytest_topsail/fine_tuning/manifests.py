@@ -13,7 +13,6 @@ CONFIG_DIR = "/mnt/config"
 ENTRYPOINT_DIR = "/mnt/entrypoint"
 STORAGE_DIR = "/mnt/storage"
 OUTPUT_DIR = "/mnt/output"
-LABEL = "topsail.fine-tuning/point"
 
 ENTRYPOINT = """#!/bin/bash
 # Builds the replicated dataset on the storage PVC (once), prints its statistics, then starts the trainer.

@@ -76,11 +76,11 @@ class PointRun:
         manifests = self.manifests()
         write_manifests(self.directory, manifests)
         self._remove_leftovers(manifests)
-        for manifest in manifests:
-            self.kube.create(manifest)
-        self.progress(f"{self.job}: created ({self.point.pods} pod(s) x {self.point.gpus_per_pod} GPU(s))")
         failed = True
         try:
+            for manifest in manifests:  # inside the try: what was created is deleted if a later creation fails
+                self.kube.create(manifest)
+            self.progress(f"{self.job}: created ({self.point.pods} pod(s) x {self.point.gpus_per_pod} GPU(s))")
             self._follow()
             failed = False
         finally:
