@@ -162,7 +162,7 @@ async def _read_channels(socket: web.WebSocketResponse,
                 await writer.drain()
 
 
-# ----------------------------------------------------------------- SPDY/3.1 inside the WebSocket
+# ----------------------------------------------------------------- SPDY/3.1 (WebSocket tunnel or upgraded connection)
 @dataclass
 class _Stream:
     stream_id: int
