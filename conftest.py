@@ -5,4 +5,5 @@ pytest_plugins = [
     "fixtures.gpu_operator",
     "fixtures.rhoai",
     "fixtures.namespaces",
+    "fixtures.tgis_workers",
 ]

@@ -28,10 +28,12 @@ class Settings(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid", strict=True)
 
 
-def validate(model: type[M], data: Any, where: str, what: str = "") -> M:
-    """`data` validated by `model`; a TopsailError "<where>: <what>: key a.b: problem; ..." when it does not fit."""
+def validate(model: type[M], data: Any, where: str, what: str = "", context: dict[str, Any] | None = None) -> M:
+    """`data` validated by `model`; a TopsailError "<where>: <what>: key a.b: problem; ..." when it does not fit.
+    `context` reaches the model's validators (`info.context`); a suite's settings get ``{"rootdir": Path}``, so a
+    validator can read the files a setting names."""
     try:
-        return model.model_validate({} if data is None else data)
+        return model.model_validate({} if data is None else data, context=context)
     except pydantic.ValidationError as error:
         raise TopsailError(describe_validation_error(error, where, what, model)) from None
 

@@ -118,7 +118,8 @@ class Suite:
             raise TopsailError(f"{self._shown(self.path / SETTINGS_FILE)}: SETTINGS declares no model for {key!r}")
         if (key, model) not in self.validated:
             where = f"{self.config.source}: {key}"
-            self.validated[(key, model)] = validate(model, self.config.get(key, None), where, "invalid settings")
+            self.validated[(key, model)] = validate(model, self.config.get(key, None), where, "invalid settings",
+                                                     context={"rootdir": self.rootdir})
         return self.validated[(key, model)]
 
     @property

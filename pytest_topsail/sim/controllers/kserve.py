@@ -227,7 +227,9 @@ class KServeController(Controller):
         containers = pod["spec"]["containers"]
         container = next((c for c in containers if serves_tgis(c)), containers[0])
         env = environment(self.store, pod, str(container.get("name")))
-        model = annotations.get(MODEL_ANNOTATION) or env.get("MODEL_NAME") or _args(container).get("model-name") or name
+        # the model's own name, as an InferenceService's storageUri tail: one model answers alike in both modes
+        given = env.get("MODEL_NAME") or _args(container).get("model-name") or name
+        model = annotations.get(MODEL_ANNOTATION) or given.rstrip("/").rsplit("/", 1)[-1] or name
         if MODEL_ANNOTATION not in annotations:
             self._time_plain_pod(pod, container, model)
             return  # reconciled again with the annotations

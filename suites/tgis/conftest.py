@@ -1,0 +1,44 @@
+"""The TGIS suite's items: (model, config) x case, built from the validated ``tests.tgis`` (settings.py).
+
+Ids read ``<model>/<config short name>/<case name>``; the items of one worker share an xdist group, so under
+``pytest -n`` one process runs them all against one deployment.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import pytest_topsail as topsail
+from pytest_topsail.cases import Case, parametrize_cases
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "case" not in metafunc.fixturenames:
+        return
+    suite = topsail.load_suite(metafunc.config, "tgis")
+    worker = suite.settings("worker")
+    cases: list[Case] = []
+    for spec in suite.settings("tests.tgis").root:
+        model = spec.model.rsplit("/", 1)[-1]
+        for index, config in enumerate(spec.configs):
+            group = f"{model}/{config.name}"
+            for tgis_case in spec.tgis_cases:
+                settings: dict[str, Any] = {
+                    "model": spec.model, "config_name": config.name, "reference": index == 0,
+                    "config": config.model_dump(mode="json"), "image": worker.image,
+                    "deploy_mode": worker.deploy_mode, "case": tgis_case.as_settings()}
+                cases.append(Case(name=tgis_case.name, id=f"{group}/{tgis_case.name}", settings=settings,
+                                  source=tgis_case.source, xdist_group=group))
+    parametrize_cases(metafunc, cases)
+
+
+@pytest.fixture
+def worker_settings(topsail_suite: topsail.Suite) -> Any:
+    return topsail_suite.settings("worker")
+
+
+@pytest.fixture
+def runner_settings(topsail_suite: topsail.Suite) -> Any:
+    return topsail_suite.settings("runner")

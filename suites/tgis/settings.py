@@ -1,0 +1,98 @@
+"""The TGIS suite's settings, in tgis-tester's shape, validated when pytest starts (also on the xdist controller).
+
+- ``tests.tgis``: ``[{model, configs: [ModelConfig], cases: [case file globs]}]``: one worker per (model, config);
+  the case files are read and checked here, so a bad case file stops the run at once naming file, case and key.
+- ``worker``: how workers are deployed and reached; ``runner``: how answers are judged.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import pydantic
+
+import pytest_topsail as topsail
+from pytest_topsail.cases import resolve_case_files
+from pytest_topsail.tgis.casefile import TgisCase, load_case_file
+from pytest_topsail.tgis.evaluation import DEFAULT_REL_TOLERANCE
+from pytest_topsail.tgis.model_config import ModelConfig
+
+
+class TgisSpec(topsail.Settings):
+    """One model, the configs to serve it with (the first is the reference) and the case files to run on each."""
+
+    model: str = pydantic.Field(min_length=1)
+    configs: list[ModelConfig] = pydantic.Field(min_length=1)
+    cases: list[str] = pydantic.Field(min_length=1)
+    _cases: list[TgisCase] = pydantic.PrivateAttr(default_factory=list)
+
+    model_config = pydantic.ConfigDict(extra="forbid", strict=False)  # ModelConfig reads YAML numbers and enums
+
+    @pydantic.model_validator(mode="after")
+    def _unique_configs(self) -> TgisSpec:
+        names = [config.name for config in self.configs]
+        for index, name in enumerate(names):
+            if name in names[:index]:
+                raise ValueError(f"configs[{index}]: {name} is also configs[{names.index(name)}]; each config of a "
+                                 "model must differ in its short name")
+        return self
+
+    def load_cases(self, rootdir: Path) -> list[TgisCase]:
+        files = resolve_case_files(self.cases, rootdir, source="cases")
+        loaded: list[TgisCase] = []
+        for path in files:
+            shown = str(path.relative_to(rootdir)) if path.is_relative_to(rootdir) else str(path)
+            loaded += load_case_file(path, shown)
+        return loaded
+
+    @property
+    def tgis_cases(self) -> list[TgisCase]:
+        return self._cases
+
+
+class TgisTests(pydantic.RootModel[list[TgisSpec]]):
+    @pydantic.model_validator(mode="after")
+    def _read_case_files(self, info: pydantic.ValidationInfo) -> TgisTests:
+        rootdir = Path((info.context or {}).get("rootdir") or Path.cwd())
+        models = [spec.model for spec in self.root]
+        for index, spec in enumerate(self.root):
+            if spec.model in models[:index]:
+                raise ValueError(f"[{index}].model: {spec.model!r} is also [{models.index(spec.model)}].model")
+            try:
+                spec._cases = spec.load_cases(rootdir)
+            except topsail.TopsailError as error:
+                raise ValueError(f"[{index}].cases: {error}") from None
+        return self
+
+
+class WorkerSettings(topsail.Settings):
+    """tgis-tester's ``worker`` section, for KServe or plain pods."""
+
+    image: str = "quay.io/opendatahub/text-generation-inference:stable"
+    deploy_mode: Literal["inferenceservice", "pod"] = "inferenceservice"
+    endpoint: Literal["port-forward", "direct", "url"] = "port-forward"
+    url: str | None = None  # endpoint: url — an already served worker, host:port
+    scheduled_timeout_s: float = pydantic.Field(900, gt=0)
+    ready_timeout_s: float = pydantic.Field(1800, gt=0)
+    max_parallel_workers: int = pydantic.Field(2, ge=1)
+    keep: bool = False
+    storage_uri_prefix: str = "s3://models/"
+    # extra container environment per config short name, e.g. {"tgis_native|bf16": {TOPSAIL_TGIS_DIVERGE: "1"}}
+    env: dict[str, dict[str, str]] = {}
+
+
+class RunnerSettings(topsail.Settings):
+    """tgis-tester's ``runner`` section."""
+
+    generate_stream: bool = True
+    evaluation_strategy: Literal["approx_equality", "exact_text_match"] = "approx_equality"
+    rel_tolerance: float = pydantic.Field(DEFAULT_REL_TOLERANCE, gt=0)
+    request_timeout_s: float = pydantic.Field(60, gt=0)
+
+
+def spec_of(specs: Any, model: str) -> TgisSpec:
+    return next(spec for spec in specs.root if spec.model == model)
+
+
+SETTINGS = {"tests.tgis": TgisTests, "worker": WorkerSettings, "runner": RunnerSettings}
