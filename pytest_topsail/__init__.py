@@ -33,6 +33,7 @@ _EXPORTS = {
     "current_artifact_dir": "pytest_topsail.artifacts",
     "Parallel": "pytest_topsail.parallel",
     "Progress": "pytest_topsail.progress",
+    "shared_plotly_js": "pytest_topsail.report.figures",
     "Settings": "pytest_topsail.settings",
     "validate": "pytest_topsail.settings",
     "Kube": "pytest_topsail.kube.client",
@@ -51,7 +52,8 @@ _EXPORTS = {
 __all__ = [
     "Case", "Config", "KpiRecorder", "Kube", "KubeError", "ObjectRef", "Parallel", "Progress", "Settings", "Suite",
     "TopsailError", "WaitTimeout", "connect", "create_namespace", "current_artifact_dir", "delete_namespaces", "kpi",
-    "load_suite", "report_leftover", "step", "validate", "wait_condition", "wait_deleted", "wait_for",
+    "load_suite", "report_leftover", "shared_plotly_js", "step", "validate", "wait_condition", "wait_deleted",
+    "wait_for",
 ]
 
 if TYPE_CHECKING:
@@ -66,6 +68,7 @@ if TYPE_CHECKING:
     from pytest_topsail.leftovers import report_leftover
     from pytest_topsail.parallel import Parallel
     from pytest_topsail.progress import Progress
+    from pytest_topsail.report.figures import shared_plotly_js
     from pytest_topsail.settings import Settings, validate
     from pytest_topsail.suites import Suite, load_suite
 

@@ -38,9 +38,7 @@ def scale_options(scale_settings: Any, topsail_artifacts_root: Path) -> RunOptio
     options = scale_settings.run_options()
     if options.include_plotlyjs != "shared" or not options.plots:
         return options
-    from pytest_topsail.report.figures import shared_plotly_js
-
-    return dataclasses.replace(options, plotly_js=shared_plotly_js(topsail_artifacts_root))
+    return dataclasses.replace(options, plotly_js=topsail.shared_plotly_js(topsail_artifacts_root))
 
 
 @pytest.fixture
