@@ -13,7 +13,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "writing-a-suite.md"
-BLOCK = re.compile(r"^```(?:yaml|python)\n# ((?:suites|cases)/\S+)\n(.*?)^```", re.M | re.S)
+BLOCK = re.compile(r"^```(?:yaml|python)\n# ((?:suites|cases)/hello/\S+)\n(.*?)^```", re.M | re.S)
 
 
 def doc_files() -> dict[str, str]:
