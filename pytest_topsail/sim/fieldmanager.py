@@ -95,12 +95,19 @@ def entry_for(manager: str, operation: str, api_version: str, now: str, body: Ob
             if not value:
                 continue
         tree[f"f:{key}"] = _tree(value)
-    return {"manager": manager, "operation": operation, "apiVersion": api_version, "time": now,
-            "fieldsType": "FieldsV1", "fieldsV1": tree}
+    signature = (manager, operation, api_version, now, tuple((key, id(child)) for key, child in tree.items()))
+    shared = _SHARED_ENTRIES.get(signature)
+    if shared is None:  # objects created alike within one second share their entry too
+        if len(_SHARED_ENTRIES) >= _SHARED_LIMIT:
+            _SHARED_ENTRIES.clear()
+        shared = _SHARED_ENTRIES[signature] = {"manager": manager, "operation": operation, "apiVersion": api_version,
+                                               "time": now, "fieldsType": "FieldsV1", "fieldsV1": tree}
+    return shared
 
 
 _SHARED: dict[tuple[tuple[str, int], ...], Obj] = {}  # interned subtrees: objects of one shape share them
 _SHARED_LIMIT = 50_000
+_SHARED_ENTRIES: dict[tuple[Any, ...], Obj] = {}
 
 
 def _tree(value: Any) -> Obj:
