@@ -1,0 +1,128 @@
+"""The TGIS suite run as a user runs it (a subprocess on the simulator): divergence caught with field-level diffs,
+record mode, one deployment per worker under xdist, and bad input as one message naming file and key."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+CASES = REPO / "cases" / "tgis" / "flan-t5-small"
+REFERENCE = {"deployment_framework": "tgis_native", "dtype_str": "float16"}
+BF16 = {"deployment_framework": "tgis_native", "dtype_str": "bfloat16"}
+
+
+def run_pytest(tmp: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "pytest", "suites/tgis", "-p", "no:cacheprovider", "-q", "-rfs",
+               "--artifacts", str(tmp / "artifacts"), "--topsail-history", str(tmp / "history.sqlite"), *args]
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("ARTIFACT_DIR", None)
+    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def specs(configs: list[dict], cases: str) -> str:
+    return "tests.tgis=" + json.dumps([{"model": "google/flan-t5-small", "configs": configs, "cases": [cases]}])
+
+
+def test_divergent_config_fails_only_its_affected_cases_with_field_diffs(tmp_path: Path) -> None:
+    env = 'worker.env={"tgis_native|bf16": {"TOPSAIL_TGIS_DIVERGE": "1"}}'
+    result = run_pytest(tmp_path, "--var", specs([REFERENCE, BF16], "cases/tgis/flan-t5-small/basic.yaml"),
+                        "--var", env)
+    output = result.stdout
+    assert result.returncode == 1, output[-3000:] + result.stderr[-2000:]
+    failed = sorted(line.split("[", 1)[1].split("]", 1)[0] for line in output.splitlines()
+                    if line.startswith("FAILED"))
+    assert failed and all(node.startswith("flan-t5-small/tgis_native|bf16/") for node in failed), failed
+    # text-bearing cases differ; the unseeded one is only checked to succeed
+    assert "flan-t5-small/tgis_native|bf16/greedy-basic" in failed
+    assert "flan-t5-small/tgis_native|bf16/sampling-unseeded" not in failed
+    assert "responses[0].text: expected '" in output
+    assert "7 failed, 9 passed" in output  # every reference case passes, and the unseeded one of bf16
+
+
+def test_record_then_run_passes(tmp_path: Path) -> None:
+    folder = tmp_path / "cases"
+    folder.mkdir()
+    for source in CASES.glob("*.yaml"):
+        cases = yaml.safe_load(source.read_text())
+        for case in cases:
+            case.pop("response", None)
+            case.pop("error", None)
+        (folder / source.name).write_text(yaml.safe_dump(cases))
+    spec = specs([REFERENCE, BF16], f"{folder}/*.yaml")
+    before = run_pytest(tmp_path, "--var", spec)
+    assert before.returncode == 0, before.stdout[-3000:]
+    assert "22 skipped" in before.stdout and "no expectation yet" in before.stdout  # reported, never passed
+    recorded = run_pytest(tmp_path, "--var", spec, "--tgis-record")
+    assert recorded.returncode == 0, recorded.stdout[-3000:]
+    assert "11 passed" in recorded.stdout  # reference config recorded; the other config skipped
+    errors = yaml.safe_load((folder / "errors.yaml").read_text())
+    assert errors[0]["error"] == {"code": "INVALID_ARGUMENT", "message": "top_p must be > 0.0 and <= 1.0"}
+    after = run_pytest(tmp_path, "--var", spec)
+    assert after.returncode == 0, after.stdout[-3000:]
+    assert "22 passed" in after.stdout
+
+
+def test_each_worker_is_deployed_once_under_xdist(tmp_path: Path) -> None:
+    sharded = {**REFERENCE, "num_shard": 2, "resources": {"gpu": 2}}
+    result = run_pytest(tmp_path, "-n", "3", "--var", specs([REFERENCE, BF16, sharded],
+                                                         "cases/tgis/flan-t5-small/errors.yaml"))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "9 passed" in result.stdout
+    audit = [json.loads(line) for line in (tmp_path / "artifacts" / "001__cluster" / "audit.jsonl").open()]
+    created = [entry for entry in audit if entry["verb"] == "create" and entry["resource"] == "inferenceservices"
+               and entry["code"] == 201]
+    assert len(created) == 3  # one per (model, config), whatever the number of xdist workers
+
+
+def write(tmp: Path, name: str, text: str) -> str:
+    path = tmp / name
+    path.write_text(text)
+    return str(path)
+
+
+BAD_INPUTS = [
+    ("flash attention needs float16/bfloat16",
+     lambda tmp: specs([REFERENCE, {"flash_attention": True, "dtype_str": "float32"}],
+                       "cases/tgis/flan-t5-small/*.yaml"),
+     ["tests.tgis", "flash_attention requires dtype_str float16 or bfloat16"]),
+    ("sharding needs as many GPUs", lambda tmp: specs([{"num_shard": 2}], "cases/tgis/flan-t5-small/*.yaml"),
+     ["tests.tgis", "num_shard 2 requires a non-MIG gpu count equal to num_shard"]),
+    ("both response and error",
+     lambda tmp: specs([REFERENCE], write(tmp, "both.yaml", "- name: x\n  request: {request: {text: hi}}\n"
+                                                           "  response: {responses: [{text: a}]}\n"
+                                                           "  error: {code: INVALID_ARGUMENT, message: m}\n")),
+     ["both.yaml[0] (case 'x')", "has both response and error"]),
+    ("unknown parameter",
+     lambda tmp: specs([REFERENCE], write(tmp, "param.yaml", "- name: x\n  request:\n    params: {stoping: {}}\n"
+                                                            "    request: {text: hi}\n")),
+     ["param.yaml[0] (case 'x')", "request.params", "stoping"]),
+    ("malformed case file",
+     lambda tmp: specs([REFERENCE], write(tmp, "broken.yaml", "- name: x\n  request: [unclosed\n")),
+     ["broken.yaml", "malformed YAML"]),
+    ("unknown gRPC code name",
+     lambda tmp: specs([REFERENCE], write(tmp, "code.yaml", "- name: x\n  request: {request: {text: hi}}\n"
+                                                           "  error: {code: NOT_A_CODE, message: m}\n")),
+     ["code.yaml[0] (case 'x')", "error.code", "'NOT_A_CODE' is not a gRPC code name"]),
+    ("missing case file", lambda tmp: specs([REFERENCE], "cases/tgis/none/*.yaml"),
+     ["tests.tgis", "cases/tgis/none/*.yaml"]),
+]
+
+
+@pytest.mark.parametrize(("make", "expected"), [pytest.param(make, expected, id=name)
+                                                 for name, make, expected in BAD_INPUTS])
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["single", "xdist"])
+def test_bad_input_is_one_message_naming_file_and_key(tmp_path: Path, make, expected, workers) -> None:
+    result = run_pytest(tmp_path, "--var", make(tmp_path), *workers, timeout=120)
+    output = result.stdout + result.stderr
+    assert result.returncode == 4, output[-2000:]
+    assert "Traceback" not in output and "INTERNALERROR" not in output, output[-2000:]
+    for fragment in expected:
+        assert fragment in output, (fragment, output[-2000:])
+    assert not (tmp_path / "artifacts" / "001__cluster").exists()  # nothing started
