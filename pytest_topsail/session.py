@@ -97,10 +97,26 @@ def configure(config: pytest.Config) -> None:
             check_creatable(state.artifacts_root, "artifacts root (--artifacts, else $ARTIFACT_DIR)")
     except TopsailError as exc:
         raise usage_error(exc) from None
+    if suites:
+        keep_xdist_groups(config)
     if suites and not hasattr(config, "workerinput"):
         from pytest_topsail.leftovers import LeftoverReport
 
         config.pluginmanager.register(LeftoverReport(), "topsail-leftovers")
+
+
+def keep_xdist_groups(config: pytest.Config) -> None:
+    """``-n N`` alone distributes with ``--dist load``, which ignores ``xdist_group`` marks; with suites, the groups
+    are kept (``loadgroup``: a TGIS worker's or an LLM sweep's items on one process) unless ``--dist`` was given."""
+    import os
+
+    given = [*config.invocation_params.args, *os.environ.get("PYTEST_ADDOPTS", "").split(), *config.getini("addopts")]
+    if any(str(arg).startswith("--dist") for arg in given):
+        return
+    if hasattr(config, "workerinput"):
+        config.option.loadgroup = True  # a worker re-reads the command line: it marks each item with its group
+    elif getattr(config.option, "dist", None) == "load":
+        config.option.dist = "loadgroup"
 
 
 def generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -71,10 +71,16 @@ def test_record_then_run_passes(tmp_path: Path) -> None:
 
 def test_each_worker_is_deployed_once_under_xdist(tmp_path: Path) -> None:
     sharded = {**REFERENCE, "num_shard": 2, "resources": {"gpu": 2}}
-    result = run_pytest(tmp_path, "-n", "3", "--var", specs([REFERENCE, BF16, sharded],
-                                                         "cases/tgis/flan-t5-small/errors.yaml"))
+    result = run_pytest(tmp_path, "-n", "3", "-vv", "--var", specs([REFERENCE, BF16, sharded],
+                                                                 "cases/tgis/flan-t5-small/errors.yaml"))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert "9 passed" in result.stdout
+    processes: dict[str, set[str]] = {}  # worker (model/config) -> the xdist processes that ran its items
+    for line in result.stdout.splitlines():
+        if line.startswith("[gw") and "PASSED" in line and "test_tgis[" in line:
+            worker = line.split("test_tgis[", 1)[1].split("]", 1)[0].rsplit("/", 1)[0]
+            processes.setdefault(worker, set()).add(line.split("]", 1)[0])
+    assert len(processes) == 3 and all(len(ran) == 1 for ran in processes.values()), processes
     audit = [json.loads(line) for line in (tmp_path / "artifacts" / "001__cluster" / "audit.jsonl").open()]
     created = [entry for entry in audit if entry["verb"] == "create" and entry["resource"] == "inferenceservices"
                and entry["code"] == 201]
