@@ -22,6 +22,15 @@ MIG_MEMORY_GIB = {"mig_1g_10gb": 10, "mig_2g_20gb": 20, "mig_3g_40gb": 40}
 DTYPE_SHORT_NAMES = {"float16": "f16", "float32": "f32", "bfloat16": "bf16"}
 
 
+# The worker container's environment variable of each ModelConfig field (tgis-tester's worker pod); the simulator
+# reads a TGIS container's config back from the same names.
+ENV_OF_FIELD = {"deployment_framework": "DEPLOYMENT_FRAMEWORK", "dtype_str": "DTYPE_STR", "num_shard": "NUM_SHARD",
+                "max_concurrent_requests": "MAX_CONCURRENT_REQUESTS", "max_sequence_length": "MAX_SEQUENCE_LENGTH",
+                "max_batch_size": "MAX_BATCH_SIZE", "max_new_tokens": "MAX_NEW_TOKENS",
+                "flash_attention": "FLASH_ATTENTION", "pt2_compile": "PT2_COMPILE", "port": "PORT",
+                "grpc_port": "GRPC_PORT", "quantize": "QUANTIZE"}
+
+
 class DeploymentFramework(StrEnum):
     HF_TRANSFORMERS = "hf_transformers"
     HF_ACCELERATE = "hf_accelerate"
@@ -168,22 +177,11 @@ class ModelConfig(_Strict):
 
     def worker_env(self, model_name: str) -> dict[str, str]:
         """The environment tgis-tester gives the worker container (CUDA_VISIBLE_DEVICES=-1 when CPU only)."""
-        env = {
-            "MODEL_NAME": model_name,
-            "DEPLOYMENT_FRAMEWORK": self.deployment_framework.value,
-            "DTYPE_STR": self.dtype_str,
-            "NUM_SHARD": str(self.num_shard),
-            "MAX_CONCURRENT_REQUESTS": str(self.max_concurrent_requests),
-            "MAX_SEQUENCE_LENGTH": str(self.max_sequence_length),
-            "MAX_BATCH_SIZE": str(self.max_batch_size),
-            "MAX_NEW_TOKENS": str(self.max_new_tokens),
-            "FLASH_ATTENTION": str(self.flash_attention).lower(),
-            "PT2_COMPILE": str(self.pt2_compile).lower(),
-            "PORT": str(self.port),
-            "GRPC_PORT": str(self.grpc_port),
-        }
-        if self.quantize:
-            env["QUANTIZE"] = self.quantize
+        env = {"MODEL_NAME": model_name}
+        for field, variable in ENV_OF_FIELD.items():
+            value = getattr(self, field)
+            if value is not None:
+                env[variable] = str(value).lower() if isinstance(value, bool) else str(value)
         if self.is_cpu_only:
             env["CUDA_VISIBLE_DEVICES"] = "-1"
         return env

@@ -23,15 +23,14 @@ from typing import Any
 import pytest
 
 import pytest_topsail as topsail
+from pytest_topsail.tgis.model_config import ENV_OF_FIELD
 
 START_TIMEOUT_S = 30.0
 ENDPOINT_ANNOTATION = "sim.topsail.io/endpoint-"
 RUNTIME_NAME = "topsail-llm-runtime"
 GRPC_PORT, HTTP_PORT = 8033, 8080
 ISVC_LABEL = "serving.kserve.io/inferenceservice"
-SERVER_ENV = {"max_batch_size": "MAX_BATCH_SIZE", "max_concurrent_requests": "MAX_CONCURRENT_REQUESTS",
-              "max_sequence_length": "MAX_SEQUENCE_LENGTH", "max_new_tokens": "MAX_NEW_TOKENS",
-              "dtype_str": "DTYPE_STR", "num_shard": "NUM_SHARD", "deployment_framework": "DEPLOYMENT_FRAMEWORK"}
+SERVER_ENV = ENV_OF_FIELD  # server settings of a case -> the TGIS container's environment
 
 
 @dataclass(frozen=True)

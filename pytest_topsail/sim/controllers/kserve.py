@@ -54,10 +54,7 @@ GENERATION_ANNOTATION = ANNOTATION_PREFIX + "inferenceservice-generation"
 DEFAULT_GRPC_PORT = 8033
 STORAGE_GBPS = 1.0  # simulated download speed of the storage-initializer (GB/s)
 SOURCE = "kserve-controller"
-_CONFIG_ENV = {"DTYPE_STR": "dtype_str", "NUM_SHARD": "num_shard", "MAX_BATCH_SIZE": "max_batch_size",
-               "MAX_CONCURRENT_REQUESTS": "max_concurrent_requests", "MAX_SEQUENCE_LENGTH": "max_sequence_length",
-               "MAX_NEW_TOKENS": "max_new_tokens", "DEPLOYMENT_FRAMEWORK": "deployment_framework",
-               "FLASH_ATTENTION": "flash_attention", "QUANTIZE": "quantize"}
+_SERVED_PORTS = ("port", "grpc_port")  # the container's ports say where it serves, not its config
 
 
 def crd_manifests() -> list[dict[str, Any]]:
@@ -92,14 +89,14 @@ def serves_tgis(container: dict[str, Any]) -> bool:
 
 def model_config(container: dict[str, Any]) -> Any:
     """The tgis ModelConfig the container's args, env and GPU limit describe; ValueError naming the problem."""
-    from pytest_topsail.tgis.model_config import load_model_config
+    from pytest_topsail.tgis.model_config import ENV_OF_FIELD, load_model_config
 
     options, env = _args(container), _env(container)
     data: dict[str, Any] = {}
-    for variable, field_name in _CONFIG_ENV.items():
+    for field_name, variable in ENV_OF_FIELD.items():
         value = options.get(field_name.replace("_", "-"), env.get(variable))
-        if value not in (None, ""):
-            data[field_name] = value.lower() == "true" if field_name == "flash_attention" else value
+        if value not in (None, "") and field_name not in _SERVED_PORTS:
+            data[field_name] = value.lower() == "true" if field_name in ("flash_attention", "pt2_compile") else value
     limits = (container.get("resources") or {}).get("limits") or {}
     gpus = int(float(str(limits.get("nvidia.com/gpu", "0")) or 0))
     data["resources"] = {"gpu": gpus or None}
