@@ -113,6 +113,25 @@ def test_run_exec_sleep_orders_output_in_time_and_unknown_programs() -> None:
     assert run_exec(["printenv", "X"], {"X": "v"}).text(STDOUT) == "v\n"  # type: ignore[union-attr]
 
 
+def test_run_exec_loops_for_while_until_and_nesting() -> None:
+    result = run_exec(["sh", "-c", "for i in 1 2 3; do echo $i; sleep 0.5; done; echo end"], {})
+    assert result is not None
+    assert [(at, text) for at, _, text in result.output] == [(0.0, "1\n"), (0.5, "2\n"), (1.0, "3\n"), (1.5, "end\n")]
+    nested = run_exec(["sh", "-c", "for a in x y; do for b in 1 2; do echo $a$b; done; done"], {})
+    assert nested is not None and nested.text(STDOUT) == "x1\nx2\ny1\ny2\n"
+    never = run_exec(["sh", "-c", "while false; do echo no; done; until true; do echo no; done; echo ok"], {})
+    assert never is not None and (never.text(STDOUT), never.exit_code) == ("ok\n", 0)
+    broken = run_exec(["sh", "-c", "for i in 1 2; echo $i"], {})
+    assert broken is not None and broken.exit_code == 2 and "without 'do ... done'" in broken.text(STDERR)
+
+
+def test_run_exec_endless_loop_is_cut_after_an_hour_of_sleeps() -> None:
+    result = run_exec(["sh", "-c", "while true; do echo tick; sleep 10; done"], {})
+    assert result is not None
+    assert result.output[:2] == ((0.0, STDOUT, "tick\n"), (10.0, STDOUT, "tick\n"))
+    assert 3600 <= result.seconds <= 3610
+
+
 # ----------------------------------------------------------------- exec, official client
 def test_exec_prints_the_pod_environment(core: client.CoreV1Api, pod: str) -> None:
     output = _exec(core, pod, ["sh", "-c", "echo $X/$POD_NS/$APP/$MODE/$TOKEN/$CFG_mode/$HOSTNAME"])
@@ -190,6 +209,8 @@ def test_kubectl_exec_echo_and_exit_code(sim: Any, pod: str) -> None:
     failed = sim.kubectl("exec", pod, "--", "sh", "-c", "echo partial; exit 3", check=False)
     assert (failed.returncode, failed.stdout) == (3, "partial\n")
     assert "command terminated with exit code 3" in failed.stderr
+    looped = sim.kubectl("exec", pod, "--", "sh", "-c", "for i in 1 2 3; do echo $X $i; sleep 0.2; done")
+    assert looped.stdout == "hello world 1\nhello world 2\nhello world 3\n"
 
 
 @needs_kubectl

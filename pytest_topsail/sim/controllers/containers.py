@@ -180,6 +180,8 @@ _VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_
 _REDIRECTIONS = {">&2": (STDOUT, STDERR), "1>&2": (STDOUT, STDERR), "2>&1": (STDERR, STDOUT),
                  ">/dev/null": (STDOUT, 0), "1>/dev/null": (STDOUT, 0), "2>/dev/null": (STDERR, 0)}
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+MAX_LOOP_ITERATIONS = 10_000  # an exec'd endless loop is cut there (its output is sent at its time anyway)
+MAX_LOOP_SECONDS = 3600.0
 
 
 def run_exec(argv: list[str], env: dict[str, str]) -> ExecResult | None:
@@ -215,19 +217,53 @@ class _ShellState:
             self.output.append((self.seconds, stream, text))
 
     def run_script(self, script: str) -> None:
-        for separator, statement in _statements(script):
-            if self.exited:
-                return
+        self.run_statements(_statements(script))
+
+    def run_statements(self, statements: list[tuple[str, str]]) -> None:
+        index = 0
+        while index < len(statements) and not self.exited:
+            separator, statement = statements[index]
+            index += 1
             if (separator == "&&" and self.status != 0) or (separator == "||" and self.status == 0):
                 continue
-            try:
-                words = shlex.split(self._expand(statement))
-            except ValueError as error:
-                self.write(STDERR, f"sh: syntax error: {error}\n")
-                self.status, self.exited = 2, True
+            head = statement.strip().split(maxsplit=1)
+            if head and head[0] in ("for", "while", "until"):
+                body, index = _loop_body(statements, index)
+                if body is None:
+                    self.write(STDERR, f"sh: syntax error: '{head[0]}' without 'do ... done'\n")
+                    self.status, self.exited = 2, True
+                    return
+                self.run_loop(head[0], head[1] if len(head) > 1 else "", body)
+                continue
+            self.run_statement(statement)
+
+    def run_statement(self, statement: str) -> None:
+        try:
+            words = shlex.split(self._expand(statement))
+        except ValueError as error:
+            self.write(STDERR, f"sh: syntax error: {error}\n")
+            self.status, self.exited = 2, True
+            return
+        if words:
+            self.run(words, shell=True)
+
+    def run_loop(self, keyword: str, condition: str, body: list[tuple[str, str]]) -> None:
+        """`for NAME in WORDS`, `while COND`, `until COND`; an endless loop stops after MAX_LOOP_ITERATIONS or
+        MAX_LOOP_SECONDS of sleeps (exec sends the output at its time: the client has left long before)."""
+        if keyword == "for":
+            name, _, words = condition.partition(" in ")
+            for value in shlex.split(self._expand(words)):
+                self.env[name.strip()] = value
+                self.run_statements(body)
+                if self.exited:
+                    return
+            return
+        for _ in range(MAX_LOOP_ITERATIONS):
+            self.run_statement(condition)
+            if self.exited or (self.status != 0) == (keyword == "while") or self.seconds > MAX_LOOP_SECONDS:
+                self.status = 0
                 return
-            if words:
-                self.run(words, shell=True)
+            self.run_statements(body)
 
     def _expand(self, statement: str) -> str:
         """$VAR, ${VAR} and $? outside single quotes; the values are quoted so that they stay one word."""
@@ -290,6 +326,27 @@ class _ShellState:
         else:
             self.write(STDERR, f"sh: {words[0]}: not found\n")
             self.status = 127
+
+
+def _loop_body(statements: list[tuple[str, str]], start: int) -> tuple[list[tuple[str, str]] | None, int]:
+    """The statements between `do` and the matching `done` from `start`, and the index after `done`."""
+    depth, body = 0, []
+    for index in range(start, len(statements)):
+        separator, statement = statements[index]
+        words = statement.strip().split(maxsplit=1)
+        if not body and depth == 0:
+            if not words or words[0] != "do":
+                return None, index
+            statement = words[1] if len(words) > 1 else ""
+            words = statement.split(maxsplit=1)
+        if words and words[0] in ("for", "while", "until"):
+            depth += 1
+        elif words and words[0] == "done":
+            if depth == 0:
+                return body, index + 1
+            depth -= 1
+        body.append((separator, statement))
+    return None, len(statements)
 
 
 def _statements(script: str) -> list[tuple[str, str]]:
