@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_topsail.kube.client import Kube, KubeError, ObjectRef
+from pytest_topsail.redact import redact_text
 
 
 def events_for(kube: Kube, ref: ObjectRef) -> list[dict[str, Any]]:
@@ -45,13 +46,15 @@ def pod_logs(
     kube: Kube, namespace: str, pod: str, *, container: str | None = None, tail_lines: int | None = None,
     previous: bool = False,
 ) -> str:
-    """The log of a pod's container (the first one when `container` is None)."""
+    """The log of a pod's container (the first one when `container` is None), through the one redaction rule:
+    logs are written to artifacts, and a container may print its credentials."""
     query: dict[str, Any] = {"container": container, "tailLines": tail_lines}
     if previous:
         query["previous"] = "true"
     path = f"/api/v1/namespaces/{namespace}/pods/{pod}/log"
     try:
-        return kube.request("GET", path, query=query, raw=True, what=f"logs of pod {namespace}/{pod}")
+        text = kube.request("GET", path, query=query, raw=True, what=f"logs of pod {namespace}/{pod}")
+        return redact_text(text if isinstance(text, str) else str(text))
     except KubeError as exc:
         if exc.status == 404:
             return ""
