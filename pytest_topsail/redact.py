@@ -92,14 +92,16 @@ def _collect(data: Any, under_secret: bool, found: set[str]) -> None:
         found.update(match["userinfo"].partition(":")[2] or match["userinfo"] for match in _URL_USERINFO.finditer(data))
 
 
-def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
+def redact_text(text: str, secrets: Iterable[str] = (), *, assignments: bool = True) -> str:
     """Free text (logs, failure messages): the known ``secrets`` (see :func:`secret_values`), URL credentials,
-    ``Bearer``/``Basic`` credentials, and the literal value of every ``name: value`` / ``name=value`` whose name is
-    secret."""
+    ``Bearer``/``Basic`` credentials, and (``assignments``) the literal value of every ``name: value`` /
+    ``name=value`` whose name is secret."""
     for secret in sorted(secrets, key=len, reverse=True):
         text = text.replace(secret, REDACTED)
     text = redact_url_credentials(text)
     text = _BEARER.sub(lambda match: f"{match['scheme']} {REDACTED}", text)
+    if not assignments:
+        return text
 
     def assignment(match: re.Match[str]) -> str:
         if not is_secret_key(match["word"]) or REDACTED in match["value"]:

@@ -330,7 +330,8 @@ class _ShellState:
 
 def _loop_body(statements: list[tuple[str, str]], start: int) -> tuple[list[tuple[str, str]] | None, int]:
     """The statements between `do` and the matching `done` from `start`, and the index after `done`."""
-    depth, body = 0, []
+    depth = 0
+    body: list[tuple[str, str]] = []
     for index in range(start, len(statements)):
         separator, statement = statements[index]
         words = statement.strip().split(maxsplit=1)
