@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import pydantic
 
@@ -89,10 +89,6 @@ class RunnerSettings(topsail.Settings):
     evaluation_strategy: Literal["approx_equality", "exact_text_match"] = "approx_equality"
     rel_tolerance: float = pydantic.Field(DEFAULT_REL_TOLERANCE, gt=0)
     request_timeout_s: float = pydantic.Field(60, gt=0)
-
-
-def spec_of(specs: Any, model: str) -> TgisSpec:
-    return next(spec for spec in specs.root if spec.model == model)
 
 
 SETTINGS = {"tests.tgis": TgisTests, "worker": WorkerSettings, "runner": RunnerSettings}
