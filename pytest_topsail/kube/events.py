@@ -46,16 +46,15 @@ def pod_logs(
     kube: Kube, namespace: str, pod: str, *, container: str | None = None, tail_lines: int | None = None,
     previous: bool = False,
 ) -> str:
-    """The log of a pod's container (the first one when `container` is None), without URL and Bearer credentials:
-    logs are written to artifacts. ``name=value`` assignments are left alone: programs log settings such as a
-    trainer's ``max_seq_token: 512``, which the name rule would hide."""
+    """The log of a pod's container (the first one when `container` is None), without URL, Bearer and Authorization
+    credentials (logs are written to artifacts); free text, so nothing is guessed from names (redact_text)."""
     query: dict[str, Any] = {"container": container, "tailLines": tail_lines}
     if previous:
         query["previous"] = "true"
     path = f"/api/v1/namespaces/{namespace}/pods/{pod}/log"
     try:
         text = kube.request("GET", path, query=query, raw=True, what=f"logs of pod {namespace}/{pod}")
-        return redact_text(text if isinstance(text, str) else str(text), assignments=False)
+        return redact_text(text if isinstance(text, str) else str(text))
     except KubeError as exc:
         if exc.status == 404:
             return ""

@@ -43,6 +43,7 @@ def test_divergent_config_fails_only_its_affected_cases_with_field_diffs(tmp_pat
     assert "flan-t5-small/tgis_native|bf16/greedy-basic" in failed
     assert "flan-t5-small/tgis_native|bf16/sampling-unseeded" not in failed
     assert "responses[0].text: expected '" in output
+    assert "<redacted>" not in output + result.stderr  # no secret was set: every failure message reads whole
     assert "7 failed, 9 passed" in output  # every reference case passes, and the unseeded one of bf16
 
 
