@@ -29,9 +29,9 @@ from pytest_topsail.fine_tuning.trainer_log import tail
 from pytest_topsail.kube.capture import capture, write_manifests
 from pytest_topsail.kube.client import Kube, KubeError, ObjectRef
 from pytest_topsail.kube.events import pod_logs
+from pytest_topsail.kube.quantity import parse_cpu_millis, parse_memory_bytes
 from pytest_topsail.kube.wait import condition_status
 from pytest_topsail.leftovers import report_leftover
-from pytest_topsail.sim.gpu_profiles import parse_cpu_millis, parse_memory_bytes
 
 JOB_LABEL = "training.kubeflow.org/job-name"
 MASTER_LOG = "pod.log"

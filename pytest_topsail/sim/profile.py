@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from pytest_topsail.config import parse_yaml
 from pytest_topsail.errors import TopsailError, describe_validation_error
-from pytest_topsail.sim.gpu_profiles import GpuProfile, get_gpu_profile, parse_cpu_millis, parse_memory_bytes
-from pytest_topsail.sim.training import FineTuningModel
+from pytest_topsail.hardware import GpuProfile, get_gpu_profile
+from pytest_topsail.kube.quantity import parse_cpu_millis, parse_memory_bytes
 
 SHORTCUT_KEYS = ("nodes", "gpu_profile", "gpus_per_node")
 
@@ -189,9 +189,10 @@ class Profile(_Model):
     deployments: SyncTimings = SyncTimings()
     volumes: VolumeTimings = VolumeTimings()
     faults: Faults = Faults()
-    fine_tuning: FineTuningModel = FineTuningModel()  # performance model of PyTorchJob trainers (sim/training.py)
     # extra controllers, "module:Class" or "path/to/file.py:Class", started after the built-in ones
     controllers: list[str] = Field(default_factory=list)
+    # settings of controller plugins, by controller name, each validated by its plugin (`Controller.settings_model`)
+    plugins: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
     @field_validator("controllers")
     @classmethod
@@ -237,7 +238,11 @@ class Profile(_Model):
         try:
             profile = cls.model_validate(data)
         except ValidationError as exc:
-            raise TopsailError(describe_validation_error(exc, source, "invalid simulator profile")) from None
+            raise TopsailError(describe_validation_error(exc, source, "invalid simulator profile", cls)) from None
+        if profile.plugins:
+            from pytest_topsail.sim.controllers import check_plugin_settings
+
+            check_plugin_settings(profile, source)
         return profile.with_overrides(source=source, **shortcuts)
 
     def with_overrides(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from pytest_topsail.sim.gpu_profiles import get_gpu_profile
+from pytest_topsail.hardware import get_gpu_profile
 from pytest_topsail.tgis.latency import coefficients
 from pytest_topsail.tgis.model_config import MIG_MEMORY_GIB, ModelConfig
 

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-FAST = "--var=cluster.sim.fine_tuning.time_scale=0.00005"  # results do not depend on it
+FAST = "--var=cluster.sim.plugins.fine_tuning.time_scale=0.00005"  # results do not depend on it
 
 
 def run_pytest(tmp: Path, *args: str, cases: list[dict[str, Any]] | None = None, history: Path | None = None,
@@ -188,7 +188,7 @@ def test_a_lower_scaling_efficiency_is_a_regression_of_the_throughput_of_multi_g
         assert "regression" not in set(verdicts(artifacts).values()), verdicts(artifacts)
     assert "accepted" in set(verdicts(artifacts).values())
     result, artifacts = run_pytest(tmp_path, FAST, "--var=cluster.sim.seed=7",
-                                   "--var=cluster.sim.fine_tuning.efficiency_scale=0.85", cases=SCALING_CASES,
+                                   "--var=cluster.sim.plugins.fine_tuning.efficiency_scale=0.85", cases=SCALING_CASES,
                                    history=history, name="slower")
     assert result.returncode == 0, output(result)  # regressions are reported, not failing (fail_on_regression)
     found = verdicts(artifacts)

@@ -5,13 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pytest_topsail.errors import TopsailError
-from pytest_topsail.sim.gpu_profiles import (
-    get_gpu_profile,
-    known_gpu_profiles,
-    parse_cpu_millis,
-    parse_memory_bytes,
-    sanitize_label_value,
-)
+from pytest_topsail.hardware import get_gpu_profile, known_gpu_profiles, sanitize_label_value
+from pytest_topsail.kube.quantity import parse_cpu_millis, parse_memory_bytes
 from pytest_topsail.sim.profile import ApiFault, Profile, load_profile
 
 
@@ -152,3 +147,24 @@ def test_memory_quantities(value, amount):
 def test_bad_quantity():
     with pytest.raises(ValueError, match="not a Kubernetes quantity"):
         parse_memory_bytes("12 apples")
+
+
+def test_plugin_settings_are_checked_by_their_plugin_when_the_profile_is_built(tmp_path):
+    profile = Profile.from_dict({"plugins": {"fine_tuning": {"time_scale": 0.5}}})
+    assert profile.plugins == {"fine_tuning": {"time_scale": 0.5}}
+    path = tmp_path / "p.yaml"
+    path.write_text("plugins:\n  fine_tuning: {time_scale: -1}\n")
+    with pytest.raises(TopsailError) as info:
+        load_profile(path)
+    assert str(info.value).startswith(f"simulator profile {path}: invalid plugins.fine_tuning: key time_scale: ")
+    with pytest.raises(TopsailError) as info:
+        Profile.from_dict({"plugins": {"fine_tunning": {}}}, source="cluster.sim")
+    assert str(info.value) == ("cluster.sim: plugins.fine_tunning: no simulator controller of this run takes "
+                               "settings called 'fine_tunning'; known: fine_tuning")
+
+
+def test_a_domain_section_at_the_top_lists_the_known_keys():
+    with pytest.raises(TopsailError) as info:
+        Profile.from_dict({"fine_tuning": {"time_scale": 0.5}}, source="cluster.sim")
+    assert "key fine_tuning: unknown key; known: " in str(info.value)
+    assert "plugins" in str(info.value)

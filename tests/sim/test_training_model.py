@@ -12,12 +12,13 @@ from pytest_topsail.fine_tuning.manifests import config_maps, pytorchjob
 from pytest_topsail.fine_tuning.settings import validate_point
 from pytest_topsail.fine_tuning.trainer_log import parse_text
 
-SPECS = [*CORE, "pytest_topsail.sim.controllers.pytorchjob:PyTorchJobController"]
+SPECS = [*CORE, "pytest_topsail.sim.controllers.pytorchjob:PyTorchJobController",
+         "pytest_topsail.fine_tuning.simulation:TrainerRuntime"]
 POOLS = [{"name": "dgx", "count": 2, "gpu_profile": "a100-80gb"}]
 
 
 def sim_profile(**fine_tuning: Any):
-    sections: dict[str, Any] = {"node_pools": POOLS, "fine_tuning": fine_tuning}
+    sections: dict[str, Any] = {"node_pools": POOLS, "plugins": {"fine_tuning": fine_tuning}}
     faults = fine_tuning.pop("faults", None)
     if faults:
         sections["faults"] = {"pods": faults}

@@ -5,7 +5,8 @@ server's) and returns a `Controllers` handle whose `await stop()` stops them in 
 run: the built-in ones (`CONTROLLERS`), then those installed packages declare in the entry-point group
 `pytest_topsail.sim_controllers` (value "module:Class"), then the profile's `controllers:` ("module:Class" or
 "path/to/file.py:Class"): a suite brings its own simulated operator without editing this list. A controller is a
-`Controller` subclass (base.py) using the store through the `Store` Protocol (storeapi.py).
+`Controller` subclass (base.py) using the store through the `Store` Protocol (storeapi.py); a plugin's settings live
+under the profile's `plugins.<controller name>`, checked by `check_plugin_settings` when the profile is built.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ CONTROLLERS: list[str] = [
     "pytest_topsail.sim.controllers.olm:OlmController",
     "pytest_topsail.sim.controllers.gpu_operator:GpuOperatorController",
     "pytest_topsail.sim.controllers.rhoai:RhoaiController",
-    "pytest_topsail.sim.controllers.kserve:KServeController",
 ]
 
 
@@ -68,6 +68,31 @@ def controller_class(spec: str) -> type[Controller]:
         raise TopsailError(f"simulator controller {spec!r} is not a subclass of "
                            "pytest_topsail.sim.controllers.base.Controller")
     return found
+
+
+def check_plugin_settings(profile: Profile, source: str) -> None:
+    """A TopsailError naming the key when `plugins.<name>` of the profile is invalid for its controller, or names no
+    controller of the run that takes settings. Controllers given by file path are loaded by the simulator only (their
+    path may still be relative here): settings for a name no other controller owns are then left to them."""
+    from pydantic import ValidationError
+
+    from pytest_topsail.errors import TopsailError, describe_validation_error
+
+    specs = [spec for spec in run_specs(profile) if not spec.partition(":")[0].endswith(".py")]
+    owners = {cls.name: cls for cls in map(controller_class, specs) if cls.settings_model is not None}
+    for name, data in profile.plugins.items():
+        owner = owners.get(name)
+        if owner is None or owner.settings_model is None:
+            if len(specs) < len(run_specs(profile)):
+                continue
+            known = ", ".join(sorted(owners)) or "none"
+            raise TopsailError(f"{source}: plugins.{name}: no simulator controller of this run takes settings "
+                               f"called {name!r}; known: {known}")
+        try:
+            owner.settings_model.model_validate(data)
+        except ValidationError as exc:
+            raise TopsailError(describe_validation_error(exc, source, f"invalid plugins.{name}",
+                                                         owner.settings_model)) from None
 
 
 @dataclass

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pytest_topsail.sim.apierror import ApiError
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from pytest_topsail.sim.controllers.storeapi import Store
     from pytest_topsail.sim.profile import Profile, Stage
 
@@ -124,14 +126,20 @@ def _dispatch_for(store: Any) -> _Dispatch:
 
 
 class Controller:
-    """Base class: subclasses set `name`, register watches in `on_start` and implement `reconcile(key)`."""
+    """Base class: subclasses set `name`, register watches in `on_start` and implement `reconcile(key)`.
+
+    A plugin with settings sets `settings_model` (a pydantic model): `self.settings` is then the profile's
+    `plugins.<name>` validated by it (defaults when absent); the profile checks it when it is built."""
 
     name: ClassVar[str] = "controller"
+    settings_model: ClassVar[type[BaseModel] | None] = None
 
     def __init__(self, store: Store, profile: Profile) -> None:
         self.store = store
         self.profile = profile
         self.seed = profile.seed
+        model = self.settings_model
+        self.settings = model.model_validate(profile.plugins.get(self.name) or {}) if model is not None else None
         self._queue: deque[Hashable] = deque()
         self._queued: set[Hashable] = set()
         self._wakeup = asyncio.Event()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_topsail.sim.gpu_profiles import sanitize_label_value
+from pytest_topsail.hardware import sanitize_label_value
 from pytest_topsail.sim.profile import NodePool
 
 POOL_LABEL = "sim.topsail.io/node-pool"

@@ -6,15 +6,14 @@ phase Running, log output written, Started event) -> ready (Ready/ContainersRead
 run time is finite, complete (terminated with exit code; Succeeded/Failed, or a restart after a back-off when the
 restartPolicy says so). Stages with no delay are folded into one status write.
 
-The `pytorch` container of a PyTorchJob pod with a trainer configuration (CONFIG_JSON_PATH into a ConfigMap volume)
-follows the fine-tuning performance model (sim/training.py): run time, exit code or OOMKilled, and log lines written
-at their offsets while the container runs (the rest at once when it ends).
+A workload runtime added by a plugin (runtime.py; e.g. the fine-tuning trainer model of
+pytest_topsail.fine_tuning.simulation) may plan one container of a pod: run time, exit code or a reason such as
+OOMKilled, and log lines written at their offsets while the container runs (the rest at once when it ends).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import time
 from collections.abc import Hashable
@@ -23,16 +22,9 @@ from typing import Any, cast
 
 from pytest_topsail.sim.controllers.base import Controller, now_seconds, set_condition
 from pytest_topsail.sim.controllers.containers import ContainerPlan, plan_containers
+from pytest_topsail.sim.controllers.runtime import workload_plan
 from pytest_topsail.sim.controllers.scheduler import TERMINAL, pod_fault, stage_for
 from pytest_topsail.sim.store import format_time
-from pytest_topsail.sim.training import (
-    TrainingPlan,
-    config_source,
-    gpu_of_node,
-    job_of_pod,
-    plan_training,
-    trainer_container,
-)
 
 MAX_BACKOFF = 30.0  # seconds, like the kubelet's cap is 5 minutes; kept short for tests
 
@@ -49,6 +41,7 @@ class PodRun:
     started_at: float = 0.0
     fault_message: str = ""
     reason: str = ""  # termination reason instead of Completed/Error (OOMKilled)
+    workload: str = ""  # the container a workload runtime planned
     timed_logs: list[tuple[float, str, str]] = field(default_factory=list)  # (offset s, container, line)
     logged: int = 0  # timed log lines written so far
     started_loop: float = 0.0  # the event loop's clock at the start (timers run on it; virtual in tests)
@@ -175,10 +168,11 @@ class PodLifecycle(Controller):
             durations = [default if d is None else d for d in planned]
         run.run_seconds = max(durations, default=math.inf)
         run.exit_code = next((p.exit_code for p in run.plans if p.exit_code), 0)
-        training = self._training_plan(pod)
-        if training is not None:
-            run.run_seconds, run.exit_code, run.reason = training.run_seconds, training.exit_code, training.reason
-            run.timed_logs = [(offset, "pytorch", line) for offset, line in training.logs]
+        workload = workload_plan(self.store, pod)
+        if workload is not None:
+            run.run_seconds, run.exit_code, run.reason = workload.run_seconds, workload.exit_code, workload.reason
+            run.workload = workload.container
+            run.timed_logs = [(offset, workload.container, line) for offset, line in workload.logs]
         fault = pod_fault(self.profile.faults.pods, self.seed, pod, "fail")
         if fault is not None:
             run.run_seconds = min(run.run_seconds, fault.after_ms / 1000.0)
@@ -186,32 +180,7 @@ class PodLifecycle(Controller):
             run.fault_message = fault.message
         if pod_fault(self.profile.faults.pods, self.seed, pod, "hang") is not None:
             run.run_seconds = math.inf
-            run.timed_logs = run.timed_logs[:training.preamble] if training is not None else []
-
-    def _training_plan(self, pod: dict[str, Any]) -> TrainingPlan | None:
-        container = trainer_container(pod)
-        if container is None:
-            return None
-        model = self.profile.fine_tuning
-        source = config_source(pod, container)
-        config_map = None
-        if source is not None:
-            config_map = self.store.find(self.store.resource_type("configmaps"), pod["metadata"].get("namespace"),
-                                         source[0])
-        text = ((config_map or {}).get("data") or {}).get(source[1]) if source else None
-        try:
-            config = json.loads(text) if text else None
-        except ValueError:
-            config = None
-        if not isinstance(config, dict):
-            where = f"configMap {source[0]} key {source[1]}" if source else "no configMap volume"
-            return TrainingPlan(run_seconds=0.01, exit_code=1, logs=[
-                (0.0, f"FileNotFoundError: trainer configuration not readable ({where})")])
-        gpu = gpu_of_node(self.store.find(self.nodes, None, pod["spec"]["nodeName"]), model)
-        if gpu is None:
-            return TrainingPlan(run_seconds=0.01, exit_code=1, logs=[
-                (0.0, "RuntimeError: Found no NVIDIA driver on your system.")])
-        return plan_training(job_of_pod(pod, container, config), gpu, model, self.seed)
+            run.timed_logs = run.timed_logs[:workload.preamble] if workload is not None else []
 
     def _start(self, pod: dict[str, Any], run: PodRun, status: dict[str, Any]) -> None:
         meta = pod["metadata"]
@@ -257,8 +226,8 @@ class PodLifecycle(Controller):
         self.cancel_timer(("stage", *key))
         now = now_seconds()
         finished = time.time()
-        exit_codes = {p.name: (run.exit_code if run.fault_message or (run.timed_logs and p.name == "pytorch")
-                               else p.exit_code) for p in run.plans}
+        exit_codes = {p.name: (run.exit_code if run.fault_message or p.name == run.workload else p.exit_code)
+                      for p in run.plans}
         self.cancel_timer(("log", *key))
         self._write_due_logs(key[0], key[1], run, everything=True)
         if run.fault_message:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from pytest_topsail.sim.gpu_profiles import parse_cpu_millis, parse_memory_bytes
+from pytest_topsail.kube.quantity import parse_cpu_millis, parse_memory_bytes
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 GPU = "nvidia.com/gpu"

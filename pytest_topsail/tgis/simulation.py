@@ -1,5 +1,6 @@
 """KServe (serving.kserve.io), simulated as on OpenShift AI with KServe installed, and the TGIS model servers behind
-simulated pods.
+simulated pods: a simulator controller plugin owned by the TGIS package, registered in pyproject.toml under the
+entry-point group `pytest_topsail.sim_controllers` (the simulator itself knows nothing of TGIS).
 
 On start it registers the ServingRuntime (v1alpha1) and InferenceService (v1beta1, short name `isvc`) CRDs. For each
 InferenceService (RawDeployment; a Serverless one is simulated the same way) it picks the ServingRuntime
@@ -34,12 +35,12 @@ from collections.abc import Hashable
 from typing import Any
 
 from pytest_topsail.errors import TopsailError
+from pytest_topsail.hardware import profile_of_label
 from pytest_topsail.sim.apierror import ApiError
 from pytest_topsail.sim.controllers.base import Controller, condition, now_seconds, set_condition
 from pytest_topsail.sim.controllers.containers import ANNOTATION_PREFIX
 from pytest_topsail.sim.controllers.olm import crd_manifest
 from pytest_topsail.sim.controllers.workload import owner_reference
-from pytest_topsail.sim.gpu_profiles import GPU_PROFILES, sanitize_label_value
 from pytest_topsail.sim.patch import MERGE_PATCH
 from pytest_topsail.sim.podexec import environment
 from pytest_topsail.sim.portforward import ENDPOINT_ANNOTATION
@@ -282,11 +283,8 @@ class KServeController(Controller):
 
     @staticmethod
     def _profile_of(node: dict[str, Any]) -> str:
-        product = (node["metadata"].get("labels") or {}).get("nvidia.com/gpu.product")
-        for profile in GPU_PROFILES.values():
-            if product and profile.product and sanitize_label_value(profile.product) == product:
-                return profile.name
-        return "none"
+        profile = profile_of_label((node["metadata"].get("labels") or {}).get("nvidia.com/gpu.product"))
+        return profile.name if profile is not None else "none"
 
     def _cluster_profile(self) -> str:
         """The GPU profile predictor pods will land on: that of the first GPU node (the simulator's node pools)."""

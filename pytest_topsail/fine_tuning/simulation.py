@@ -1,10 +1,14 @@
-"""The simulator's fine-tuning performance model (pure logic): what a fine-tuning pod of a PyTorchJob does, from its
-trainer configuration, the GPU of its node and the profile's `fine_tuning` coefficients.
+"""The simulator's fine-tuning performance model: what a fine-tuning pod of a PyTorchJob does, from its trainer
+configuration, the GPU of its node and the coefficients under `plugins.fine_tuning` of the simulator profile.
 
-`plan_training(...)` returns a `TrainingPlan`: the run time on the wall clock (simulated seconds x `time_scale`, so
+A simulator controller plugin (`TrainerRuntime`, entry point `fine_tuning` of the group
+`pytest_topsail.sim_controllers` in pyproject.toml) adds `TrainerRuntime.plan` as a workload runtime of the pod
+lifecycle (pytest_topsail.sim.controllers.runtime): for the `pytorch` container of a PyTorchJob pod with a trainer
+configuration (CONFIG_JSON_PATH into a ConfigMap volume) it reads the configuration and the node, then the pure
+`plan_training(...)` returns a `WorkloadPlan`: the run time on the wall clock (simulated seconds x `time_scale`, so
 an hour of training takes about a second), the exit code and termination reason, and the log lines with the wall
 offset at which each is written (trainer formats: dataset statistics, progress dicts, the summary dict; or a CUDA
-out-of-memory traceback). The pod lifecycle (controllers/pods.py) applies the plan.
+out-of-memory traceback). The pod lifecycle applies the plan.
 
 Model (docs/fine-tuning.md "The simulator's model"; coefficients and their sources in docs/simulator-profile.md):
 - dataset: sample lengths drawn once per dataset from its log-normal distribution (catalog), replication x F (the
@@ -25,8 +29,8 @@ from __future__ import annotations
 import functools
 import json
 import math
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar, cast
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -39,8 +43,10 @@ from pytest_topsail.fine_tuning.estimate import (
     memory_per_gpu,
     module_count,
 )
-from pytest_topsail.sim.controllers.base import stable_fraction
-from pytest_topsail.sim.gpu_profiles import GPU_PROFILES, parse_memory_bytes, sanitize_label_value
+from pytest_topsail.hardware import GPU_PROFILES, profile_of_label
+from pytest_topsail.kube.quantity import parse_memory_bytes
+from pytest_topsail.sim.controllers.base import Controller, stable_fraction
+from pytest_topsail.sim.controllers.runtime import WorkloadPlan, add_runtime, remove_runtime
 
 GIB = 2**30
 
@@ -53,13 +59,12 @@ class GpuPerformance(BaseModel):
 
 
 def _default_gpus() -> dict[str, GpuPerformance]:
-    table = {"a100": (312, 1.56), "a100-80gb": (312, 2.04), "h100": (989, 3.35), "b200": (2250, 8.0),
-             "l40s": (362, 0.864), "t4": (65, 0.32)}
-    return {name: GpuPerformance(peak_tflops=tflops, hbm_tbps=tbps) for name, (tflops, tbps) in table.items()}
+    return {name: GpuPerformance(peak_tflops=gpu.peak_tflops, hbm_tbps=gpu.hbm_tbps)
+            for name, gpu in GPU_PROFILES.items() if gpu.has_gpus}
 
 
 class FineTuningModel(BaseModel):
-    """`fine_tuning` of the simulator profile: the coefficients of the performance model."""
+    """`plugins.fine_tuning` of the simulator profile: the coefficients of the performance model."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -101,15 +106,6 @@ class Gpu:
     product: str
     memory_gib: float
     performance: GpuPerformance
-
-
-@dataclass
-class TrainingPlan:
-    run_seconds: float  # wall clock, from the container start
-    exit_code: int = 0
-    reason: str = ""  # termination reason when not Completed/Error (OOMKilled)
-    logs: list[tuple[float, str]] = field(default_factory=list)  # (wall offset, line)
-    preamble: int = 0  # how many log lines come before training starts (a hung job writes only these)
 
 
 @dataclass(frozen=True)
@@ -183,21 +179,21 @@ def scaling_efficiency(model: FineTuningModel, params_b: float, gpus_per_pod: in
     return min(1.0, efficiency * model.efficiency_scale)
 
 
-def plan_training(job: Job, gpu: Gpu, model: FineTuningModel, seed: int) -> TrainingPlan:
-    catalog = builtin_catalog().extended(model.catalog, "simulator profile fine_tuning.catalog")
+def plan_training(job: Job, gpu: Gpu, model: FineTuningModel, seed: int) -> WorkloadPlan:
+    catalog = builtin_catalog().extended(model.catalog, "simulator profile plugins.fine_tuning.catalog")
     scale = model.time_scale
     header = [f"sim trainer: {job.model_name} on {job.gpus_per_pod} x {gpu.product}, rank {job.rank} of {job.pods}"]
     spec = catalog.models.get(job.model_name.split("@", 1)[0])
     data = catalog.datasets.get(job.dataset_name.removesuffix(".json").removesuffix(".jsonl"))
     if spec is None or data is None:
         missing = f"model {job.model_name!r}" if spec is None else f"dataset {job.dataset_name!r}"
-        return TrainingPlan(run_seconds=model.startup_s * scale, exit_code=1, logs=[
+        return _plan_of(run_seconds=model.startup_s * scale, exit_code=1, logs=[
             (0.0, header[0]), (model.startup_s * scale, f"OSError: {missing} not found on /mnt/storage")])
     return _plan(job, gpu, model, seed, spec, data, header)
 
 
 def _plan(job: Job, gpu: Gpu, model: FineTuningModel, seed: int, spec: ModelSpec, data: DatasetSpec,
-          header: list[str]) -> TrainingPlan:
+          header: list[str]) -> WorkloadPlan:
     config, scale = job.config, model.time_scale
     batch = _int(config, "per_device_train_batch_size", 4)
     accumulation = _int(config, "gradient_accumulation_steps", 1)
@@ -221,14 +217,14 @@ def _plan(job: Job, gpu: Gpu, model: FineTuningModel, seed: int, spec: ModelSpec
     load_s = model.startup_s + spec.params_b * model.load_s_per_b
     logs = [(0.0, header[0]), (0.0, dataset_line), (load_s * scale, f"Loaded {job.model_name} ({spec.params_b}B)")]
     if job.memory_limit_bytes is not None and job.memory_limit_bytes < _host_bytes(spec, job):
-        return TrainingPlan(run_seconds=load_s * scale, exit_code=137, reason="OOMKilled", logs=logs[:2], preamble=2)
+        return _plan_of(run_seconds=load_s * scale, exit_code=137, reason="OOMKilled", logs=logs[:2], preamble=2)
     needed = memory_per_gpu(point, model.reserve_gib, model.memory_coefficients())
     if needed.total_gib > gpu.memory_gib:
         oom = (f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
                f"{max(0.02, needed.activations_gib / spec.layers):.2f} GiB. GPU 0 has a total capacity of "
                f"{gpu.memory_gib:.2f} GiB of which {max(0.0, gpu.memory_gib - needed.model_states_gib) * 0.05:.2f} "
                f"GiB is free. (estimated need {needed.total_gib:.1f} GiB)")
-        return TrainingPlan(run_seconds=(load_s + 5) * scale, exit_code=1, preamble=3,
+        return _plan_of(run_seconds=(load_s + 5) * scale, exit_code=1, preamble=3,
                             logs=[*logs, ((load_s + 5) * scale, "[rank0]: Traceback (most recent call last):"),
                                   ((load_s + 5) * scale, "[rank0]: " + oom)])
     step_s = _micro_step_seconds(point, padded_per_sample * batch, gpu, model)
@@ -249,7 +245,7 @@ def _plan(job: Job, gpu: Gpu, model: FineTuningModel, seed: int, spec: ModelSpec
     logs += [(end, repr(summary)), ((load_s + runtime + model.save_s) * scale, "Training completed, model saved")]
     if job.rank != 0:  # the trainer logs from the main process only
         logs = logs[:1]
-    return TrainingPlan(run_seconds=(load_s + runtime + model.save_s) * scale, logs=logs, preamble=3)
+    return _plan_of(run_seconds=(load_s + runtime + model.save_s) * scale, logs=logs, preamble=3)
 
 
 def _host_bytes(spec: ModelSpec, job: Job) -> float:
@@ -333,8 +329,53 @@ def gpu_of_node(node: dict[str, Any] | None, model: FineTuningModel) -> Gpu | No
     """The GPU of a simulated node, from the labels the node controller writes (None without GPUs)."""
     labels = ((node or {}).get("metadata") or {}).get("labels") or {}
     product = labels.get("nvidia.com/gpu.product")
-    for name, profile in GPU_PROFILES.items():
-        if product and sanitize_label_value(profile.product) == product and name in model.gpus:
-            memory_mib = float(labels.get("nvidia.com/gpu.memory") or profile.gpu_memory_mib)
-            return Gpu(profile.product, memory_mib / 1024.0, model.gpus[name])
-    return None
+    profile = profile_of_label(product)
+    if profile is None or profile.name not in model.gpus:
+        return None
+    memory_mib = float(labels.get("nvidia.com/gpu.memory") or profile.gpu_memory_mib)
+    return Gpu(profile.product, memory_mib / 1024.0, model.gpus[profile.name])
+
+
+def _plan_of(**fields: Any) -> WorkloadPlan:
+    return WorkloadPlan(container=TRAINER_CONTAINER, **fields)
+
+
+# the simulator plugin ------------------------------------------------------------------------------------
+class TrainerRuntime(Controller):
+    """Plans the trainer container of fine-tuning pods (see the module's docstring); settings: `FineTuningModel`."""
+
+    name = "fine_tuning"
+    settings_model: ClassVar[type[BaseModel] | None] = FineTuningModel
+
+    async def on_start(self) -> None:
+        add_runtime(self.store, self.plan)
+
+    async def stop(self) -> None:
+        remove_runtime(self.store, self.plan)
+        await super().stop()
+
+    def plan(self, pod: dict[str, Any]) -> WorkloadPlan | None:
+        container = trainer_container(pod)
+        if container is None:
+            return None
+        model = cast(FineTuningModel, self.settings)
+        source = config_source(pod, container)
+        config_map = None
+        if source is not None:
+            config_map = self.store.find(self.store.resource_type("configmaps"), pod["metadata"].get("namespace"),
+                                         source[0])
+        text = ((config_map or {}).get("data") or {}).get(source[1]) if source else None
+        try:
+            config = json.loads(text) if text else None
+        except ValueError:
+            config = None
+        if not isinstance(config, dict):
+            where = f"configMap {source[0]} key {source[1]}" if source else "no configMap volume"
+            return _plan_of(run_seconds=0.01, exit_code=1, logs=[
+                (0.0, f"FileNotFoundError: trainer configuration not readable ({where})")])
+        node = self.store.find(self.store.resource_type("nodes"), None, pod["spec"]["nodeName"])
+        gpu = gpu_of_node(node, model)
+        if gpu is None:
+            return _plan_of(run_seconds=0.01, exit_code=1, logs=[
+                (0.0, "RuntimeError: Found no NVIDIA driver on your system.")])
+        return plan_training(job_of_pod(pod, container, config), gpu, model, self.seed)
