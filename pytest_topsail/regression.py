@@ -28,8 +28,9 @@ import numpy as np
 import pydantic
 
 from pytest_topsail.errors import TopsailError
+from pytest_topsail.verdict_states import State
 
-VERDICTS = ("regression", "improvement", "accepted", "insufficient_history", "no_history", "ignored")
+VERDICTS = tuple(state.value for state in State)  # the one vocabulary: pytest_topsail/verdict_states.py
 
 
 @dataclass(frozen=True)
@@ -333,7 +334,7 @@ def history_key(labels: Mapping[str, Any], settings: RegressionSettings) -> str:
 
 def in_baseline(record: Mapping[str, Any]) -> bool:
     """A stored record is a reference unless its own verdict was a regression nobody acknowledged."""
-    return record.get("verdict") != "regression" or bool(record.get("acknowledged"))
+    return record.get("verdict") != State.REGRESSION or bool(record.get("acknowledged"))
 
 
 HISTORY_FIELDS = ("timestamp", "value", "test_uuid", "run_id", "git_sha", "presets", "verdict", "acknowledged")
@@ -390,7 +391,7 @@ class Verdict:
 
 def _direction(delta: float, higher_better: bool) -> str:
     worse = delta < 0 if higher_better else delta > 0
-    return "regression" if worse else "improvement"
+    return State.REGRESSION.value if worse else State.IMPROVEMENT.value
 
 
 def _set_change(verdict: Verdict, reference: float) -> None:
@@ -417,19 +418,19 @@ def judge(record: Mapping[str, Any], history: Sequence[Mapping[str, Any]], setti
     verdict = Verdict(
         suite=str(record.get("suite")), nodeid=str(record.get("nodeid")), kpi=record["name"],
         value=float(record["value"]), unit=record.get("unit", ""), higher_better=bool(record["higher_better"]),
-        labels=dict(record.get("labels") or {}), status="accepted", history_size=len(baseline),
+        labels=dict(record.get("labels") or {}), status=State.ACCEPTED.value, history_size=len(baseline),
         excluded=len(entries) - len(baseline), format=record.get("format") or "{}",
         test_uuid=record.get("test_uuid"), timestamp=float(record["timestamp"]), history=entries)
     if record.get("ignored_for_regression"):
-        verdict.status, verdict.method = "ignored", "ignored for regression"
+        verdict.status, verdict.method = State.IGNORED.value, "ignored for regression"
         return verdict
     if not baseline:
-        verdict.status, verdict.method = "no_history", "no history"
+        verdict.status, verdict.method = State.NO_HISTORY.value, "0 comparable earlier runs"
         return verdict
     if len(baseline) < settings.min_history:
         _set_change(verdict, float(np.mean(baseline)))
-        verdict.status = "insufficient_history"
-        verdict.method = f"{len(baseline)} of the {settings.min_history} points needed"
+        verdict.status = State.INSUFFICIENT_HISTORY.value
+        verdict.method = f"{len(baseline)} of {settings.min_history} comparable runs"
         return verdict
     _judge_change_points(verdict, baseline, settings)
     return verdict
@@ -459,7 +460,9 @@ def _judge_change_points(verdict: Verdict, baseline: list[float], settings: Regr
 
 
 def summarize(verdicts: Iterable[Verdict], total_points: int) -> dict[str, Any]:
-    """Counts for regression_summary.yaml; improvements are never failures."""
+    """Counts for regression_summary.yaml: ``verdicts`` counts each state by its one name (verdict_states.py);
+    ``failures`` and ``significant_performance_*`` keep MatrixBenchmarking's names for the regression and
+    improvement counts; improvements are never failures."""
     verdicts = list(verdicts)
     counts = {status: sum(v.status == status for v in verdicts) for status in VERDICTS}
     entries = {(v.suite, v.nodeid) for v in verdicts}
@@ -467,26 +470,29 @@ def summarize(verdicts: Iterable[Verdict], total_points: int) -> dict[str, Any]:
         "total_points": total_points,
         "entries_count": len(entries),
         "kpis_count": len(verdicts),
-        "failures": counts["regression"],
-        "no_history": counts["no_history"],
-        "insufficient_history": counts["insufficient_history"],
-        "not_analyzed": counts["ignored"],
-        "accepted": counts["accepted"],
-        "significant_performance_increase": counts["improvement"],
-        "significant_performance_decrease": counts["regression"],
+        "verdicts": counts,
+        "failures": counts[State.REGRESSION],
+        "significant_performance_increase": counts[State.IMPROVEMENT],
+        "significant_performance_decrease": counts[State.REGRESSION],
         "excluded_from_baseline": sum(v.excluded for v in verdicts),
     }
     summary["message"] = verdict_line(counts)
-    summary["regressions"] = [v.describe() for v in verdicts if v.status == "regression"]
+    summary["regressions"] = [v.describe() for v in verdicts if v.status == State.REGRESSION]
     return summary
 
 
 def verdict_line(counts: Mapping[str, int]) -> str:
-    """``2 KPI regressions``, ``no regression; 3 improvements``, ``no regression``."""
-    regressions, improvements = counts.get("regression", 0), counts.get("improvement", 0)
+    """``2 KPI regressions``, ``no regression; 3 improvements``, ``no regression``; ``no verdict: ...`` when no
+    KPI could be judged (every one without enough comparable history, or ignored)."""
+    regressions, improvements = counts.get(State.REGRESSION, 0), counts.get(State.IMPROVEMENT, 0)
     if regressions:
         text = f"{regressions} KPI regression{'s' if regressions != 1 else ''}"
         return text + (f", {improvements} improvement{'s' if improvements != 1 else ''}" if improvements else "")
     if improvements:
         return f"no regression; {improvements} improvement{'s' if improvements != 1 else ''}"
+    if not counts.get(State.ACCEPTED, 0):
+        return NO_VERDICT
     return "no regression"
+
+
+NO_VERDICT = "no verdict: not enough comparable history yet"

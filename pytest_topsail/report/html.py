@@ -25,6 +25,7 @@ import jinja2
 
 from pytest_topsail.kpi import format_value
 from pytest_topsail.regression import Verdict
+from pytest_topsail.verdict_states import State
 
 SERIES_COLORS = ("#1f77b4", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22", "#393b79")
 VERDICT_COLORS = {"regression": "#d62728", "improvement": "#2ca02c", "accepted": "#6b7280",
@@ -71,6 +72,10 @@ class ReportInput:
     run_info: dict[str, str] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     suite_figures: dict[str, list[dict[str, str]]] = field(default_factory=dict)  # suite -> [{title, path}]
+    needed_history: dict[str, int] = field(default_factory=dict)  # suite -> regression.min_history
+    suite_settings: dict[str, dict[str, Any]] = field(default_factory=dict)  # suite -> its report: settings
+    interrupted: str | None = None  # why the run stopped before every item ran
+    expected: int = 0  # items selected
 
 
 def relative_link(target: str | None, report_dir: Path) -> str | None:
@@ -231,10 +236,10 @@ def banner(summary: dict[str, Any], outcomes: dict[str, int]) -> dict[str, str]:
     kpi_text = summary.get("message", "no regression")
     if regressions or summary.get("significant_performance_increase"):
         status = "fail" if regressions else "improved"
-    elif summary.get("accepted"):
+    elif (summary.get("verdicts") or {}).get(State.ACCEPTED):
         status, kpi_text = "pass", "pass: no regression"
     else:
-        status, kpi_text = "unjudged", "no verdict: not enough comparable history yet"
+        status = "unjudged"
     if failed and status != "fail":
         status = "fail"
     return {"status": status, "kpis": kpi_text, "tests": f"tests: {tests}" if tests else ""}
@@ -275,7 +280,7 @@ def _verdict_row(verdict: Verdict, shared: dict[str, Any], trends: dict[str, Fig
         "change": verdict.change_text(),
         "pvalue": "" if verdict.pvalue is None else f"{verdict.pvalue:.2g}",
         "history_size": verdict.history_size, "excluded": verdict.excluded, "method": verdict.method,
-        "status": verdict.status, "status_text": verdict.status.replace("_", " "),
+        "status": verdict.status, "status_text": verdict.status,
         "direction": "higher is better" if verdict.higher_better else "lower is better",
         "labels": _labels_text(verdict.labels, shared), "stats": _baseline_stats(verdict),
         "trend": figure.id if figure else None,

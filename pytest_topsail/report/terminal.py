@@ -1,28 +1,35 @@
 """Terminal summary: a table only when there is something to say, one closing verdict line.
 
 - the table lists the regressions; ``-v`` adds the improvements, ``-vv`` every verdict; labels shared by every row
-  are printed once above it; the width follows the terminal (long cells are cut with an ellipsis);
+  are printed once above it; the width follows the terminal (long cells are cut with an ellipsis); when the output
+  is no terminal (CI logs, PyCharm's ``--teamcity`` console) rows are not cut unless ``COLUMNS`` is set;
+- verdict states are written by their one name (pytest_topsail/verdict_states.py);
 - the closing line says the verdict (``topsail: 2 KPI regressions``), red for regressions, green otherwise;
 - pytest's own last line counts the regressions too (``4 passed, 2 KPI regressed in 7.1s``).
 """
 
 from __future__ import annotations
 
+import os
 import textwrap
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_topsail.kpi import format_value
 from pytest_topsail.regression import Verdict, verdict_line
+from pytest_topsail.verdict_states import State
+
+if TYPE_CHECKING:
+    from pytest_topsail.report.results import Results
 
 STATS_KEY = "KPI regressed"  # pytest prints it in its last line: "4 passed, 2 KPI regressed"
 HEADER = ("item", "KPI", "value", "reference", "change", "p", "history", "verdict")
-ORDER = {"regression": 0, "improvement": 1}
-SHORT = {"regression": "REGRESSION", "insufficient_history": "short history", "no_history": "no history"}
+ORDER = {State.REGRESSION.value: 0, State.IMPROVEMENT.value: 1}
+UNCUT = 10_000  # the width when the output is no terminal: rows are never cut
 
 
 def shown_verdicts(verdicts: Sequence[Verdict], verbosity: int) -> list[Verdict]:
-    wanted = {"regression"} | ({"improvement"} if verbosity >= 1 else set())
+    wanted = {State.REGRESSION.value} | ({State.IMPROVEMENT.value} if verbosity >= 1 else set())
     shown = [v for v in verdicts if verbosity >= 2 or v.status in wanted]
     return sorted(shown, key=lambda v: (ORDER.get(v.status, 2), v.suite, v.nodeid, v.kpi))
 
@@ -39,7 +46,7 @@ def _row(verdict: Verdict) -> tuple[str, ...]:
             f"{format_value(verdict.value, verdict.format)} {verdict.unit}".strip(),
             format_value(verdict.reference, verdict.format), verdict.change_text(),
             "" if verdict.pvalue is None else f"{verdict.pvalue:.2g}", str(verdict.history_size),
-            SHORT.get(verdict.status, verdict.status))
+            verdict.status)
 
 
 def table_lines(verdicts: Sequence[Verdict], width: int) -> list[str]:
@@ -68,32 +75,59 @@ def _fit(cell: str, width: int, keep_end: bool) -> str:
     return "…" + cell[len(cell) - width + 1:] if keep_end else cell[:width - 1] + "…"
 
 
-def write_summary(terminal: Any, verdicts: Sequence[Verdict], summary: dict[str, Any], outputs: dict[str, str],
-                  problems: Sequence[str], failing: Sequence[str], verbosity: int) -> None:
+def table_width(terminal: Any) -> int:
+    """``COLUMNS`` when set, else the terminal's width; no cut when the output is no terminal."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) >= 40:
+        return int(columns)
+    writer = getattr(terminal, "_tw", None)
+    stream = getattr(writer, "_file", None)
+    if stream is not None and hasattr(stream, "isatty") and not stream.isatty():
+        return UNCUT
+    return int(getattr(writer, "fullwidth", 80) or 80)
+
+
+def details_line(summary: dict[str, Any], count: int) -> str:
+    """``158 KPIs: 150 accepted, 4 insufficient_history (3 of 5 comparable runs), 0 no_history, 4 ignored``."""
+    counts = summary.get("verdicts") or {}
+    parts = []
+    for state in (State.ACCEPTED, State.INSUFFICIENT_HISTORY, State.NO_HISTORY, State.IGNORED):
+        text = f"{counts.get(state.value, 0)} {state.value}"
+        runs = summary.get("comparable_runs")
+        if state == State.INSUFFICIENT_HISTORY and runs and counts.get(state.value):
+            text += f" ({runs['found']} of {runs['needed']} comparable runs)"
+        parts.append(text)
+    return f"{summary.get('kpis_count', count)} KPIs: " + ", ".join(parts)
+
+
+def write_summary(terminal: Any, results: Results, verbosity: int) -> None:
+    verdicts, summary, problems = results.verdicts, results.summary, results.all_problems()
     shown = shown_verdicts(verdicts, verbosity)
-    width = int(getattr(getattr(terminal, "_tw", None), "fullwidth", 80) or 80)
+    width = table_width(terminal)
     if shown or problems:
         terminal.write_sep("=", "topsail KPIs and regressions")
     if shown:
         labels = common_labels(shown)
         if labels:
             text = "labels: " + ", ".join(f"{k}={v}" for k, v in labels.items())
-            for line in textwrap.wrap(text, width=max(width - 1, 40), subsequent_indent="  "):
+            for line in textwrap.wrap(text, width=max(min(width, 200) - 1, 40), subsequent_indent="  "):
                 terminal.write_line(line)
         for number, line in enumerate(table_lines(shown, width)):
-            terminal.write_line(line, red=number > 0 and "REGRESSION" in line, bold=number == 0)
+            terminal.write_line(line, red=number > 0 and State.REGRESSION in line, bold=number == 0)
     for problem in problems:
         terminal.write_line(f"problem: {problem}", yellow=True)
-    for name, path in outputs.items():
+    if results.interrupted:
+        terminal.write_line(f"topsail: run interrupted ({results.interrupted}): the outputs cover the "
+                            f"{len(results.records)} of {results.expected or '?'} items that finished", yellow=True)
+    for name, path in results.outputs.items():
         terminal.write_line(f"topsail {name}: {path}")
-    counts = {status: sum(v.status == status for v in verdicts) for status in ("regression", "improvement")}
-    hidden = counts["improvement"] if verbosity < 1 else 0
-    details = (f"{summary.get('kpis_count', len(verdicts))} KPIs: {summary.get('accepted', 0)} accepted, "
-               f"{summary.get('insufficient_history', 0) + summary.get('no_history', 0)} without enough history, "
-               f"{summary.get('not_analyzed', 0)} ignored" + ("; -v lists the improvements" if hidden else ""))
-    failed = " (fail_on_regression: the session fails)" if failing else ""
-    terminal.write_line(f"topsail: {verdict_line(counts)}{failed} [{details}]", bold=True,
-                        red=bool(counts["regression"]), green=not counts["regression"])
-    regressions = [v for v in verdicts if v.status == "regression"]
+    counts = {state.value: sum(v.status == state for v in verdicts) for state in State}
+    hidden = counts[State.IMPROVEMENT] if verbosity < 1 else 0
+    details = details_line(summary, len(verdicts)) + ("; -v lists the improvements" if hidden else "")
+    failed = " (fail_on_regression: the session fails)" if results.failing else ""
+    line = summary.get("message") or verdict_line(counts)
+    terminal.write_line(f"topsail: {line}{failed} [{details}]", bold=True,
+                        red=bool(counts[State.REGRESSION]), green=not counts[State.REGRESSION])
+    regressions = [v for v in verdicts if v.status == State.REGRESSION]
     if regressions:
         terminal.stats.setdefault(STATS_KEY, []).extend(regressions)

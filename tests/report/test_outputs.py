@@ -35,7 +35,7 @@ def test_first_session_writes_every_output_with_no_history_verdicts(project: Pro
     assert lts["metadata"]["test_uuid"] == (items[0] / ".uuid").read_text().strip() == kpis["latency"]["test_uuid"]
     assert lts["kpis"]["throughput"]["unit"] == "tokens/s"
     summary = yaml.safe_load((root / "regression_summary.yaml").read_text())
-    assert summary["no_history"] == 4 and summary["not_analyzed"] == 2 and summary["failures"] == 0
+    assert summary["verdicts"]["no_history"] == 4 and summary["verdicts"]["ignored"] == 2 and summary["failures"] == 0
     assert summary["kpis_count"] == 6 and summary["entries_count"] == 2 and summary["total_points"] == 6
     assert (root / "report.html").is_file()
     assert project.history.is_file()
@@ -107,13 +107,14 @@ def test_terminal_says_one_verdict_line_and_no_table_when_nothing_changed(projec
     result = project.run()
     result.stdout.fnmatch_lines([
         f"topsail report: {project.artifacts('s1') / 'report.html'}",
-        "topsail: no regression ?6 KPIs: 0 accepted, 4 without enough history, 2 ignored?",
+        "topsail: no verdict: not enough comparable history yet (0 of 5 comparable runs) "
+        "?6 KPIs: 0 accepted, 0 insufficient_history, 4 no_history, 2 ignored?",
         "*= 2 passed in *",
     ])
     assert "topsail KPIs and regressions" not in result.stdout.str(), "no empty table on a first run"
     result = project.run("-vv")
     result.stdout.fnmatch_lines(["*topsail KPIs and regressions*", "item*KPI*value*verdict",
-                                 "*run-size=1?*throughput*100.0 tokens/s*100.0*+0.0%*short history"])
+                                 "*run-size=1?*throughput*100.0 tokens/s*100.0*+0.0%*insufficient_history"])
 
 
 def test_terminal_table_follows_the_terminal_width(project: Project, monkeypatch: pytest.MonkeyPatch) -> None:

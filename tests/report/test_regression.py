@@ -105,7 +105,7 @@ def test_fewer_than_n_points_is_insufficient_history_however_large_the_change(po
     verdict = judge(record(10, 99.0), history([100.0, 100.5, 99.5, 100.2][:points]), SETTINGS)
     assert verdict.status == "insufficient_history" and verdict.history_size == points
     assert verdict.change_percent == pytest.approx(-90, abs=0.5), "the change is still shown"
-    assert verdict.method == f"{points} of the 5 points needed"
+    assert verdict.method == f"{points} of 5 comparable runs"
 
 
 def test_n_points_are_enough_and_n_is_a_setting() -> None:
@@ -237,6 +237,6 @@ def test_summary_never_counts_improvements_as_failures() -> None:
                 judge(record(70, 99.0, name="bad"), past, SETTINGS), judge(record(1, 9.0), [], SETTINGS)]
     summary = summarize(verdicts, total_points=4)
     assert summary["failures"] == 1 and summary["significant_performance_increase"] == 2
-    assert summary["no_history"] == 1 and summary["entries_count"] == 1 and summary["kpis_count"] == 4
+    assert summary["verdicts"]["no_history"] == 1 and summary["entries_count"] == 1 and summary["kpis_count"] == 4
     assert summary["regressions"] == [verdicts[2].describe()]
     assert summary["message"] == "1 KPI regression, 2 improvements"

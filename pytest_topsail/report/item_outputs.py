@@ -1,0 +1,112 @@
+"""Per item (controller side): its KPIs completed with labels and run metadata, judged against history, and its
+files written into its artifact directory: ``item.json`` (the record, what a replot reads), ``kpis.json`` and
+``lts.json`` (the long-term-storage payload)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_topsail.errors import TopsailError
+from pytest_topsail.report.history_index import HistoryIndex
+from pytest_topsail.report.results import Results
+
+if TYPE_CHECKING:
+    from pytest_topsail.regression import Verdict
+
+
+@dataclass(eq=False)
+class ItemOutputs:
+    config: pytest.Config
+    results: Results
+    history: HistoryIndex
+    git_sha: str | None = None  # "" when unknown
+
+    def process(self, record: dict[str, Any]) -> list[Verdict]:
+        from pytest_topsail.kpi import flatten_labels
+
+        suite = record["suite"]
+        run = self.run_metadata(suite)
+        for entry in record.get("kpis") or []:
+            entry["labels"] = {**flatten_labels(record.get("labels") or {}), **(entry.get("labels") or {})}
+            for key, value in run.items():
+                entry.setdefault(key, value)  # a replotted record keeps the run it came from
+        verdicts = []
+        try:
+            for entry in record.get("kpis") or []:
+                verdicts.append(self.history.judge(suite, entry))
+        except TopsailError as error:
+            self.results.errors.append(str(error))
+        self.results.add(record, verdicts)
+        self.write_files(record)
+        return verdicts
+
+    def replot(self, root: Path) -> None:
+        """``--topsail-replot``: the items saved under ``root``, parsed again by their suite's kpis.py when it
+        still loads (else their saved KPIs), each processed as if it had just run."""
+        from pytest_topsail.report.plugin import suite_kpis_of
+        from pytest_topsail.report.replot import load_items, reparse
+        from pytest_topsail.suites import load_suite
+
+        problems = self.results.problems
+        for record in load_items(root, problems):
+            try:
+                suite = load_suite(self.config, record["suite"])
+                suite_kpis = suite_kpis_of(self.config, suite.path / "kpis.py")
+            except TopsailError as error:
+                problems.append(f"{record['artifact_dir']}: suite {record['suite']!r} not loaded ({error}); "
+                                "saved KPIs used")
+            else:
+                if suite_kpis.parse is not None:
+                    reparse(record, suite_kpis, suite_kpis.parse, problems)
+            self.process(record)
+
+    def run_metadata(self, suite: str) -> dict[str, Any]:
+        """What each KPI record of this session carries into the history: run id, presets, git sha when known."""
+        from pytest_topsail.suites import state_of
+
+        if self.config.getoption("topsail_replot", None):
+            return {}
+        if self.git_sha is None:
+            self.git_sha = _git_sha(Path(self.config.rootpath))
+        return {"run_id": state_of(self.config).run_id, "presets": self.history.presets(suite),
+                "git_sha": self.git_sha or None}
+
+    def write_files(self, record: dict[str, Any]) -> None:
+        from pytest_topsail.lts import build_payload
+
+        if not record.get("artifact_dir") or not Path(record["artifact_dir"]).is_dir():
+            return
+        directory = Path(record["artifact_dir"])
+        write = self.results.write
+        if not write(directory / "item.json", json.dumps(record, indent=2, sort_keys=True, default=str)):
+            return
+        if not record.get("kpis"):
+            return
+        if not write(directory / "kpis.json", json.dumps(record["kpis"], indent=2, sort_keys=True)):
+            return
+        config = self.history.suite_config(record["suite"])
+        try:
+            payload = build_payload(
+                record, presets=self.history.presets(record["suite"]), config=config.as_dict() if config else {},
+                strict=config.get("lts.strict", False) is True if config else False)
+        except TopsailError as error:
+            self.results.errors.append(str(error))
+            return
+        write(directory / "lts.json", json.dumps(payload, indent=2, sort_keys=True, default=str))
+
+
+def _git_sha(directory: Path) -> str:
+    """The commit of the project under test, "" when it is not a git checkout (or git is missing)."""
+    import subprocess
+
+    try:
+        answer = subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory, capture_output=True, text=True,
+                                timeout=5, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return answer.stdout.strip() if answer.returncode == 0 else ""
