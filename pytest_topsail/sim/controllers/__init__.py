@@ -32,8 +32,7 @@ CONTROLLERS: list[str] = [
     "pytest_topsail.sim.controllers.pvcs:VolumeController",
     "pytest_topsail.sim.controllers.pytorchjob:PyTorchJobController",
     "pytest_topsail.sim.controllers.olm:OlmController",
-    "pytest_topsail.sim.controllers.gpu_operator:GpuOperatorController",
-    "pytest_topsail.sim.controllers.rhoai:RhoaiController",
+    "pytest_topsail.sim.controllers.stages:StagesController",  # NFD, GPU operator, OpenShift AI as data
 ]
 
 

@@ -124,30 +124,8 @@ def crd_manifest(group: str, version: str, kind: str, plural: str, scope: str) -
 
 
 class OperatorController(Controller):
-    """Shared machinery of the simulated operators: listening to kinds that may not exist yet (CRDs registered at
-    run time), reading the operator behaviour ConfigMap, and the "ready after `ready_ms`" delay of custom resources."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.delay_elapsed: set[tuple[Hashable, Any]] = set()
-
-    def ready_delay_over(self, key: Hashable, obj: dict[str, Any]) -> bool:
-        """True once `ready_ms` has passed since this controller first saw `obj` (reconciled again then)."""
-        delay_key = (key, obj["metadata"].get("uid"))
-        if delay_key in self.delay_elapsed:
-            return True
-        if not self.has_timer(("ready", delay_key)):
-            self.call_later(self.behaviour().ready_ms / 1000.0, ("ready", delay_key), self._delay_over, delay_key)
-        return delay_key in self.delay_elapsed
-
-    def _delay_over(self, delay_key: tuple[Hashable, Any]) -> None:
-        self.delay_elapsed.add(delay_key)
-        self.enqueue(delay_key[0])
-
-    def forget(self, key: Hashable) -> None:
-        """Drop the delay bookkeeping of a deleted object."""
-        for delay_key in [k for k in self.delay_elapsed if k[0] == key]:
-            self.delay_elapsed.discard(delay_key)
+    """Shared machinery of the simulated operators (OLM here, the stages of stages.py): listening to kinds that may not
+    exist yet (CRDs registered at run time), reading the operator behaviour ConfigMap, writing a status."""
 
     def listen(self, group: str, plural: str, handler: Callable[[str, dict[str, Any]], None]) -> None:
         """Like `watch`, for a (group, plural) that may be registered later by a CRD."""
