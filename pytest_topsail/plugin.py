@@ -41,6 +41,10 @@ def pytest_configure(config: pytest.Config) -> None:
     session.configure(config)
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
         config.pluginmanager.register(session.XdistHooks(config), "topsail-xdist")
+    if hasattr(config, "workerinput"):
+        from pytest_topsail import xdist_groups
+
+        config.pluginmanager.register(xdist_groups, "topsail-xdist-groups")
 
 
 @pytest.hookimpl(wrapper=True)
