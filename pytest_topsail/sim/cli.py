@@ -45,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--api-only", action="store_true",
                         help="serve the API without controllers: nothing schedules or runs pods (API benchmarks)")
     parser.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.add_argument("--built-profile", type=Path, help=argparse.SUPPRESS)  # the launcher's profile.json
     parser.add_argument("--parent-pipe", type=int, help=argparse.SUPPRESS)  # exit when this fd reaches EOF
     parser.add_argument("--parent-death-signal", action="store_true", help=argparse.SUPPRESS)  # prctl PDEATHSIG
     return parser
@@ -78,9 +79,12 @@ def prepare(args: argparse.Namespace) -> Options:
 
 
 def load_run_profile(args: argparse.Namespace) -> Any:
-    """The profile of this run (the one place the simulator's profile module is plugged in)."""
-    from .profile import load_profile
+    """The profile of this run (the one place the simulator's profile module is plugged in): the one the launcher
+    built (`--built-profile`, read as is), else the user's file and shortcuts, checked here."""
+    from .profile import load_built, load_profile
 
+    if args.built_profile is not None:
+        return load_built(args.built_profile)
     return load_profile(args.profile, nodes=args.nodes, gpu_profile=args.gpu_profile,
                         gpus_per_node=args.gpus_per_node, seed=args.seed)
 

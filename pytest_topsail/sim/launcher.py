@@ -38,8 +38,10 @@ _OUTPUT_TAIL_LINES = 20
 class SimCluster:
     """One simulator process (``python -m pytest_topsail.sim``) with its kubeconfig, log and audit log.
 
-    ``profile``: a profile file path, a mapping (written to ``<workdir>/profile.yaml``), a ``Profile`` (anything with
-    ``to_dict()``) or None (defaults). ``audit_log``: True for ``<workdir>/audit.jsonl``, a path, or None/False.
+    ``profile``: a profile file path (read and checked by the child), a ``Profile``, a mapping (built into a ``Profile``
+    here: a mistake raises ``TopsailError`` before any process starts) or None (defaults). A built profile, with the
+    shortcuts applied, goes to the child as ``<workdir>/profile.json``, read back as is (sim/profile.py
+    ``write_built``). ``audit_log``: True for ``<workdir>/audit.jsonl``, a path, or None/False.
     ``workdir``: where the kubeconfig, ``sim.log`` (the child's stdout and stderr) and the profile go; by default a
     temporary directory removed by ``stop()``.
     """
@@ -142,29 +144,32 @@ class SimCluster:
             self.audit_log_path = Path(self._audit_option).absolute()
         self.kubeconfig_path.unlink(missing_ok=True)
 
-    def _profile_path(self) -> Path | None:
+    def _profile_args(self) -> list[str]:
+        """The child's profile options: the user's file and shortcuts as given, or the profile built here."""
         profile = self._profile
-        if profile is None:
-            return None
-        if isinstance(profile, (str, os.PathLike)):
-            return Path(profile).absolute()
-        data = profile.to_dict() if hasattr(profile, "to_dict") else dict(profile)
+        if profile is None or isinstance(profile, (str, os.PathLike)):
+            args = ["--profile", str(Path(profile).absolute())] if profile is not None else []
+            return args + [str(part) for option, value in self._shortcuts.items() if value is not None
+                           for part in (option, value)]
+        from .profile import Profile, write_built
+
+        if not isinstance(profile, Profile):
+            data = profile.to_dict() if hasattr(profile, "to_dict") else dict(profile)
+            profile = Profile.from_dict(data, source="simulated cluster profile")
+        shortcuts: dict[str, Any] = {option.lstrip("-").replace("-", "_"): value
+                                     for option, value in self._shortcuts.items()}
+        profile = profile.with_overrides(**shortcuts)
         assert self.workdir is not None
-        path = self.workdir / "profile.yaml"
-        path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-        return path
+        path = self.workdir / "profile.json"
+        write_built(profile, path)
+        return ["--built-profile", str(path)]
 
     def command(self, parent_pipe: int | None = None) -> list[str]:
         """The command line of the child (without the private parent-watch options when ``parent_pipe`` is None)."""
         assert self.kubeconfig_path is not None
         args = [sys.executable, "-m", "pytest_topsail.sim", "--port", str(self._port),
                 "--kubeconfig", str(self.kubeconfig_path), "--log-level", self._log_level]
-        profile_path = self._profile_path()
-        if profile_path is not None:
-            args += ["--profile", str(profile_path)]
-        for option, value in self._shortcuts.items():
-            if value is not None:
-                args += [option, str(value)]
+        args += self._profile_args()
         if self.audit_log_path is not None:
             args += ["--audit-log", str(self.audit_log_path)]
         if parent_pipe is not None:

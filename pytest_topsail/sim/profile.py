@@ -3,6 +3,9 @@
 `load_profile(path, nodes=..., gpu_profile=..., gpus_per_node=..., seed=...)` reads a file (or starts from the
 defaults when `path` is None) and applies the command-line shortcuts. `Profile.from_dict(data, source=...)` builds a
 profile from a suite's `cluster.sim` section. Any mistake becomes one TopsailError naming the source and the key.
+These two are the one validation path: a profile is built (and checked, plugin settings included) once, where the user
+gave it. `write_built(profile, path)` / `load_built(path)` hand a built profile to the simulator process as JSON
+(what the launcher does): the child reads back exactly what was built, with no shortcuts or checks applied again.
 The reference is docs/simulator-profile.md.
 """
 
@@ -308,3 +311,19 @@ def load_profile(
         nodes=nodes, gpu_profile=gpu_profile, gpus_per_node=gpus_per_node, seed=seed, source=source
     )
 
+
+
+def write_built(profile: Profile, path: Path) -> None:
+    """Write a built profile for `load_built` (JSON: the same values come back, types and all)."""
+    path.write_text(profile.model_dump_json(indent=1), encoding="utf-8")
+
+
+def load_built(path: str | Path) -> Profile:
+    """The profile `write_built` wrote; a TopsailError when the file is missing or was not written by it."""
+    try:
+        return Profile.model_validate_json(Path(path).read_bytes())
+    except OSError as exc:
+        raise TopsailError(f"built simulator profile {path}: cannot be read: {exc.strerror or exc}") from None
+    except ValidationError as exc:
+        raise TopsailError(describe_validation_error(exc, f"built simulator profile {path}",
+                                                     "not written by write_built")) from None

@@ -130,12 +130,38 @@ def test_port_in_use_is_one_clear_error(tmp_path: Path) -> None:
     assert "Traceback" not in str(raised.value)
 
 
-def test_bad_profile_is_one_clear_error(tmp_path: Path) -> None:
+def test_bad_profile_is_one_clear_error_before_any_process_starts(tmp_path: Path) -> None:
+    cluster = SimCluster({"node_pools": [{"name": "x", "count": 1, "gpu_profile": "nope"}]}, workdir=tmp_path)
+    with pytest.raises(TopsailError) as raised:
+        cluster.start()
+    assert str(raised.value).startswith("simulated cluster profile: invalid simulator profile: "
+                                        "key node_pools[0].gpu_profile: unknown GPU profile 'nope'")
+    assert cluster.pid is None and not (tmp_path / "sim.log").exists()
+
+
+def test_a_bad_profile_file_is_checked_by_the_child_with_one_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text("node_pools: [{name: x, gpu_profile: nope}]\n")
     started = time.monotonic()
-    with pytest.raises(TopsailError, match="node_pools.*gpu_profile") as raised:
-        SimCluster({"node_pools": [{"name": "x", "count": 1, "gpu_profile": "nope"}]}, workdir=tmp_path).start()
+    with pytest.raises(TopsailError, match=r"p\.yaml.*node_pools\[0\]\.gpu_profile") as raised:
+        SimCluster(path, workdir=tmp_path / "work").start()
     assert "Traceback" not in str(raised.value)
     assert time.monotonic() - started < 30
+
+
+def test_the_child_runs_the_profile_built_by_the_launcher(tmp_path: Path) -> None:
+    """A mapping is built once (shortcuts applied) and handed over as JSON: the child serves exactly that profile."""
+    from pytest_topsail.sim.profile import Profile, load_built
+
+    pool = {"name": "big", "count": 1, "gpu_profile": "t4", "labels": {"on": "yes"}}
+    built = Profile.from_dict({"node_pools": [pool], "plugins": {"fine_tuning": {"time_scale": 0.5}}})
+    with SimCluster(built, nodes=2, seed=9, workdir=tmp_path) as cluster:
+        assert load_built(tmp_path / "profile.json") == built.with_overrides(nodes=2, seed=9)
+        assert "--built-profile" in cluster.command() and "--nodes" not in cluster.command()
+        api = client.CoreV1Api(config.new_client_from_config(str(cluster.kubeconfig_path)))
+        nodes = api.list_node().items
+        assert sorted(n.metadata.name for n in nodes) == ["big-0000", "big-0001"]
+        assert {n.metadata.labels["on"] for n in nodes} == {"yes"}  # a string that YAML would read as a boolean
 
 
 def test_started_from_a_thread_that_ends_the_cluster_keeps_running() -> None:

@@ -168,3 +168,15 @@ def test_a_domain_section_at_the_top_lists_the_known_keys():
         Profile.from_dict({"fine_tuning": {"time_scale": 0.5}}, source="cluster.sim")
     assert "key fine_tuning: unknown key; known: " in str(info.value)
     assert "plugins" in str(info.value)
+
+
+def test_a_built_profile_is_handed_over_unchanged_and_a_foreign_file_is_refused(tmp_path):
+    from pytest_topsail.sim.profile import load_built, write_built
+
+    built = Profile.from_dict({"seed": 4, "nodes": 3, "faults": {"api": [{"verb": "list", "error_rate": 0.5}]},
+                               "plugins": {"fine_tuning": {"noise": 0.0}}})
+    write_built(built, tmp_path / "profile.json")
+    assert load_built(tmp_path / "profile.json") == built
+    (tmp_path / "other.json").write_text('{"seed": "4"}')
+    with pytest.raises(TopsailError, match=r"other\.json: not written by write_built: key seed"):
+        load_built(tmp_path / "other.json")
