@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import math
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
@@ -27,8 +27,18 @@ from typing import Any, Literal
 import numpy as np
 import pydantic
 
+from pytest_topsail.changepoints import (
+    ChangePoint,
+    builtin_change_points,
+    builtin_change_points_many,
+    otava_available,
+    otava_change_points,
+    t_test_pvalue,
+)
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.verdict_states import State
+
+__all__ = ["ChangePoint", "builtin_change_points", "otava_change_points", "t_test_pvalue"]
 
 VERDICTS = tuple(state.value for state in State)  # the one vocabulary: pytest_topsail/verdict_states.py
 
@@ -128,199 +138,26 @@ def _problems(error: pydantic.ValidationError, where: str) -> str:
     return "; ".join(messages)
 
 
-# ---------------------------------------------------------------- statistics
-
-
-def _incomplete_beta(a: float, b: float, x: float) -> float:
-    """Regularized incomplete beta I_x(a, b) by its continued fraction (modified Lentz)."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    if x > (a + 1.0) / (a + b + 2.0):
-        return 1.0 - _incomplete_beta(b, a, 1.0 - x)
-    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    tiny = 1e-300
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    fraction = d
-    for m in range(1, 300):
-        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
-            d = 1.0 + numerator * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + numerator / c
-            c = c if abs(c) > tiny else tiny
-            fraction *= c * d
-        if abs(c * d - 1.0) < 1e-15:
-            break
-    return math.exp(log_front) * fraction / a
-
-
-def t_test_pvalue(left: np.ndarray, right: np.ndarray) -> tuple[float, float, float, float, float]:
-    """Two-sided pooled Student t-test on population standard deviations: (p, mean_l, mean_r, std_l, std_r)."""
-    n1, n2 = len(left), len(right)
-    mean_l, mean_r = float(np.mean(left)), float(np.mean(right))
-    std_l = float(np.std(left)) if n1 >= 2 else 0.0
-    std_r = float(np.std(right)) if n2 >= 2 else 0.0
-    if n1 + n2 <= 2:
-        return 1.0, mean_l, mean_r, std_l, std_r
-    dof = n1 + n2 - 2
-    pooled = ((n1 - 1) * std_l**2 + (n2 - 1) * std_r**2) / dof
-    denominator = math.sqrt(pooled * (1.0 / n1 + 1.0 / n2))
-    difference = mean_l - mean_r
-    if denominator == 0.0:
-        pvalue = float("nan") if difference == 0.0 else 0.0
-    else:
-        t = difference / denominator
-        pvalue = _incomplete_beta(dof / 2.0, 0.5, dof / (dof + t * t))
-    return pvalue, mean_l, mean_r, std_l, std_r
-
-
-@dataclass
-class ChangePoint:
-    """``index`` is the first point of the new regime."""
-
-    index: int
-    qhat: float
-    pvalue: float = 1.0
-    mean_before: float = 0.0
-    mean_after: float = 0.0
-    std_before: float = 0.0
-    std_after: float = 0.0
-
-    def forward_change(self) -> float:
-        return 0.0 if self.mean_before == 0 else self.mean_after / self.mean_before - 1.0
-
-    def magnitude(self) -> float:
-        backward = 0.0 if self.mean_after == 0 else self.mean_before / self.mean_after - 1.0
-        return max(abs(self.forward_change()), abs(backward))
-
-
-def _with_stats(point: ChangePoint, left: np.ndarray, right: np.ndarray) -> ChangePoint:
-    pvalue, mean_l, mean_r, std_l, std_r = t_test_pvalue(left, right)
-    return ChangePoint(point.index, point.qhat, pvalue, mean_l, mean_r, std_l, std_r)
-
-
-def _intervals(indexes: Sequence[int], length: int) -> list[tuple[int, int]]:
-    bounds = [0, *indexes, length]
-    return [(a, b) for a, b in zip(bounds, bounds[1:], strict=False) if a != b]
-
-
-def _best_split(values: np.ndarray, start: int, stop: int) -> tuple[int, float]:
-    """The split maximizing the energy statistic Q(X=[start:tau], Y=[tau:kappa]) over tau and kappa."""
-    z = values[start:stop]
-    size = len(z)
-    distances = np.abs(z[:, None] - z[None, :])
-    sums = np.zeros((size + 1, size + 1))
-    sums[1:, 1:] = distances.cumsum(axis=0).cumsum(axis=1)
-    taus = np.arange(1, size)[:, None]
-    kappas = np.arange(2, size + 1)[None, :]
-    valid = kappas > taus
-    kappas_c = np.where(valid, kappas, taus + 1)
-    cross = sums[taus, kappas_c] - sums[taus, taus]
-    within_x = sums[taus, taus] / 2.0
-    within_y = (sums[kappas_c, kappas_c] - sums[taus, kappas_c] - sums[kappas_c, taus] + sums[taus, taus]) / 2.0
-    n = taus.astype(float)
-    m = (kappas_c - taus).astype(float)
-    total = m + n
-    with np.errstate(divide="ignore", invalid="ignore"):
-        coef_x = np.where(n > 1, 2.0 * m / (total * (n - 1)), 0.0)
-        coef_y = np.where(m > 1, 2.0 * n / (total * (m - 1)), 0.0)
-    q = 2.0 / total * cross - coef_x * within_x - coef_y * within_y
-    q = np.where(valid, q, -np.inf)
-    row, _ = np.unravel_index(int(np.argmax(q)), q.shape)
-    return start + int(row) + 1, float(q.max())
-
-
-def _window_change_points(window: np.ndarray, max_pvalue: float) -> list[ChangePoint]:
-    points: list[ChangePoint] = []
-    while True:
-        intervals = _intervals([p.index for p in points], len(window))
-        candidates = [(_best_split(window, a, b), (a, b)) for a, b in intervals if b - a > 1]
-        if not candidates:
-            return points
-        (index, qhat), (a, b) = max(candidates, key=lambda c: c[0][1])
-        point = _with_stats(ChangePoint(index, qhat), window[a:index], window[index:b])
-        if not point.pvalue <= max_pvalue:
-            return points
-        points.append(point)
-        points.sort(key=lambda p: p.index)
-
-
-def _restat(points: list[ChangePoint], series: np.ndarray) -> list[ChangePoint]:
-    bounds = [0, *[p.index for p in points], len(series)]
-    return [_with_stats(p, series[bounds[i]:p.index], series[p.index:bounds[i + 2]]) for i, p in enumerate(points)]
-
-
-def _split(series: np.ndarray, window_len: int, max_pvalue: float) -> list[ChangePoint]:
-    step = window_len // 2
-    found: dict[int, ChangePoint] = {}
-    start = 0
-    while start < len(series):
-        stop = min(start + window_len, len(series))
-        new_points = _window_change_points(series[start:stop], max_pvalue)
-        for point in new_points:
-            point.index += start
-            found.setdefault(point.index, point)
-        last = new_points[-1].index if new_points else 0
-        start = max(last, start + step)
-    return _restat(sorted(found.values(), key=lambda p: p.index), series)
-
-
-def _merge(points: list[ChangePoint], series: np.ndarray, max_pvalue: float, min_magnitude: float) -> list[ChangePoint]:
-    while points:
-        weakest = max(points, key=lambda p: p.pvalue)
-        if weakest.pvalue < max_pvalue:
-            weakest = min(points, key=lambda p: p.magnitude())
-            if weakest.magnitude() > min_magnitude:
-                return points
-        position = points.index(weakest)
-        del points[position]
-        bounds = [0, *[p.index for p in points], len(series)]
-        for i in (position, position + 1):
-            if 0 <= i < len(points):
-                points[i] = _with_stats(points[i], series[bounds[i]:points[i].index],
-                                        series[points[i].index:bounds[i + 2]])
-    return points
-
-
-def builtin_change_points(series: Sequence[float], window_len: int = 50, max_pvalue: float = 0.001,
-                          min_magnitude: float = 0.0) -> list[ChangePoint]:
-    """Change points of ``series`` (E-divisive means + t-test, split then merge); same results as otava's."""
-    values = np.asarray(series, dtype=float)
-    if len(values) < 2:
-        return []
-    first_pass = max_pvalue * 10 if max_pvalue < 0.05 else (max_pvalue * 2 if max_pvalue < 0.5 else max_pvalue)
-    return _merge(_split(values, window_len, first_pass), values, max_pvalue, min_magnitude)
-
-
-def otava_available() -> bool:
-    try:
-        import otava.analysis  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def otava_change_points(series: Sequence[float], window_len: int = 50, max_pvalue: float = 0.001,
-                        min_magnitude: float = 0.0) -> list[ChangePoint]:
-    from otava.analysis import compute_change_points
-
-    points, _ = compute_change_points([float(v) for v in series], window_len=window_len, max_pvalue=max_pvalue,
-                                      min_magnitude=min_magnitude)
-    return [ChangePoint(int(p.index), float(p.qhat), float(p.stats.pvalue), float(p.stats.mean_1),
-                        float(p.stats.mean_2), float(p.stats.std_1), float(p.stats.std_2)) for p in points]
-
-
-def change_points(series: Sequence[float], settings: RegressionSettings) -> list[ChangePoint]:
-    use_otava = settings.engine == "otava" or (settings.engine == "auto" and otava_available())
+def _use_otava(settings: RegressionSettings) -> bool:
     if settings.engine == "otava" and not otava_available():
         raise TopsailError("regression.engine: 'otava' requested but apache-otava is not installed "
                            "(pip install 'pytest-topsail[otava]')")
-    detect = otava_change_points if use_otava else builtin_change_points
-    return detect(series, window_len=settings.window_len, max_pvalue=settings.max_pvalue,
-                  min_magnitude=settings.min_magnitude)
+    return settings.engine == "otava" or (settings.engine == "auto" and otava_available())
+
+
+def change_points_many(series: Sequence[Sequence[float]], settings: RegressionSettings,
+                       min_magnitudes: Sequence[float] | None = None) -> list[list[ChangePoint]]:
+    """Change points of many series at once (the built-in engine batches them; otava takes one at a time)."""
+    magnitudes = list(min_magnitudes) if min_magnitudes is not None else [settings.min_magnitude] * len(series)
+    if _use_otava(settings):
+        return [otava_change_points(s, window_len=settings.window_len, max_pvalue=settings.max_pvalue,
+                                    min_magnitude=m) for s, m in zip(series, magnitudes, strict=True)]
+    return builtin_change_points_many(series, window_len=settings.window_len, max_pvalue=settings.max_pvalue,
+                                      min_magnitude=magnitudes)
+
+
+def change_points(series: Sequence[float], settings: RegressionSettings) -> list[ChangePoint]:
+    return change_points_many([series], settings)[0]
 
 
 # ---------------------------------------------------------------- verdicts
@@ -337,6 +174,7 @@ def in_baseline(record: Mapping[str, Any]) -> bool:
     return record.get("verdict") != State.REGRESSION or bool(record.get("acknowledged"))
 
 
+_TIMESTAMP = operator.itemgetter("timestamp")
 HISTORY_FIELDS = ("timestamp", "value", "test_uuid", "run_id", "git_sha", "presets", "verdict", "acknowledged")
 
 
@@ -401,45 +239,63 @@ def _set_change(verdict: Verdict, reference: float) -> None:
 
 
 def _history_entry(record: Mapping[str, Any]) -> dict[str, Any]:
-    entry = {key: record.get(key) for key in HISTORY_FIELDS}
-    entry["timestamp"], entry["value"] = float(record["timestamp"]), float(record["value"])
-    entry["baseline"] = in_baseline(record)
-    return entry
+    """The record as the report's trends show it (HISTORY_FIELDS and whether it is in the baseline)."""
+    get = record.get
+    verdict, acknowledged = get("verdict"), get("acknowledged")
+    return {"timestamp": float(record["timestamp"]), "value": float(record["value"]), "test_uuid": get("test_uuid"),
+            "run_id": get("run_id"), "git_sha": get("git_sha"), "presets": get("presets"), "verdict": verdict,
+            "acknowledged": acknowledged, "baseline": verdict != State.REGRESSION or bool(acknowledged)}
 
 
 def judge(record: Mapping[str, Any], history: Sequence[Mapping[str, Any]], settings: RegressionSettings) -> Verdict:
     """Verdict for one KPI record given its history records (any order; filtered to older values here)."""
-    previous = sorted(
-        (h for h in history if h.get("test_uuid") != record.get("test_uuid")
-         and float(h["timestamp"]) < float(record["timestamp"])),
-        key=lambda h: float(h["timestamp"]))
-    entries = [_history_entry(h) for h in previous]
+    return judge_many([(record, history)], settings)[0]
+
+
+def judge_many(pairs: Sequence[tuple[Mapping[str, Any], Sequence[Mapping[str, Any]]]],
+               settings: RegressionSettings) -> list[Verdict]:
+    """Verdicts of many (record, history) pairs of one suite; the change points of all series computed together."""
+    verdicts, pending = [], []
+    for record, history in pairs:
+        verdict, baseline = _prepare(record, history, settings)
+        verdicts.append(verdict)
+        if baseline is not None:
+            pending.append((verdict, baseline))
+    rules = [settings.rule(verdict.kpi) for verdict, _ in pending]
+    series = [[*baseline, verdict.value] for verdict, baseline in pending]
+    found = change_points_many(series, settings, [rule.min_magnitude for rule in rules])
+    for (verdict, _), values, rule, points in zip(pending, series, rules, found, strict=True):
+        _judge_change_points(verdict, values, rule, points)
+    return verdicts
+
+
+def _prepare(record: Mapping[str, Any], history: Sequence[Mapping[str, Any]],
+             settings: RegressionSettings) -> tuple[Verdict, list[float] | None]:
+    """The verdict as far as it goes without change points, and the baseline when change points decide."""
+    timestamp, test_uuid = float(record["timestamp"]), record.get("test_uuid")
+    entries = [_history_entry(h) for h in history if h.get("test_uuid") != test_uuid]
+    entries = sorted((e for e in entries if e["timestamp"] < timestamp), key=_TIMESTAMP)
     baseline = [e["value"] for e in entries if e["baseline"]]
     verdict = Verdict(
         suite=str(record.get("suite")), nodeid=str(record.get("nodeid")), kpi=record["name"],
         value=float(record["value"]), unit=record.get("unit", ""), higher_better=bool(record["higher_better"]),
         labels=dict(record.get("labels") or {}), status=State.ACCEPTED.value, history_size=len(baseline),
         excluded=len(entries) - len(baseline), format=record.get("format") or "{}",
-        test_uuid=record.get("test_uuid"), timestamp=float(record["timestamp"]), history=entries)
+        test_uuid=test_uuid, timestamp=timestamp, history=entries)
     if record.get("ignored_for_regression"):
         verdict.status, verdict.method = State.IGNORED.value, "ignored for regression"
-        return verdict
-    if not baseline:
+    elif not baseline:
         verdict.status, verdict.method = State.NO_HISTORY.value, "0 comparable earlier runs"
-        return verdict
-    if len(baseline) < settings.min_history:
+    elif len(baseline) < settings.min_history:
         _set_change(verdict, float(np.mean(baseline)))
         verdict.status = State.INSUFFICIENT_HISTORY.value
         verdict.method = f"{len(baseline)} of {settings.min_history} comparable runs"
-        return verdict
-    _judge_change_points(verdict, baseline, settings)
-    return verdict
+    else:
+        return verdict, baseline
+    return verdict, None
 
 
-def _judge_change_points(verdict: Verdict, baseline: list[float], settings: RegressionSettings) -> None:
-    rule = settings.rule(verdict.kpi)
-    values = [*baseline, verdict.value]
-    points = change_points(values, replace(settings, min_magnitude=rule.min_magnitude))
+def _judge_change_points(verdict: Verdict, values: list[float], rule: KpiRule, points: list[ChangePoint]) -> None:
     verdict.change_points = [p.index for p in points]
     at_current = bool(points) and points[-1].index == len(values) - 1
     starts = [p.index for p in points if p.index < len(values) - 1]

@@ -118,10 +118,11 @@ class HistoryIndex:
                 history.index.setdefault(key, []).append(old)
         return history.index.get((kpi["name"], history_key(kpi.get("labels") or {}, history.settings)), [])
 
-    def judge(self, suite: str, kpi: dict[str, Any]) -> Verdict:
-        from pytest_topsail.regression import judge
+    def judge(self, suite: str, kpis: list[dict[str, Any]]) -> list[Verdict]:
+        """Verdicts of KPI records of one suite, their change points computed in one batch."""
+        from pytest_topsail.regression import judge_many
 
-        return judge(kpi, self.history_for(suite, kpi), self.settings(suite))
+        return judge_many([(kpi, self.history_for(suite, kpi)) for kpi in kpis], self.settings(suite))
 
     def store_run(self, records: list[dict[str, Any]], verdicts: list[Verdict]) -> None:
         """The KPIs of passed items, each with its verdict: a regression stays out of later baselines until

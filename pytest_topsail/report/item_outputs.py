@@ -37,8 +37,7 @@ class ItemOutputs:
                 entry.setdefault(key, value)  # a replotted record keeps the run it came from
         verdicts = []
         try:
-            for entry in record.get("kpis") or []:
-                verdicts.append(self.history.judge(suite, entry))
+            verdicts = self.history.judge(suite, record.get("kpis") or [])
         except TopsailError as error:
             self.results.errors.append(str(error))
         self.results.add(record, verdicts)

@@ -240,3 +240,19 @@ def test_summary_never_counts_improvements_as_failures() -> None:
     assert summary["verdicts"]["no_history"] == 1 and summary["entries_count"] == 1 and summary["kpis_count"] == 4
     assert summary["regressions"] == [verdicts[2].describe()]
     assert summary["message"] == "1 KPI regression, 2 improvements"
+
+
+def test_change_points_of_many_series_at_once_are_those_of_each_series_alone() -> None:
+    from pytest_topsail.changepoints import builtin_change_points_many
+
+    by_params: dict[str, list[tuple[list[float], dict]]] = {}
+    for _, _, series, run in CASES:
+        by_params.setdefault(json.dumps(run["params"], sort_keys=True), []).append((series, run))
+    for params, group in by_params.items():
+        settings = json.loads(params)
+        together = builtin_change_points_many([s for s, _ in group], **settings)
+        for (series, run), points in zip(group, together, strict=True):
+            assert [p.index for p in points] == [p["index"] for p in run["change_points"]], params
+            alone = builtin_change_points(series, **settings)
+            assert [p.index for p in points] == [p.index for p in alone]
+            assert [p.pvalue for p in points] == pytest.approx([p.pvalue for p in alone], rel=1e-9, abs=1e-15)
