@@ -160,3 +160,39 @@ def test_set_condition_keeps_transition_time_when_status_unchanged():
     assert same[0]["lastTransitionTime"] == "t1"
     assert changed[0]["lastTransitionTime"] == "t2"
     assert conditions[0]["lastTransitionTime"] == "t1"
+
+
+def _run_pod(name: str, phase: str, restart_policy: str = "Never", restarts: int = 0, deleting: bool = False) -> dict:
+    meta: dict = {"name": name}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return {"metadata": meta, "spec": {"restartPolicy": restart_policy},
+            "status": {"phase": phase, "containerStatuses": [{"restartCount": restarts}]}}
+
+
+def test_job_decisions_are_pure_functions_of_its_spec_and_pods():
+    from pytest_topsail.sim.controllers.completion import job_counts, job_outcome, job_pods_wanted
+
+    counts = job_counts([_run_pod("a", "Succeeded"), _run_pod("b", "Running", restarts=2), _run_pod("c", "Running", deleting=True),
+                         _run_pod("d", "Failed")])
+    assert ([p["metadata"]["name"] for p in counts.active], counts.succeeded, counts.failed) == (["b"], 1, 3)
+    assert job_outcome({"backoffLimit": 2}, counts).reason == "BackoffLimitExceeded"
+    assert job_outcome({"completions": 2}, counts) is None
+    assert job_pods_wanted({"completions": 4, "parallelism": 5}, counts) == 2  # 3 left, 1 running
+    assert job_pods_wanted({"parallelism": 3}, counts) == 0  # a work queue adds none once one pod succeeded
+    assert job_outcome({}, job_counts([_run_pod("a", "Succeeded")])).kind == "Complete"
+
+
+def test_pytorchjob_outcome():
+    from pytest_topsail.sim.controllers.completion import pytorchjob_outcome
+
+    wanted = [("Master", 0, {}), ("Worker", 0, {})]
+    running = {"j-master-0": _run_pod("j-master-0", "Running"), "j-worker-0": _run_pod("j-worker-0", "Running", "OnFailure", 1)}
+    assert pytorchjob_outcome("j", wanted, running, None).kind == "Running"
+    assert pytorchjob_outcome("j", wanted, running, 0).message.endswith("reached the specified backoff limit.")
+    assert pytorchjob_outcome("j", wanted, {"j-master-0": running["j-master-0"]}, None) is None  # a pod is missing
+    done = {**running, "j-master-0": _run_pod("j-master-0", "Succeeded")}
+    assert pytorchjob_outcome("j", wanted, done, None).kind == "Succeeded"
+    failed = {**running, "j-master-0": _run_pod("j-master-0", "Failed")}
+    assert pytorchjob_outcome("j", wanted, failed, None).message == (
+        "PyTorchJob j has failed because pod j-master-0 failed.")

@@ -1,7 +1,8 @@
 """Job controller (batch/v1): creates pods from the template up to `parallelism` until `completions` pods succeeded
 or more than `backoffLimit` failed; keeps status.active/ready/succeeded/failed, startTime, completionTime and the
 Complete / Failed conditions. Not simulated: Indexed completion mode, pod failure policies, activeDeadlineSeconds,
-ttlSecondsAfterFinished, suspend of a running job (a suspended job simply gets no new pods)."""
+ttlSecondsAfterFinished, suspend of a running job (a suspended job simply gets no new pods). The decisions are pure
+functions of completion.py; this module writes them."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any, cast
 
 from pytest_topsail.sim.apierror import ApiError
 from pytest_topsail.sim.controllers.base import condition, now_seconds, set_condition
+from pytest_topsail.sim.controllers.completion import Outcome, finished, job_counts, job_outcome, job_pods_wanted
 from pytest_topsail.sim.controllers.workload import WorkloadController, owned_pods, pod_from_template, suffix
 
 
@@ -25,36 +27,21 @@ class JobController(WorkloadController):
             return
         spec = job.get("spec") or {}
         status = dict(job.get("status") or {})
-        finished = _finished(job)
-        pods = owned_pods(self.store, self.pods, job)
-        active = [p for p in pods if p.get("status", {}).get("phase") not in ("Succeeded", "Failed")
-                  and not p["metadata"].get("deletionTimestamp")]
-        succeeded = sum(1 for p in pods if p.get("status", {}).get("phase") == "Succeeded")
-        failed = sum(1 for p in pods if p.get("status", {}).get("phase") == "Failed")
-        failed += sum(s.get("restartCount", 0) for p in active for s in p.get("status", {}).get("containerStatuses")
-                      or ())
-        completions = spec.get("completions")
+        counts = job_counts(owned_pods(self.store, self.pods, job))
         now = now_seconds()
         status.setdefault("startTime", now)
-        if not finished:
-            if failed > int(spec.get("backoffLimit", 6)):
-                finished = "Failed"
-                self._finish(job, status, now, "Failed", "BackoffLimitExceeded", "Job has reached the specified "
-                                                                                 "backoff limit")
-                self._delete(active)
-                active = []
-            elif (completions is not None and succeeded >= completions) or (
-                    completions is None and succeeded > 0 and not active):
-                finished = "Complete"
-                self._finish(job, status, now, "Complete", None, None)
-                self._delete(active)
-                active = []
+        if not finished(job, ("Complete", "Failed")):
+            outcome = job_outcome(spec, counts)
+            if outcome is not None:
+                self._finish(job, status, now, outcome)
+                self._delete(counts.active)
+                counts.active = []
             elif not spec.get("suspend"):
-                active += self._create_pods(job, len(active), succeeded)
-        status["active"] = len(active)
-        status["ready"] = sum(1 for p in active if (condition(p, "Ready") or {}).get("status") == "True")
-        status["succeeded"] = succeeded
-        status["failed"] = failed
+                counts.active += self._create_pods(job, job_pods_wanted(spec, counts))
+        status["active"] = len(counts.active)
+        status["ready"] = sum(1 for p in counts.active if (condition(p, "Ready") or {}).get("status") == "True")
+        status["succeeded"] = counts.succeeded
+        status["failed"] = counts.failed
         for zero in ("active", "succeeded", "failed"):
             if not status[zero]:
                 del status[zero]
@@ -62,17 +49,10 @@ class JobController(WorkloadController):
         if status != (job.get("status") or {}):
             self.store.update(self.owners, {**job, "status": status}, subresource="status")
 
-    def _create_pods(self, job: dict[str, Any], active: int, succeeded: int) -> list[dict[str, Any]]:
-        spec = job.get("spec") or {}
-        parallelism = int(spec.get("parallelism", 1))
-        completions = spec.get("completions")
-        if completions is None:  # a work queue: once one pod succeeded, the work is done and no pod is added
-            wanted = 0 if succeeded else parallelism
-        else:
-            wanted = min(parallelism, int(completions) - succeeded)
+    def _create_pods(self, job: dict[str, Any], count: int) -> list[dict[str, Any]]:
         uid = job["metadata"]["uid"]
         created: list[dict[str, Any]] = []
-        for _ in range(max(0, wanted - active)):
+        for _ in range(count):
             while True:
                 number = self.created.get(uid, 0)
                 self.created[uid] = number + 1
@@ -92,20 +72,19 @@ class JobController(WorkloadController):
             created.append(pod)
         return created
 
-    def _finish(self, job: dict[str, Any], status: dict[str, Any], now: str, kind: str, reason: str | None,
-                message: str | None) -> None:
-        cond: dict[str, Any] = {"type": kind, "status": "True", "lastProbeTime": now, "lastTransitionTime": now}
-        if reason:
-            cond["reason"] = reason
-        if message:
-            cond["message"] = message
+    def _finish(self, job: dict[str, Any], status: dict[str, Any], now: str, outcome: Outcome) -> None:
+        cond: dict[str, Any] = {"type": outcome.kind, "status": "True", "lastProbeTime": now,
+                                "lastTransitionTime": now}
+        if outcome.reason:
+            cond["reason"] = outcome.reason
+        if outcome.message:
+            cond["message"] = outcome.message
         status["conditions"] = set_condition(list(status.get("conditions") or ()), cond)
-        if kind == "Complete":
+        if outcome.kind == "Complete":
             status["completionTime"] = now
             self.store.record_event(job, "Completed", "Job completed", source="job-controller")
         else:
-            self.store.record_event(job, reason or "Failed", message or "Job failed", type="Warning",
-                                    source="job-controller")
+            self.store.record_event(job, outcome.reason, outcome.message, type="Warning", source="job-controller")
 
     def _delete(self, pods: list[dict[str, Any]]) -> None:
         for pod in pods:
@@ -114,10 +93,3 @@ class JobController(WorkloadController):
             except ApiError:
                 pass
 
-
-def _finished(job: dict[str, Any]) -> str | None:
-    for kind in ("Complete", "Failed"):
-        cond = condition(job, kind)
-        if cond is not None and cond.get("status") == "True":
-            return kind
-    return None

@@ -11,6 +11,7 @@ restarted: restartPolicy Never, or the containers' restarts reached `runPolicy.b
 restart fails the job, as in the training operator). On completion, `runPolicy.cleanPodPolicy` All/Running deletes
 pods; None (the default) keeps them.
 Not simulated: per-replica Services, elastic policy, gang scheduling, activeDeadlineSeconds, suspend.
+The decisions are pure functions of completion.py; this module writes them.
 """
 
 from __future__ import annotations
@@ -21,6 +22,14 @@ from typing import Any, cast
 
 from pytest_topsail.sim.apierror import ApiError
 from pytest_topsail.sim.controllers.base import condition, now_seconds, set_condition
+from pytest_topsail.sim.controllers.completion import (
+    Outcome,
+    finished,
+    phase,
+    pytorchjob_outcome,
+    replica_pod_name,
+    replica_statuses,
+)
 from pytest_topsail.sim.controllers.workload import WorkloadController, owned_pods, owner_reference
 
 GROUP = "kubeflow.org"
@@ -96,7 +105,7 @@ def pod_for_replica(job: dict[str, Any], rtype: str, index: int, rspec: dict[str
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
-            "name": f"{meta['name']}-{rtype.lower()}-{index}",
+            "name": replica_pod_name(meta["name"], rtype, index),
             "namespace": meta.get("namespace"),
             "labels": labels,
             "annotations": dict((template.get("metadata") or {}).get("annotations") or {}),
@@ -104,10 +113,6 @@ def pod_for_replica(job: dict[str, Any], rtype: str, index: int, rspec: dict[str
         },
         "spec": spec,
     }
-
-
-def phase(pod: dict[str, Any]) -> str:
-    return (pod.get("status") or {}).get("phase") or "Pending"
 
 
 class PyTorchJobController(WorkloadController):
@@ -136,49 +141,34 @@ class PyTorchJobController(WorkloadController):
                                     source="pytorchjob-controller")
         wanted = replica_pods(job)
         pods = self.pods_of(job)
-        finished = _finished(job)
-        if not finished:
+        done = finished(job, ("Succeeded", "Failed"))
+        if not done:
             for rank, (rtype, index, rspec) in enumerate(wanted):
-                pod_name = f"{name}-{rtype.lower()}-{index}"
+                pod_name = replica_pod_name(name, rtype, index)
                 if pod_name not in pods:
                     created = self._create_pod(job, pod_for_replica(job, rtype, index, rspec, len(wanted), rank))
                     if created is not None:
                         pods[pod_name] = created
-        status["replicaStatuses"] = self._replica_statuses(name, wanted, pods)
+        status["replicaStatuses"] = replica_statuses(name, wanted, pods)
         status.setdefault("startTime", now)
-        if not finished:
-            conditions = self._progress(job, wanted, pods, conditions, status, now)
+        limit = ((job.get("spec") or {}).get("runPolicy") or {}).get("backoffLimit")
+        outcome = None if done else pytorchjob_outcome(name, wanted, pods, limit)
+        if outcome is not None:
+            conditions = self._apply(job, pods, outcome, conditions, status, now)
         status["conditions"] = conditions
         if status != (job.get("status") or {}):
             self.store.update(self.owners, {**job, "status": status}, subresource="status")
 
-    def _progress(self, job, wanted, pods, conditions, status, now) -> list[dict[str, Any]]:
-        name = job["metadata"]["name"]
-        master = pods.get(f"{name}-master-0")
-        failed = [
-            p for p in pods.values()
-            if phase(p) == "Failed" and (p.get("spec") or {}).get("restartPolicy", "Never") == "Never"
-        ]
-        message = ""
-        if failed:
-            message = f"PyTorchJob {name} has failed because pod {failed[0]['metadata']['name']} failed."
-        elif past_backoff_limit(job, pods.values()):
-            message = f"PyTorchJob {name} has failed because it has reached the specified backoff limit."
-        if message:
-            conditions = self._set(conditions, "Running", "PyTorchJobFailed", message, now, "False")
-            conditions = self._set(conditions, "Failed", "PyTorchJobFailed", message, now)
-            status["completionTime"] = now
-            self.store.record_event(job, "PyTorchJobFailed", message, type="Warning", source="pytorchjob-controller")
-            self._clean(job, pods)
-        elif master is not None and phase(master) == "Succeeded":
-            message = f"PyTorchJob {name} is successfully completed."
-            conditions = self._set(conditions, "Running", "PyTorchJobSucceeded", message, now, "False")
-            conditions = self._set(conditions, "Succeeded", "PyTorchJobSucceeded", message, now)
-            status["completionTime"] = now
-            self.store.record_event(job, "PyTorchJobSucceeded", message, source="pytorchjob-controller")
-            self._clean(job, pods)
-        elif len(pods) >= len(wanted) and all(phase(p) in ("Running", "Succeeded") for p in pods.values()):
-            conditions = self._set(conditions, "Running", "PyTorchJobRunning", f"PyTorchJob {name} is running.", now)
+    def _apply(self, job: dict[str, Any], pods: dict[str, dict[str, Any]], outcome: Outcome,
+               conditions: list[dict[str, Any]], status: dict[str, Any], now: str) -> list[dict[str, Any]]:
+        if outcome.kind == "Running":
+            return self._set(conditions, "Running", outcome.reason, outcome.message, now)
+        conditions = self._set(conditions, "Running", outcome.reason, outcome.message, now, "False")
+        conditions = self._set(conditions, outcome.kind, outcome.reason, outcome.message, now)
+        status["completionTime"] = now
+        kind = "Warning" if outcome.kind == "Failed" else "Normal"
+        self.store.record_event(job, outcome.reason, outcome.message, type=kind, source="pytorchjob-controller")
+        self._clean(job, pods)
         return conditions
 
     def _create_pod(self, job: dict[str, Any], pod: dict[str, Any]) -> dict[str, Any] | None:
@@ -192,18 +182,6 @@ class PyTorchJobController(WorkloadController):
         self.store.record_event(job, "SuccessfulCreatePod", f"Created pod: {pod['metadata']['name']}",
                                 source="pytorchjob-controller")
         return created
-
-    @staticmethod
-    def _replica_statuses(name: str, wanted, pods) -> dict[str, dict[str, int]]:
-        """active / succeeded / failed pods per replica type, as the training operator reports them."""
-        statuses: dict[str, dict[str, int]] = {}
-        for rtype, index, _ in wanted:
-            counts = statuses.setdefault(rtype, {})
-            pod = pods.get(f"{name}-{rtype.lower()}-{index}")
-            if pod is not None:
-                field_name = {"Succeeded": "succeeded", "Failed": "failed"}.get(phase(pod), "active")
-                counts[field_name] = counts.get(field_name, 0) + 1
-        return statuses
 
     @staticmethod
     def _set(conditions, kind: str, reason: str, message: str, now: str, value: str = "True") -> list[dict]:
@@ -220,24 +198,3 @@ class PyTorchJobController(WorkloadController):
                 except ApiError:
                     pass
 
-
-def past_backoff_limit(job: dict[str, Any], pods) -> bool:
-    """The restarts of the job's restartable pods reached `runPolicy.backoffLimit` (unset: never)."""
-    limit = ((job.get("spec") or {}).get("runPolicy") or {}).get("backoffLimit")
-    if limit is None:
-        return False
-    restarts = sum(
-        int(status.get("restartCount") or 0)
-        for pod in pods
-        if (pod.get("spec") or {}).get("restartPolicy") in ("OnFailure", "Always")
-        for status in (pod.get("status") or {}).get("containerStatuses") or ()
-    )
-    return restarts > 0 if int(limit) == 0 else restarts >= int(limit)
-
-
-def _finished(job: dict[str, Any]) -> str | None:
-    for kind in ("Succeeded", "Failed"):
-        cond = condition(job, kind)
-        if cond is not None and cond.get("status") == "True":
-            return kind
-    return None
