@@ -173,8 +173,8 @@ def _run_pod(name: str, phase: str, restart_policy: str = "Never", restarts: int
 def test_job_decisions_are_pure_functions_of_its_spec_and_pods():
     from pytest_topsail.sim.controllers.completion import job_counts, job_outcome, job_pods_wanted
 
-    counts = job_counts([_run_pod("a", "Succeeded"), _run_pod("b", "Running", restarts=2), _run_pod("c", "Running", deleting=True),
-                         _run_pod("d", "Failed")])
+    counts = job_counts([_run_pod("a", "Succeeded"), _run_pod("b", "Running", restarts=2),
+                         _run_pod("c", "Running", deleting=True), _run_pod("d", "Failed")])
     assert ([p["metadata"]["name"] for p in counts.active], counts.succeeded, counts.failed) == (["b"], 1, 3)
     assert job_outcome({"backoffLimit": 2}, counts).reason == "BackoffLimitExceeded"
     assert job_outcome({"completions": 2}, counts) is None
@@ -187,7 +187,8 @@ def test_pytorchjob_outcome():
     from pytest_topsail.sim.controllers.completion import pytorchjob_outcome
 
     wanted = [("Master", 0, {}), ("Worker", 0, {})]
-    running = {"j-master-0": _run_pod("j-master-0", "Running"), "j-worker-0": _run_pod("j-worker-0", "Running", "OnFailure", 1)}
+    running = {"j-master-0": _run_pod("j-master-0", "Running"),
+               "j-worker-0": _run_pod("j-worker-0", "Running", "OnFailure", 1)}
     assert pytorchjob_outcome("j", wanted, running, None).kind == "Running"
     assert pytorchjob_outcome("j", wanted, running, 0).message.endswith("reached the specified backoff limit.")
     assert pytorchjob_outcome("j", wanted, {"j-master-0": running["j-master-0"]}, None) is None  # a pod is missing
