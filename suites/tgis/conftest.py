@@ -1,7 +1,9 @@
 """The TGIS suite's items: (model, config) x case, built from the validated ``tests.tgis`` (settings.py).
 
-Ids read ``<model>/<config short name>/<case name>``; the items of one worker share an xdist group, so under
-``pytest -n`` one process runs them all against one deployment.
+Ids read ``<model>/<config short name>/<case name>``; with ``runner.generate_stream`` every case with one text and no
+expected error also has a streaming twin, as tgis-tester makes them: ``<model>/<config short name>/<case name>/stream``
+(GenerateStream, judged by the streaming rules and, merged, against the same expectation). The items of one worker
+share an xdist group, so under ``pytest -n`` one process runs them all against one deployment.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return  # with -p no:topsail the item errors on its missing fixtures, as every suite's
     suite = topsail.load_suite(metafunc.config, "tgis")
     worker = suite.settings("worker")
+    streams = suite.settings("runner").generate_stream
     cases: list[Case] = []
     for spec in suite.settings("tests.tgis").root:
         model = spec.model.rsplit("/", 1)[-1]
@@ -28,9 +31,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                 settings: dict[str, Any] = {
                     "model": spec.model, "config_name": config.name, "reference": index == 0,
                     "config": config.model_dump(mode="json"), "image": worker.image,
-                    "deploy_mode": worker.deploy_mode, "case": tgis_case.as_settings()}
+                    "deploy_mode": worker.deploy_mode, "case": tgis_case.as_settings(), "stream": False}
                 cases.append(Case(name=tgis_case.name, id=f"{group}/{tgis_case.name}", settings=settings,
                                   source=tgis_case.source, xdist_group=group))
+                if streams and tgis_case.streamable:
+                    cases.append(Case(name=f"{tgis_case.name} [stream]", id=f"{group}/{tgis_case.name}/stream",
+                                      settings={**settings, "stream": True}, source=tgis_case.source,
+                                      xdist_group=group))
     parametrize_cases(metafunc, cases)
 
 

@@ -11,8 +11,8 @@ import pytest_topsail as topsail
 OUTCOME_CODES = {"passed": 2, "skipped": 1, "failed": 0}
 
 
-@topsail.kpi(unit="ms", help="Generate latency of the case's request (unary, whole batch)", lower_better=True,
-             format="{:.1f}")
+@topsail.kpi(unit="ms", lower_better=True, format="{:.1f}",
+             help="Latency of the case's request: Generate (whole batch), or GenerateStream to its last message")
 def request_latency_ms(data: dict[str, Any]) -> float:
     return float(data["latency_ms"])
 
@@ -31,7 +31,8 @@ def figures(records: list[dict[str, Any]]) -> dict[str, Any]:
         if "config_name" not in settings:
             continue
         worker = f"{settings['model'].rsplit('/', 1)[-1]}/{settings['config_name']}"
-        cells[(worker, settings["case"]["name"])] = record.get("outcome", "unknown")
+        name = settings["case"]["name"] + (" [stream]" if settings.get("stream") else "")
+        cells[(worker, name)] = record.get("outcome", "unknown")
     if not cells:
         return {}
     workers = sorted({worker for worker, _ in cells})

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -15,7 +16,7 @@ import pydantic
 import pytest_topsail as topsail
 from pytest_topsail.cases import resolve_case_files
 from pytest_topsail.tgis.casefile import TgisCase, load_case_file
-from pytest_topsail.tgis.evaluation import DEFAULT_REL_TOLERANCE
+from pytest_topsail.tgis.evaluation import DEFAULT_ABS_TOLERANCE, DEFAULT_REL_TOLERANCE, Tolerance
 from pytest_topsail.tgis.model_config import ModelConfig
 
 
@@ -25,6 +26,7 @@ class TgisSpec(topsail.Settings):
     model: str = pydantic.Field(min_length=1)
     configs: list[ModelConfig] = pydantic.Field(min_length=1)
     cases: list[str] = pydantic.Field(min_length=1)
+    strict_case_keys: bool = False  # refuse a case file with a key tgis-tester ignores (default: warn once per file)
     _cases: list[TgisCase] = pydantic.PrivateAttr(default_factory=list)
 
     model_config = pydantic.ConfigDict(extra="forbid", strict=False)  # ModelConfig reads YAML numbers and enums
@@ -43,7 +45,9 @@ class TgisSpec(topsail.Settings):
         loaded: list[TgisCase] = []
         for path in files:
             shown = str(path.relative_to(rootdir)) if path.is_relative_to(rootdir) else str(path)
-            loaded += load_case_file(path, shown)
+            # the xdist controller warns once; its workers read the same files again
+            loaded += load_case_file(path, shown, strict=self.strict_case_keys,
+                                     warn="PYTEST_XDIST_WORKER" not in os.environ)
         return loaded
 
     @property
@@ -87,8 +91,14 @@ class RunnerSettings(topsail.Settings):
 
     generate_stream: bool = True
     evaluation_strategy: Literal["approx_equality", "exact_text_match"] = "approx_equality"
-    rel_tolerance: float = pydantic.Field(DEFAULT_REL_TOLERANCE, gt=0)
+    # logprobs (token and top-token) are equal within abs_tolerance or rel_tolerance (tgis-tester's defaults)
+    abs_tolerance: float = pydantic.Field(DEFAULT_ABS_TOLERANCE, ge=0)
+    rel_tolerance: float = pydantic.Field(DEFAULT_REL_TOLERANCE, ge=0)
     request_timeout_s: float = pydantic.Field(60, gt=0)
+
+    @property
+    def tolerance(self) -> Tolerance:
+        return Tolerance(abs=self.abs_tolerance, rel=self.rel_tolerance)
 
 
 SETTINGS = {"tests.tgis": TgisTests, "worker": WorkerSettings, "runner": RunnerSettings}

@@ -1,4 +1,5 @@
-"""tgis-tester as pytest: one item per (model, config, case), judged against the reference config's answers."""
+"""tgis-tester as pytest: one item per (model, config, case), judged against the reference config's answers; a case
+with one text also has a streaming twin (``.../stream``) judged by the streaming rules."""
 
 from __future__ import annotations
 
@@ -19,10 +20,13 @@ from pytest_topsail.tgis.model_config import ModelConfig
 from pytest_topsail.tgis.recording import record_expectation
 
 
-def skip_reason(config: ModelConfig, case: TgisCase, reference: bool, recording: bool) -> str | None:
+def skip_reason(config: ModelConfig, case: TgisCase, reference: bool, recording: bool, stream: bool) -> str | None:
     """tgis-tester's skips, and the ones of record mode."""
     if recording and not reference:
         return "record mode (--tgis-record): only each model's reference config (its first) runs"
+    if recording and stream != case.stream_form:
+        recorder = "unary item" if stream else "streaming item (its file gives the stream's messages)"
+        return f"record mode (--tgis-record): this case is recorded by its {recorder}"
     if not recording and case.needs_record:
         return f"{case.source}: no expectation yet (neither response nor error): run with --tgis-record"
     if config.is_sharded and case.single_shard_only:
@@ -32,29 +36,32 @@ def skip_reason(config: ModelConfig, case: TgisCase, reference: bool, recording:
     return None
 
 
-async def call(target: str, model: str, case: TgisCase, runner: Any) -> dict[str, Any]:
-    """The case's request: unary answers (or the gRPC error), the streamed messages, the latency."""
+async def call(target: str, model: str, case: TgisCase, runner: Any, stream: bool) -> dict[str, Any]:
+    """The case's request, unary (Generate) or streamed (GenerateStream): the answers (or the gRPC error) in JSON
+    form, and the latency."""
     outcome: dict[str, Any] = {"responses": None, "error": None, "stream": None}
     async with TgisClient(target, model_id=model, timeout=runner.request_timeout_s) as client:
         began = time.perf_counter()
         try:
-            answer = await client.generate(list(case.texts), case.parameters(), prefix_id=case.prefix_id,
-                                           adapter_id=case.adapter_id)
-            outcome["responses"] = [response_dict(response) for response in answer.responses]
+            if stream:
+                outcome["stream"] = [response_dict(message) async for message in client.generate_stream(
+                    case.texts[0], case.parameters(), prefix_id=case.prefix_id, adapter_id=case.adapter_id)]
+            else:
+                answer = await client.generate(list(case.texts), case.parameters(), prefix_id=case.prefix_id,
+                                               adapter_id=case.adapter_id)
+                outcome["responses"] = [response_dict(response) for response in answer.responses]
         except grpc.aio.AioRpcError as error:
             outcome["error"] = [error.code().name, error.details() or ""]
         outcome["latency_ms"] = (time.perf_counter() - began) * 1000
-        if runner.generate_stream and not case.batched and outcome["error"] is None and not case.skip_check:
-            outcome["stream"] = [message async for message in client.generate_stream(
-                case.texts[0], case.parameters(), prefix_id=case.prefix_id, adapter_id=case.adapter_id)]
     return outcome
 
 
 def judge(case: TgisCase, outcome: dict[str, Any], runner: Any) -> list[str]:
     """What differs from the expectation, one line per field."""
+    answered = outcome["stream"] if outcome["stream"] is not None else outcome["responses"]
     if case.error is not None:
         if outcome["error"] is None:
-            return [f"expected error {case.error[0]}: {case.error[1]!r}, got {len(outcome['responses'])} response(s)"]
+            return [f"expected error {case.error[0]}: {case.error[1]!r}, got {len(answered)} response(s)"]
         if tuple(outcome["error"]) != case.error:
             return [f"error: expected {case.error[0]}: {case.error[1]!r}, got {outcome['error'][0]}: "
                     f"{outcome['error'][1]!r}"]
@@ -64,14 +71,12 @@ def judge(case: TgisCase, outcome: dict[str, Any], runner: Any) -> list[str]:
     if case.skip_check:
         return []
     expected = list(case.expected or [])
-    problems = [str(d) for d in compare(expected, outcome["responses"], runner.evaluation_strategy,
-                                        runner.rel_tolerance)]
-    if outcome["stream"] is not None:
-        problems += stream_problems(outcome["stream"])
-        merged = compare(expected[:1], [merge_stream(outcome["stream"])], runner.evaluation_strategy,
-                         runner.rel_tolerance)
-        problems += [f"stream (merged) {difference}" for difference in merged]
-    return problems
+    if outcome["stream"] is None:
+        return [str(d) for d in compare(expected, outcome["responses"], runner.evaluation_strategy,
+                                        runner.tolerance)]
+    problems = stream_problems(outcome["stream"], expected[0], case.params)
+    merged = compare(expected[:1], [merge_stream(outcome["stream"])], runner.evaluation_strategy, runner.tolerance)
+    return problems + [f"stream (merged) {difference}" for difference in merged]
 
 
 def test_tgis(case: topsail.Case, tgis_workers: Any, worker_settings: Any, runner_settings: Any,
@@ -79,8 +84,9 @@ def test_tgis(case: topsail.Case, tgis_workers: Any, worker_settings: Any, runne
     settings = case.settings
     config = ModelConfig.model_validate(settings["config"])
     tgis_case = TgisCase.from_settings(settings["case"])
+    stream = bool(settings["stream"])
     recording = bool(request.config.getoption("tgis_record"))
-    reason = skip_reason(config, tgis_case, settings["reference"], recording)
+    reason = skip_reason(config, tgis_case, settings["reference"], recording, stream)
     if reason:
         pytest.skip(reason)
     try:
@@ -88,12 +94,12 @@ def test_tgis(case: topsail.Case, tgis_workers: Any, worker_settings: Any, runne
                                      worker_settings.env.get(config.name, {}))
     except topsail.TopsailError as error:
         pytest.fail(str(error), pytrace=False)
-    outcome = asyncio.run(call(worker.target, settings["model"], tgis_case, runner_settings))
-    saved = {**outcome, "stream": [response_dict(m) for m in outcome["stream"]] if outcome["stream"] else None}
-    (artifact_dir / "answer.json").write_text(json.dumps(saved, indent=1, default=str), encoding="utf-8")
+    outcome = asyncio.run(call(worker.target, settings["model"], tgis_case, runner_settings, stream))
+    (artifact_dir / "answer.json").write_text(json.dumps(outcome, indent=1, default=str), encoding="utf-8")
     kpis.record_from({"latency_ms": outcome["latency_ms"], "load_seconds": worker.load_seconds})
     if recording:
-        record_expectation(request.config.rootpath, tgis_case, outcome)
+        path = record_expectation(request.config.rootpath, tgis_case, outcome)
+        request.node.user_properties.append(("tgis_recorded", str(path)))
         return
     problems = judge(tgis_case, outcome, runner_settings)
     if problems:

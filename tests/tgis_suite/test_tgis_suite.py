@@ -26,8 +26,9 @@ def run_pytest(tmp: Path, *args: str, timeout: float = 300) -> subprocess.Comple
     return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env)
 
 
-def specs(configs: list[dict], cases: str) -> str:
-    return "tests.tgis=" + json.dumps([{"model": "google/flan-t5-small", "configs": configs, "cases": [cases]}])
+def specs(configs: list[dict], cases: str, **extra: object) -> str:
+    return "tests.tgis=" + json.dumps([{"model": "google/flan-t5-small", "configs": configs, "cases": [cases],
+                                        **extra}])
 
 
 def test_divergent_config_fails_only_its_affected_cases_with_field_diffs(tmp_path: Path) -> None:
@@ -41,10 +42,14 @@ def test_divergent_config_fails_only_its_affected_cases_with_field_diffs(tmp_pat
     assert failed and all(node.startswith("flan-t5-small/tgis_native|bf16/") for node in failed), failed
     # text-bearing cases differ; the unseeded one is only checked to succeed
     assert "flan-t5-small/tgis_native|bf16/greedy-basic" in failed
+    assert "flan-t5-small/tgis_native|bf16/greedy-basic/stream" in failed  # one text: a streaming twin, failing too
+    assert "flan-t5-small/tgis_native|bf16/greedy-batch/stream" not in failed  # two texts: no twin
     assert "flan-t5-small/tgis_native|bf16/sampling-unseeded" not in failed
+    assert "flan-t5-small/tgis_native|bf16/sampling-unseeded/stream" not in failed
     assert "responses[0].text: expected '" in output
     assert "<redacted>" not in output + result.stderr  # no secret was set: every failure message reads whole
-    assert "7 failed, 9 passed" in output  # every reference case passes, and the unseeded one of bf16
+    assert "stream (merged) responses[0].text: expected '" in output
+    assert "13 failed, 17 passed" in output  # every reference case passes, and the unseeded one of bf16
 
 
 def test_record_then_run_passes(tmp_path: Path) -> None:
@@ -59,15 +64,18 @@ def test_record_then_run_passes(tmp_path: Path) -> None:
     spec = specs([REFERENCE, BF16], f"{folder}/*.yaml")
     before = run_pytest(tmp_path, "--var", spec)
     assert before.returncode == 0, before.stdout[-3000:]
-    assert "22 skipped" in before.stdout and "no expectation yet" in before.stdout  # reported, never passed
+    # 11 cases, 10 of them with one text (streaming twins), on 2 configs: reported as skipped, never passed
+    assert "42 skipped" in before.stdout and "no expectation yet" in before.stdout
     recorded = run_pytest(tmp_path, "--var", spec, "--tgis-record")
     assert recorded.returncode == 0, recorded.stdout[-3000:]
     assert "11 passed" in recorded.stdout  # reference config recorded; the other config skipped
+    assert "rewrote 2 case file(s) with the reference's answers:" in recorded.stdout
+    assert f"  {folder / 'basic.yaml'}" in recorded.stdout and f"  {folder / 'errors.yaml'}" in recorded.stdout
     errors = yaml.safe_load((folder / "errors.yaml").read_text())
     assert errors[0]["error"] == {"code": "INVALID_ARGUMENT", "message": "top_p must be > 0.0 and <= 1.0"}
     after = run_pytest(tmp_path, "--var", spec)
     assert after.returncode == 0, after.stdout[-3000:]
-    assert "22 passed" in after.stdout
+    assert "36 passed" in after.stdout  # 11 cases and 7 twins (the 3 error cases have none) per config
 
 
 def test_each_worker_is_deployed_once_under_xdist(tmp_path: Path) -> None:
@@ -106,10 +114,10 @@ BAD_INPUTS = [
                                                            "  response: {responses: [{text: a}]}\n"
                                                            "  error: {code: INVALID_ARGUMENT, message: m}\n")),
      ["both.yaml[0] (case 'x')", "has both response and error"]),
-    ("unknown parameter",
+    ("unknown parameter with strict_case_keys",
      lambda tmp: specs([REFERENCE], write(tmp, "param.yaml", "- name: x\n  request:\n    params: {stoping: {}}\n"
-                                                            "    request: {text: hi}\n")),
-     ["param.yaml[0] (case 'x')", "request.params", "stoping"]),
+                                                            "    request: {text: hi}\n"), strict_case_keys=True),
+     ["param.yaml: unknown key(s) (strict_case_keys is set): [0] (case 'x'): request.params.stoping"]),
     ("malformed case file",
      lambda tmp: specs([REFERENCE], write(tmp, "broken.yaml", "- name: x\n  request: [unclosed\n")),
      ["broken.yaml", "malformed YAML"]),
