@@ -8,6 +8,9 @@ names an environment variable, not its value, and is kept. Every non-empty value
 and booleans included, and so is every value anywhere below a secret key (``credentials: {user: .., pass: ..}``).
 Credentials inside URLs (``https://user:pw@host``) are replaced in any string.
 
+Kubernetes objects (:func:`redact_object`: manifests and objects saved by fixtures) follow the same name rule where
+a value is named: Secret data, and environment variables ``{name: HF_TOKEN, value: ...}``.
+
 Free text (:func:`redact_text`) has no keys: the name rule is not applied there (``inputTokenCount: expected 7`` is no
 secret). It hides the values known to be secret (:func:`secret_values` of the configuration and the case), URL
 credentials, ``Bearer``/``Basic`` credentials and ``Authorization`` values.
@@ -66,6 +69,29 @@ def _redact(data: Any, under_secret: bool) -> Any:
     if isinstance(data, str):
         return redact_url_credentials(data)
     return data
+
+
+def redact_object(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A Kubernetes object (a manifest, an object read back) safe to write: a Secret's ``data``/``stringData``
+    values, the ``value`` of every environment variable whose name is secret (``HF_TOKEN``, ``AWS_SECRET_ACCESS_KEY``;
+    ``valueFrom.secretKeyRef`` is a reference and stays) and URL credentials in any string. Nothing else is hidden:
+    object fields are no free-form settings (``automountServiceAccountToken``, ``secretName`` are kept)."""
+    clean = _redact_object(obj)
+    if clean.get("kind") == "Secret":
+        for key in ("data", "stringData"):
+            if isinstance(clean.get(key), dict):
+                clean[key] = {name: REDACTED for name in clean[key]}
+    return clean
+
+
+def _redact_object(data: Any) -> Any:
+    if isinstance(data, Mapping):
+        secret_env = isinstance(data.get("name"), str) and "value" in data and is_secret_key(data["name"])
+        return {key: REDACTED if secret_env and key == "value" and data[key] not in (None, "")
+                else _redact_object(value) for key, value in data.items()}
+    if isinstance(data, list | tuple):
+        return [_redact_object(item) for item in data]
+    return redact_url_credentials(data) if isinstance(data, str) else data
 
 
 def redact_url_credentials(text: str) -> str:

@@ -4,7 +4,6 @@ objects and events captured at its end. Secret values are never written.
 
 from __future__ import annotations
 
-import copy
 import re
 import shlex
 from collections.abc import Iterable
@@ -15,23 +14,20 @@ import yaml
 
 from pytest_topsail.kube.client import Kube, KubeError, ObjectRef
 from pytest_topsail.kube.events import events_for, format_event
+from pytest_topsail.redact import redact_object
 
-REDACTED = "<redacted>"
 MANIFESTS_DIR = "manifests"
 REPRODUCER = "reproduce.sh"
 
 
 def redact(obj: dict[str, Any]) -> dict[str, Any]:
-    """A copy safe to write: Secret values replaced, managedFields and last-applied annotations dropped."""
-    clean = copy.deepcopy(obj)
+    """A copy safe to write (the one rule, ``redact_object``: Secret values, env values of secret names, URL
+    credentials), managedFields and last-applied annotations dropped."""
+    clean = redact_object(obj)
     meta = clean.get("metadata") or {}
     meta.pop("managedFields", None)
     annotations = meta.get("annotations") or {}
     annotations.pop("kubectl.kubernetes.io/last-applied-configuration", None)
-    if clean.get("kind") == "Secret":
-        for key in ("data", "stringData"):
-            if isinstance(clean.get(key), dict):
-                clean[key] = {name: REDACTED for name in clean[key]}
     return clean
 
 

@@ -108,8 +108,9 @@ def load_case_file(path: Path, shown: str, strict: bool = False, warn: bool = Tr
     if unknown and strict:
         raise TopsailError(f"{shown}: unknown key(s) (strict_case_keys is set): {'; '.join(unknown)}")
     if unknown and warn:
-        warnings.warn(TgisCaseFileWarning(f"{shown}: {len(unknown)} unknown key(s) ignored, as tgis-tester ignores "
-                                          f"them: {'; '.join(unknown)}"), stacklevel=2)
+        # attributed to the case file itself (``<file>:0: TgisCaseFileWarning: ...``), not to a line of our code
+        warnings.warn_explicit(f"{len(unknown)} unknown key(s) ignored, as tgis-tester ignores them: "
+                               f"{'; '.join(unknown)}", TgisCaseFileWarning, filename=shown, lineno=0)
     return cases
 
 
@@ -190,8 +191,8 @@ def _texts(request: dict[str, Any], where: str, label: str, unknown: list[str]) 
 
 def _expected(response: Any, count: int, where: str, label: str, unknown: list[str]) -> tuple[dict[str, Any], ...]:
     """The unary expectation: ``{responses: [...]}`` as written, or the streaming form's messages merged."""
+    messages: Any = response
     if isinstance(response, list):
-        messages = response
         if len(messages) < 2:
             raise TopsailError(f"{where}: response: the streaming form lists GenerateStream's messages, at least "
                                f"2 (input info, then tokens); got {len(messages)}")

@@ -80,7 +80,7 @@ def splice_expectation(text: str, index: int, key: str, value: Any) -> str | Non
 
 def _last_end(node: yaml.Node) -> int:
     """Where a node's own text ends (a block collection's end mark lies after the comments that follow it)."""
-    if isinstance(node, yaml.ScalarNode) or node.flow_style or not node.value:
+    if not isinstance(node, yaml.CollectionNode) or node.flow_style or not node.value:
         return int(node.end_mark.index)
     last = node.value[-1]
     return _last_end(last[1] if isinstance(last, tuple) else last)

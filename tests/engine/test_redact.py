@@ -66,3 +66,22 @@ def test_known_secret_values_are_hidden_in_text_without_mangling_code() -> None:
             "E   AssertionError: refused 987654321 (from pw-in-url), 1234 jobs")
     assert redact_text(text, secrets) == ('    password = config.get("db.pg_password")\n'
                                           f"E   AssertionError: refused {REDACTED} (from {REDACTED}), 1234 jobs")
+
+
+def test_redact_object_hides_secret_env_values_and_secret_data_only() -> None:
+    from pytest_topsail.redact import redact_object
+
+    pod = {"kind": "Pod", "spec": {"automountServiceAccountToken": False, "containers": [{"env": [
+        {"name": "HF_TOKEN", "value": "hf_canary"}, {"name": "MAX_NEW_TOKENS", "value": "1024"},
+        {"name": "AWS_SECRET_ACCESS_KEY", "value": "aws-canary"},
+        {"name": "STORAGE", "value": "s3://user:url-canary@minio:9000/models"},
+        {"name": "API_KEY", "valueFrom": {"secretKeyRef": {"name": "hub", "key": "token"}}}]}],
+        "volumes": [{"name": "creds", "secret": {"secretName": "hub"}}]}}
+    clean = redact_object(pod)
+    env = clean["spec"]["containers"][0]["env"]
+    assert [item.get("value") for item in env] == [REDACTED, "1024", REDACTED, f"s3://{REDACTED}@minio:9000/models",
+                                                  None]
+    assert env[4] == pod["spec"]["containers"][0]["env"][4]  # a reference, untouched
+    assert clean["spec"]["volumes"] == pod["spec"]["volumes"] and clean["spec"]["automountServiceAccountToken"] is False
+    assert redact_object({"kind": "Secret", "stringData": {"token": "x"}})["stringData"] == {"token": REDACTED}
+    assert pod["spec"]["containers"][0]["env"][0]["value"] == "hf_canary"  # a copy

@@ -61,9 +61,10 @@ def test_every_form_is_read_and_extra_keys_warn_once_naming_file_and_keys(tmp_pa
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         cases = {case.name: case for case in load_case_file(write(tmp_path), "cases.yaml")}
-    messages = [str(w.message) for w in caught if issubclass(w.category, TgisCaseFileWarning)]
-    assert len(messages) == 1, messages
-    assert messages[0].startswith("cases.yaml: 3 unknown key(s) ignored")
+    found = [w for w in caught if issubclass(w.category, TgisCaseFileWarning)]
+    assert len(found) == 1 and found[0].filename == "cases.yaml", found
+    messages = [str(found[0].message)]
+    assert messages[0].startswith("3 unknown key(s) ignored, as tgis-tester ignores them: ")
     for key in ("[1] (case 'batched'): description", "request.params.stopping.stoping", "[3] (case 'refused'): "
                 "error.details"):
         assert key in messages[0]

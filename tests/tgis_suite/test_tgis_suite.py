@@ -96,6 +96,26 @@ def test_each_worker_is_deployed_once_under_xdist(tmp_path: Path) -> None:
     assert len(created) == 3  # one per (model, config), whatever the number of xdist workers
 
 
+def test_secrets_in_worker_env_stay_out_of_saved_manifests_and_objects(tmp_path: Path) -> None:
+    canaries = {"HF_TOKEN": "hf_canary_token_1", "HUGGING_FACE_HUB_TOKEN": "canary-hub-2",
+                "DB_PASSWORD": "canary-pw-3", "MODEL_STORE": "s3://robot:canary-url-4@minio.example:9000/models"}
+    env = "worker.env=" + json.dumps({"tgis_native|f16": canaries})
+    result = run_pytest(tmp_path, "--var", specs([REFERENCE], "cases/tgis/flan-t5-small/errors.yaml"), "--var", env)
+    assert result.returncode == 0, result.stdout[-3000:]
+    steps = list((tmp_path / "artifacts").glob("*__tgis_worker_*"))
+    assert len(steps) == 1 and (steps[0] / "manifests.yaml").is_file() and (steps[0] / "final_objects.yaml").is_file()
+    secrets = ("hf_canary_token_1", "canary-hub-2", "canary-pw-3", "canary-url-4")
+    for path in (tmp_path / "artifacts").rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert not [secret for secret in secrets if secret.encode() in data], path
+    assert not [secret for secret in secrets if secret in result.stdout + result.stderr]
+    manifests = (steps[0] / "manifests.yaml").read_text()
+    assert "name: HF_TOKEN\n" in manifests and "value: <redacted>" in manifests
+    assert "s3://<redacted>@minio.example:9000/models" in manifests
+    assert "name: MAX_NEW_TOKENS" in manifests and "value: '1024'" in manifests  # not a secret: kept
+
+
 def write(tmp: Path, name: str, text: str) -> str:
     path = tmp / name
     path.write_text(text)
