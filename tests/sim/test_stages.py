@@ -11,7 +11,7 @@ import pytest
 from controller_harness import CORE, condition_status, phase, profile, run, running_sim, wait_for
 
 from pytest_topsail.errors import TopsailError
-from pytest_topsail.sim.controllers.olm import PACKAGES
+from pytest_topsail.sim.controllers.olm import PACKAGES, crd_manifest
 from pytest_topsail.sim.controllers.stages import load_stages
 
 SPECS = [*CORE, "pytest_topsail.sim.controllers.stages:StagesController"]
@@ -101,3 +101,27 @@ def test_a_wrong_stage_file_is_one_message_naming_the_file_and_the_stage(tmp_pat
         load_stages(path)
     assert str(info.value).startswith(f"simulator stages {path}: ")
     assert expected in str(info.value)
+
+
+def test_a_suite_describes_its_own_operator_as_stages(tmp_path):
+    (tmp_path / "widgets.yaml").write_text(
+        "- name: widget-ready\n  resource: widgets.example.com\n  when: obj.status.phase != 'Ready'\n  delay: 250\n"
+        "  status: 'phase: Ready\n\n    size: {{ obj.spec.size * 2 }}'\n"
+        "  event: {reason: Ready, message: 'widget {{ obj.metadata.name }} is ready', source: widget-operator}\n")
+    (tmp_path / "widgets.py").write_text(
+        "from pathlib import Path\n\nfrom pytest_topsail.sim.controllers.stages import StagesController\n\n\n"
+        "class Widgets(StagesController):\n    name = 'widgets'\n"
+        "    stages_file = Path(__file__).with_name('widgets.yaml')\n")
+
+    async def scenario():
+        async with running_sim(profile(), [*CORE, f"{tmp_path / 'widgets.py'}:Widgets"]) as sim:
+            widgets = sim.store.register_crd(crd_manifest("example.com", "v1", "Widget", "widgets", "Namespaced"))
+            sim.store.create(widgets, {"apiVersion": "example.com/v1", "kind": "Widget",
+                                       "metadata": {"name": "w", "namespace": "default"}, "spec": {"size": 3}})
+            started = asyncio.get_running_loop().time()
+            await wait_for(lambda: sim.store.get(widgets, "default", "w").get("status"), "widget status")
+            assert asyncio.get_running_loop().time() - started == pytest.approx(0.25, abs=0.01)
+            assert sim.store.get(widgets, "default", "w")["status"] == {"phase": "Ready", "size": 6}
+            assert sim.event_reasons("w") == ["Ready"]
+
+    run(scenario, virtual_time=True)
