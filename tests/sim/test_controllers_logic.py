@@ -197,3 +197,23 @@ def test_pytorchjob_outcome():
     failed = {**running, "j-master-0": _run_pod("j-master-0", "Failed")}
     assert pytorchjob_outcome("j", wanted, failed, None).message == (
         "PyTorchJob j has failed because pod j-master-0 failed.")
+
+
+def test_a_pods_run_is_planned_from_its_containers_a_workload_and_faults():
+    import math
+
+    from pytest_topsail.sim.controllers.containers import ContainerPlan
+    from pytest_topsail.sim.controllers.pods import PodRun, plan_run
+    from pytest_topsail.sim.controllers.runtime import WorkloadPlan
+    from pytest_topsail.sim.profile import PodFault
+
+    plans = [ContainerPlan("main", None, 0, ""), ContainerPlan("side", 2.0, 3, "")]
+    run = PodRun()
+    plan_run(run, plans, 5.0, None, None, hang=False)
+    assert (run.run_seconds, run.exit_code) == (5.0, 3)
+    plan_run(run, plans, math.inf, None, PodFault(action="fail", after_ms=1500, exit_code=7), hang=False)
+    assert (run.run_seconds, run.exit_code, run.fault_message) == (1.5, 7, "failure injected by the simulator profile")
+    workload = WorkloadPlan("main", 60.0, logs=[(0.0, "loading"), (1.0, "step 1")], preamble=1)
+    run = PodRun()
+    plan_run(run, plans, 5.0, workload, None, hang=True)
+    assert (run.run_seconds, run.workload, run.timed_logs) == (math.inf, "main", [(0.0, "main", "loading")])

@@ -18,13 +18,16 @@ import math
 import time
 from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from pytest_topsail.sim.controllers.base import Controller, now_seconds, set_condition
 from pytest_topsail.sim.controllers.containers import ContainerPlan, plan_containers
-from pytest_topsail.sim.controllers.runtime import workload_plan
+from pytest_topsail.sim.controllers.runtime import WorkloadPlan, workload_plan
 from pytest_topsail.sim.controllers.scheduler import TERMINAL, pod_fault, stage_for
 from pytest_topsail.sim.store import format_time
+
+if TYPE_CHECKING:
+    from pytest_topsail.sim.profile import PodFault
 
 MAX_BACKOFF = 30.0  # seconds, like the kubelet's cap is 5 minutes; kept short for tests
 
@@ -155,32 +158,14 @@ class PodLifecycle(Controller):
         self._plan(pod, run)
 
     def _plan(self, pod: dict[str, Any], run: PodRun) -> None:
-        run.plans = plan_containers(pod)
-        planned = [p.duration for p in run.plans]
-        durations: list[float] = [d for d in planned if d is not None]
-        if len(durations) < len(planned):
-            if _owned_by_job(pod):
-                key = (pod["metadata"].get("namespace") or "", pod["metadata"]["name"])
-                complete = stage_for(pod, "complete", self.profile.stages.complete)
-                default = self.delay(complete, *key, "complete")
-            else:
-                default = math.inf
-            durations = [default if d is None else d for d in planned]
-        run.run_seconds = max(durations, default=math.inf)
-        run.exit_code = next((p.exit_code for p in run.plans if p.exit_code), 0)
-        workload = workload_plan(self.store, pod)
-        if workload is not None:
-            run.run_seconds, run.exit_code, run.reason = workload.run_seconds, workload.exit_code, workload.reason
-            run.workload = workload.container
-            run.timed_logs = [(offset, workload.container, line) for offset, line in workload.logs]
-        fault = pod_fault(self.profile.faults.pods, self.seed, pod, "fail")
-        if fault is not None:
-            run.run_seconds = min(run.run_seconds, fault.after_ms / 1000.0)
-            run.exit_code = fault.exit_code
-            run.fault_message = fault.message
-        if pod_fault(self.profile.faults.pods, self.seed, pod, "hang") is not None:
-            run.run_seconds = math.inf
-            run.timed_logs = run.timed_logs[:workload.preamble] if workload is not None else []
+        plans = plan_containers(pod)
+        default = math.inf
+        if _owned_by_job(pod) and any(p.duration is None for p in plans):
+            key = (pod["metadata"].get("namespace") or "", pod["metadata"]["name"])
+            default = self.delay(stage_for(pod, "complete", self.profile.stages.complete), *key, "complete")
+        faults = self.profile.faults.pods
+        plan_run(run, plans, default, workload_plan(self.store, pod), pod_fault(faults, self.seed, pod, "fail"),
+                 hang=pod_fault(faults, self.seed, pod, "hang") is not None)
 
     def _start(self, pod: dict[str, Any], run: PodRun, status: dict[str, Any]) -> None:
         meta = pod["metadata"]
@@ -296,6 +281,28 @@ class PodLifecycle(Controller):
         self._ips += 1
         n = self._ips
         return f"10.{128 + (n >> 16) % 64}.{(n >> 8) & 255}.{n & 255}"
+
+
+def plan_run(run: PodRun, plans: list[ContainerPlan], default_seconds: float, workload: WorkloadPlan | None,
+             fail: PodFault | None, hang: bool) -> None:
+    """What the pod's containers will do (pure): the longest container run time (`default_seconds` for a container
+    whose command says nothing about it), the first non-zero exit code; a workload runtime's plan replaces both and
+    brings timed logs; a `fail` fault cuts the run short with its exit code, a `hang` makes it endless after the
+    workload's preamble lines."""
+    run.plans = plans
+    run.run_seconds = max((default_seconds if p.duration is None else p.duration for p in plans), default=math.inf)
+    run.exit_code = next((p.exit_code for p in plans if p.exit_code), 0)
+    if workload is not None:
+        run.run_seconds, run.exit_code, run.reason = workload.run_seconds, workload.exit_code, workload.reason
+        run.workload = workload.container
+        run.timed_logs = [(offset, workload.container, line) for offset, line in workload.logs]
+    if fail is not None:
+        run.run_seconds = min(run.run_seconds, fail.after_ms / 1000.0)
+        run.exit_code = fail.exit_code
+        run.fault_message = fail.message
+    if hang:
+        run.run_seconds = math.inf
+        run.timed_logs = run.timed_logs[:workload.preamble] if workload is not None else []
 
 
 def _cond(kind: str, value: str, now: str, reason: str | None = None, message: str | None = None) -> dict[str, Any]:
