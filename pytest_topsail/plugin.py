@@ -13,11 +13,13 @@ import pytest
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     from pytest_topsail import engine_fixtures, hookspec
+    from pytest_topsail.metrics import fixture as metrics_plugin
     from pytest_topsail.report import plugin as report_plugin
 
     pluginmanager.add_hookspecs(hookspec)
     pluginmanager.register(engine_fixtures, "topsail-engine-fixtures")
     pluginmanager.register(report_plugin, "topsail-report")
+    pluginmanager.register(metrics_plugin, "topsail-metrics")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pytest_topsail.fine_tuning.catalog import DatasetSpec, ModelSpec, builtin_catalog
 from pytest_topsail.fine_tuning.estimate import (
     MemoryCoefficients,
+    MemoryEstimate,
     Point,
     flops_per_token,
     memory_per_gpu,
@@ -47,6 +48,7 @@ from pytest_topsail.hardware import GPU_PROFILES, profile_of_label
 from pytest_topsail.kube.quantity import parse_memory_bytes
 from pytest_topsail.sim.controllers.base import Controller, stable_fraction
 from pytest_topsail.sim.controllers.runtime import WorkloadPlan, add_runtime, remove_runtime
+from pytest_topsail.sim.gpuactivity import Usage
 
 GIB = 2**30
 
@@ -90,6 +92,7 @@ class FineTuningModel(BaseModel):
     frozen_bytes_per_param: float = Field(2.0, gt=0)
     quantized_bytes_per_param: float = Field(0.55, gt=0)
     progress_lines: int = Field(20, ge=1, le=1000)  # progress dicts per run (HF logging_steps)
+    gpu_busy: float = Field(0.97, gt=0, le=1)  # share of a step with a kernel running (DCGM GPU utilization), 1 GPU
     gpus: dict[str, GpuPerformance] = Field(default_factory=_default_gpus)  # by GPU profile name
     catalog: dict[str, Any] = Field(default_factory=dict)  # extra {models: {...}, datasets: {...}}
 
@@ -245,7 +248,29 @@ def _plan(job: Job, gpu: Gpu, model: FineTuningModel, seed: int, spec: ModelSpec
     logs += [(end, repr(summary)), ((load_s + runtime + model.save_s) * scale, "Training completed, model saved")]
     if job.rank != 0:  # the trainer logs from the main process only
         logs = logs[:1]
-    return _plan_of(run_seconds=(load_s + runtime + model.save_s) * scale, logs=logs, preamble=3)
+    usage = _usage(job, spec, model, needed, load_s, runtime)
+    return _plan_of(run_seconds=(load_s + runtime + model.save_s) * scale, logs=logs, preamble=3, usage=usage)
+
+
+def gpu_utilization(model: FineTuningModel, params_b: float, gpus_per_pod: int, pods: int) -> float:
+    """DCGM GPU utilization (%) while training: the busy share of a step, less the time spent waiting for the
+    other GPUs (1 - scaling efficiency)."""
+    return 100.0 * model.gpu_busy * scaling_efficiency(model, params_b, gpus_per_pod, pods)
+
+
+def _usage(job: Job, spec: ModelSpec, model: FineTuningModel, needed: MemoryEstimate, load_s: float,
+           runtime: float) -> list[tuple[float, Usage]]:
+    """What the trainer does on each GPU and CPU (sim/gpuactivity.py): imports and data loading, then the model
+    states on the GPU while loading, then training at the memory estimate and the model's utilization, then saving."""
+    scale, mib = model.time_scale, 1024.0
+    host = _host_bytes(spec, job)
+    states = (needed.model_states_gib + needed.reserve_gib) * mib
+    training = Usage(gpu_utilization(model, spec.params_b, job.gpus_per_pod, job.pods), needed.total_gib * mib,
+                     cpu_cores=1.0 * job.gpus_per_pod, memory_bytes=host)
+    return [(0.0, Usage(cpu_cores=1.0, memory_bytes=2 * GIB)),
+            (model.startup_s * scale, Usage(0.0, states, cpu_cores=1.0, memory_bytes=host)),
+            (load_s * scale, training),
+            ((load_s + runtime) * scale, Usage(0.0, states, cpu_cores=1.0, memory_bytes=host))]
 
 
 def _host_bytes(spec: ModelSpec, job: Job) -> float:

@@ -47,6 +47,7 @@ class ItemOutputs:
     def replot(self, root: Path) -> None:
         """``--topsail-replot``: the items saved under ``root``, parsed again by their suite's kpis.py when it
         still loads (else their saved KPIs), each processed as if it had just run."""
+        from pytest_topsail.metrics.collect import replot as metric_kpis
         from pytest_topsail.report.plugin import suite_kpis_of
         from pytest_topsail.report.replot import load_items, reparse
         from pytest_topsail.suites import load_suite
@@ -60,8 +61,10 @@ class ItemOutputs:
                 problems.append(f"{record['artifact_dir']}: suite {record['suite']!r} not loaded ({error}); "
                                 "saved KPIs used")
             else:
+                saved = list(record.get("kpis") or [])
                 if suite_kpis.parse is not None:
                     reparse(record, suite_kpis, suite_kpis.parse, problems)
+                metric_kpis(record, saved, suite_kpis)  # metric KPIs and figures from the saved series (metrics/)
             self.process(record)
 
     def run_metadata(self, suite: str) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import yaml
 from aiohttp import web
 
-from . import apierror, discovery, fieldmanager, openapi, podexec, portforward, protobuf, reviews
+from . import apierror, discovery, exporters, fieldmanager, openapi, podexec, portforward, protobuf, reviews
 from .apierror import ApiError
 from .listoptions import EXACT, check_list_options, requested_version, too_large
 from .metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -146,6 +146,7 @@ class ApiServer:
         self._authorization = f"Bearer {token}"
         self._token = token
         self.metrics = ApiMetrics(store.object_counts)
+        self.exporters = exporters.Exporters(store)  # dcgm-exporter and cAdvisor series (sim/exporters.py)
         self._faults = list(api_faults)
         self._random = random.Random(seed)
         self._audit = open(audit_log, "a", encoding="utf-8", buffering=1) if audit_log else None  # noqa: SIM115
@@ -286,6 +287,8 @@ class ApiServer:
             return web.Response(text="ok")
         if path == "/metrics":
             return web.Response(body=self.metrics.exposition(), headers={"Content-Type": METRICS_CONTENT_TYPE})
+        if path in exporters.PATHS:
+            return web.Response(body=self.exporters.render(path), headers={"Content-Type": exporters.CONTENT_TYPE})
         if path == "/version":
             return _json_response(discovery.version_info())
         if path == openapi.V2_PATH and "protobuf" in request.headers.get("Accept", ""):

@@ -41,6 +41,7 @@ from pytest_topsail.sim.controllers.base import Controller, condition, now_secon
 from pytest_topsail.sim.controllers.containers import ANNOTATION_PREFIX
 from pytest_topsail.sim.controllers.olm import crd_manifest
 from pytest_topsail.sim.controllers.workload import owner_reference
+from pytest_topsail.sim.gpuactivity import Live, Usage, gpu_activity
 from pytest_topsail.sim.patch import MERGE_PATCH
 from pytest_topsail.sim.podexec import environment
 from pytest_topsail.sim.portforward import ENDPOINT_ANNOTATION
@@ -274,6 +275,8 @@ class KServeController(Controller):
             self.servers.pop(metadata["uid"], None)
             await running.stop(0)
             return
+        gpu_activity(self.store).report(metadata["uid"], Live(serving_usage(running.backend, settings),
+                                                              str(container.get("name") or "")))
         self.store.record_event(pod, "ModelLoaded", f"TGIS reference server for {model} serving on "
                                 f"{running.address}", source=SOURCE)
 
@@ -476,3 +479,26 @@ def _failure_status(isvc: dict[str, Any], reason: str, message: str, transition:
                             "lastFailureInfo": failure},
             "deploymentMode": "RawDeployment"}
 
+
+
+def serving_usage(backend: Any, settings: Any) -> Any:
+    """What a model server does on its GPUs, read at each scrape (sim/gpuactivity.py): utilization follows the batch
+    occupancy (running requests over max_batch_size), memory is the weights plus the KV cache of the running batch
+    (tgis/sizing.py: the weights' 20% overhead is the full batch's KV cache and activations)."""
+    from pytest_topsail.tgis.sizing import OVERHEAD, check_fit
+
+    config = backend.config
+    if config.is_cpu_only:
+        return lambda: Usage(cpu_cores=1.0 + backend.running * 0.1, memory_bytes=0.0)
+    try:
+        full_mib = check_fit(config, settings.gpu_profile, settings.model_name).required_gib * 1024
+    except ValueError:  # a GPU profile sizing does not know: no memory figure
+        full_mib = 0.0
+    weights_mib = full_mib / OVERHEAD
+
+    def read() -> Usage:
+        occupancy = min(1.0, backend.running / config.max_batch_size)
+        return Usage(100.0 * occupancy, weights_mib + (full_mib - weights_mib) * occupancy,
+                     cpu_cores=0.5 + 0.5 * occupancy, memory_bytes=4 * 2**30)
+
+    return read

@@ -24,6 +24,7 @@ from pytest_topsail.sim.controllers.base import Controller, now_seconds, set_con
 from pytest_topsail.sim.controllers.containers import ContainerPlan, plan_containers
 from pytest_topsail.sim.controllers.runtime import WorkloadPlan, workload_plan
 from pytest_topsail.sim.controllers.scheduler import TERMINAL, pod_fault, stage_for
+from pytest_topsail.sim.gpuactivity import Phases, Usage, gpu_activity
 from pytest_topsail.sim.store import format_time
 
 if TYPE_CHECKING:
@@ -48,6 +49,7 @@ class PodRun:
     timed_logs: list[tuple[float, str, str]] = field(default_factory=list)  # (offset s, container, line)
     logged: int = 0  # timed log lines written so far
     started_loop: float = 0.0  # the event loop's clock at the start (timers run on it; virtual in tests)
+    usage: list[tuple[float, Usage]] = field(default_factory=list)  # a workload's GPU/CPU use by offset
 
 
 def _owned_by_job(pod: dict[str, Any]) -> bool:
@@ -171,6 +173,9 @@ class PodLifecycle(Controller):
         meta = pod["metadata"]
         namespace, name = meta.get("namespace") or "", meta["name"]
         run.started_at = time.time()
+        if run.usage:  # what the workload does on its GPUs, for the metric exporters (sim/exporters.py)
+            gpu_activity(self.store).report(meta["uid"], Phases(
+                tuple((run.started_at + offset, usage) for offset, usage in run.usage), run.workload))
         started = now_seconds()
         previous = {s["name"]: s for s in status.get("containerStatuses") or ()}
         statuses = []
@@ -296,6 +301,7 @@ def plan_run(run: PodRun, plans: list[ContainerPlan], default_seconds: float, wo
         run.run_seconds, run.exit_code, run.reason = workload.run_seconds, workload.exit_code, workload.reason
         run.workload = workload.container
         run.timed_logs = [(offset, workload.container, line) for offset, line in workload.logs]
+        run.usage = list(workload.usage)
     if fail is not None:
         run.run_seconds = min(run.run_seconds, fail.after_ms / 1000.0)
         run.exit_code = fail.exit_code

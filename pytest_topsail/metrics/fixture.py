@@ -1,0 +1,270 @@
+"""pytest side of the metrics (registered by pytest_topsail.plugin): the run's Prometheus, and each item's metric
+KPIs, series and figures.
+
+An item gets metric KPIs when its suite has a ``metrics:`` section and the ``cluster`` fixture was opened in its
+process (the run's Prometheus is chosen, or started, right after it). The window is the item's call phase; its
+queries run when the call ends, through the item's ``kpis`` recorder (labels and verdicts as the suite's own KPIs).
+Problems (no binary, Prometheus unreachable, 401/403) are one line each, shown once per process, noted in the item's
+``metrics/NOTE.txt``; the item itself is never failed by them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from pytest_topsail.metrics.settings import MetricsSettings
+    from pytest_topsail.metrics.source import Source
+
+CALL_WINDOW_KEY = pytest.StashKey[tuple[float, float]]()
+SETTLE_MARGIN_S = 0.5
+
+
+@dataclass
+class MetricsRun:
+    """Per-process state (``config.stash``)."""
+
+    source: Source | None = None
+    told: set[str] = field(default_factory=set)
+    scraping: bool = False  # the local server's targets were seen up
+
+
+RUN_KEY = pytest.StashKey[MetricsRun]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("topsail", "pytest-topsail (performance and scale suites)")
+    group.addoption("--topsail-prometheus", dest="topsail_prometheus", default=None, metavar="URL",
+                    help="read the metric KPIs from this Prometheus (overrides metrics.prometheus.url)")
+
+
+def _run(config: pytest.Config) -> MetricsRun:
+    return config.stash.setdefault(RUN_KEY, MetricsRun())
+
+
+def tell(config: pytest.Config, item: pytest.Item | None, message: str) -> None:
+    """One line per distinct problem and process: the progress stream (terminal) and a pytest warning."""
+    state = _run(config)
+    if message in state.told:
+        return
+    state.told.add(message)
+    from pytest_topsail.progress import Progress
+
+    Progress(config)(message)
+    if item is not None:
+        item.warn(pytest.PytestWarning(message))
+
+
+# ------------------------------------------------------------------ the run's Prometheus
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest) -> Generator[
+        None, object, object]:
+    """As soon as the cluster is open (a fixture of the item asked for it), the run's Prometheus is chosen or started:
+    the rest of the item's preparation overlaps its first scrapes."""
+    result = yield
+    if fixturedef.argname == "cluster" and _run(request.config).source is None:
+        settings = _first_settings(request.config)
+        if settings is not None:
+            open_source(request.config, settings, result)
+    return result
+
+
+def _first_settings(config: pytest.Config) -> MetricsSettings | None:
+    from pytest_topsail.errors import TopsailError
+    from pytest_topsail.metrics.settings import metrics_settings
+    from pytest_topsail.suites import load_suites_in_scope
+
+    try:
+        found = [metrics_settings(suite.config) for suite in load_suites_in_scope(config)]
+    except TopsailError:
+        return None
+    return next((settings for settings in found if settings is not None), None)
+
+
+def open_source(config: pytest.Config, settings: MetricsSettings, cluster: Any) -> Source:
+    """Where the metrics of the run come from (see metrics/source.py): chosen once per process with the settings of
+    the first suite in scope that has metrics (the local server: once per run)."""
+    from pytest_topsail.errors import TopsailError
+    from pytest_topsail.metrics.source import Source, remote_source
+
+    url = config.getoption("topsail_prometheus", None) or settings.prometheus.url
+    try:
+        if url == "auto" and cluster.mode == "sim":
+            source = _local_source(config, settings, cluster)
+        else:
+            source = remote_source(settings.prometheus, url, cluster.kube, "metrics.prometheus")
+    except TopsailError as error:
+        source = Source(description="none", problem=f"{error}; metric KPIs absent")
+    _run(config).source = source
+    return source
+
+
+def _local_source(config: pytest.Config, settings: MetricsSettings, cluster: Any) -> Source:
+    from pytest_topsail.cluster.fixture import run_once
+    from pytest_topsail.metrics.client import Prometheus
+    from pytest_topsail.metrics.source import Source
+
+    interval = settings.prometheus.scrape_interval_s
+    shared = run_once(config, "prometheus", lambda: _start_local(config, settings, cluster),
+                      wait_timeout=settings.prometheus.start_timeout_s + 60)
+    if shared.get("problem"):
+        return Source(description="none", problem=shared["problem"])
+    return Source(description=f"{shared['url']} (Prometheus scraping the simulator every {interval:g} s)",
+                  prometheus=Prometheus(shared["url"], timeout_s=settings.prometheus.timeout_s),
+                  local_interval_s=interval, local_pid=shared["pid"], local_artifacts=shared["artifacts"])
+
+
+def _start_local(config: pytest.Config, settings: MetricsSettings, cluster: Any) -> dict[str, Any]:
+    import os
+
+    from pytest_topsail.artifacts import artifacts_root, next_artifact_dir
+    from pytest_topsail.cluster.fixture import shared_dir
+    from pytest_topsail.errors import TopsailError
+    from pytest_topsail.metrics.local import INSTALL_HINT, find_binary, start_local
+    from pytest_topsail.metrics.source import kubeconfig_credentials
+
+    options = settings.prometheus
+    binary = find_binary(options.binary)
+    if binary is None:
+        return {"problem": INSTALL_HINT.format(binary=options.binary)}
+    _, token, ca = kubeconfig_credentials(cluster.kubeconfig_path, cluster.context)
+    try:
+        local = start_local(binary=binary, private_dir=shared_dir(config) / "prometheus",
+                            artifacts_dir=next_artifact_dir("prometheus", parent=artifacts_root(config)),
+                            target_url=cluster.url, token=token, ca_pem=ca, interval_s=options.scrape_interval_s,
+                            watch_pid=cluster.sim_pid or os.getpid(), timeout_s=options.start_timeout_s)
+    except TopsailError as error:
+        return {"problem": f"{error}; metric KPIs absent"}
+    return {"url": local.url, "pid": local.pid, "artifacts": str(local.config_path.parent)}
+
+
+# ------------------------------------------------------------------ each item
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    state = item.config.stash.get(RUN_KEY, None)
+    source = state.source if state is not None else None
+    if state is not None and source is not None and source.local_interval_s and not state.scraping:
+        state.scraping = True
+        _wait_scraping(item, source)
+    start = time.time()
+    try:
+        return (yield)
+    finally:
+        item.stash[CALL_WINDOW_KEY] = (start, time.time())
+
+
+def _wait_scraping(item: pytest.Item, source: Source) -> None:
+    """Prometheus sends a new server its targets after ~5 s (its discovery manager): the first item waits for the
+    first scrapes, so that its window has samples (the other preparation overlaps most of that wait)."""
+    from pytest_topsail.metrics.client import PrometheusError
+
+    assert source.prometheus is not None
+    deadline = time.monotonic() + 15.0
+    while time.monotonic() < deadline:
+        try:
+            targets = source.prometheus.targets()
+        except PrometheusError as error:
+            tell(item.config, item, f"metrics: {error}")
+            return
+        if targets and all(target.get("health") == "up" for target in targets):
+            if source.local_artifacts and Path(source.local_artifacts).is_dir():
+                (Path(source.local_artifacts) / "targets.json").write_text(json.dumps(targets, indent=1),
+                                                                           encoding="utf-8")
+            return
+        time.sleep(0.1)
+    tell(item.config, item, f"metrics: the targets of Prometheus {source.url} are not all up after 15 s")
+
+
+@pytest.fixture(autouse=True)
+def _topsail_metrics(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After the call of an item of a suite with metrics that used the cluster: its metric KPIs, series, figures."""
+    settings = _item_settings(request)
+    if settings is None:
+        yield
+        return
+    recorder = request.getfixturevalue("kpis")  # the test's own recorder: its labels go on the metric KPIs too
+    namespace = settings.namespace or _suite_namespace(request)
+    yield
+    source = _run(request.config).source
+    if source is None:  # the item never opened the cluster (e.g. in-process serving)
+        return
+    from pytest_topsail.errors import TopsailError
+
+    try:
+        collect_item(request.node, settings, source, recorder, namespace)
+    except (TopsailError, OSError) as error:  # metrics never fail an item: one line, a note
+        tell(request.config, request.node, f"metrics: {error}")
+
+
+def _item_settings(request: pytest.FixtureRequest) -> MetricsSettings | None:
+    from pytest_topsail.items import ITEM_RECORD_KEY
+    from pytest_topsail.metrics.settings import metrics_settings
+    from pytest_topsail.suites import suite_of_item
+
+    if request.node.stash.get(ITEM_RECORD_KEY, None) is None:
+        return None
+    suite = suite_of_item(request.node)
+    return metrics_settings(suite.config) if suite is not None else None
+
+
+def _suite_namespace(request: pytest.FixtureRequest) -> str:
+    from pytest_topsail.cluster.namespaces import namespace_name, namespace_settings
+
+    return namespace_name(namespace_settings(request))
+
+
+def collect_item(item: pytest.Item, settings: MetricsSettings, source: Source, recorder: Any, namespace: str) -> None:
+    from pytest_topsail.metrics.client import PrometheusError
+    from pytest_topsail.metrics.collect import Window, fetch, figures, note, record_kpis, save
+
+    record = recorder.item_record
+    directory = Path(record["artifact_dir"]) if record.get("artifact_dir") else None
+    if source.prometheus is None:
+        tell(item.config, item, source.problem or "metrics: no Prometheus")
+        note(directory, source.problem or "metrics: no Prometheus")
+        return
+    start, end = item.stash.get(CALL_WINDOW_KEY, (record["start"], time.time()))
+    # the local server: two steps per scrape, so that every sample is seen; the step after the end sees the last one
+    local = source.local_interval_s
+    step = settings.step_s or (local / 2 if local else max(1.0, (end - start) / 200))
+    window = Window(start, end, namespace, settings.pod, step, settings.rate_window_s)
+    try:
+        if source.local_interval_s:
+            _settle(source, end)
+        document = fetch(source.prometheus, settings.all_queries(), window, source.description)
+    except PrometheusError as error:
+        message = f"metrics: {error}; metric KPIs of this item absent"
+        tell(item.config, item, message)
+        note(directory, message)
+        return
+    if directory is not None:
+        save(directory, document)
+    if not record_kpis(recorder, document):
+        note(directory, f"metrics: no samples of namespace {namespace} pods {settings.pod} between {start:.1f} and "
+                        f"{end:.1f} in {source.description}")
+    if directory is not None:
+        for title, figure in figures(document, f"{record.get('test_id')}: ").items():
+            recorder.add_figure(title, figure)
+
+
+def _settle(source: Source, end: float) -> None:
+    """Wait (at most one scrape interval and a margin) until the local server scraped after the window's end."""
+    from pytest_topsail.metrics.client import PrometheusError
+
+    assert source.prometheus is not None and source.local_interval_s
+    deadline = time.monotonic() + source.local_interval_s + SETTLE_MARGIN_S
+    while time.monotonic() < deadline:
+        try:
+            found = source.prometheus.query('min(timestamp(up{job="dcgm-exporter"}))')
+        except PrometheusError:
+            raise
+        if found and float(found[0]["value"][1]) >= end:
+            return
+        time.sleep(0.1)
