@@ -10,6 +10,11 @@ A suite declares its KPIs in ``kpis.py`` as small functions named after the KPI:
 
 and may declare ``class Labels(pydantic.BaseModel)`` to validate the labels of its KPIs.
 A test records values through the ``kpis`` fixture (a :class:`KpiRecorder`).
+
+A KPI measured once where it happens — per worker (a deployed model's load time) or per run — is declared with
+``scope="worker"`` or ``scope="run"``: its labels are the ones naming that worker (``kpis.scope("worker", ...)``)
+plus the cluster facts, never the item's case settings, and it is judged, stored and shown once per run and scope
+key however many items record it.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from pytest_topsail.redact import redact
 from pytest_topsail.settings import load_module, validate
 
 KPI_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+SCOPES = ("item", "worker", "run")  # where a KPI is measured: once per test item, per deployed worker, per run
 LABEL_SCALARS = (str, int, float, bool, type(None))
 
 
@@ -45,6 +51,9 @@ class KpiSpec:
     ignored_for_regression: bool = False
     format: str = "{}"
     function: Callable[..., Any] | None = None
+    scope: str = "item"  # one of SCOPES
+    why: str = ""  # why the KPI is informational (ignored_for_regression), shown in its verdict row
+    samples: Callable[..., Any] | None = None  # a tail statistic (p99): samples(data) -> the size of its sample
 
     def render(self, value: float) -> str:
         return format_value(value, self.format)
@@ -67,18 +76,29 @@ def kpi(
     lower_better: bool = False,
     ignored_for_regression: bool = False,
     format: str = "{}",
+    scope: str = "item",
+    why: str = "",
+    samples: Callable[..., Any] | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Declare the decorated function as a KPI named after it (exactly one of higher_better/lower_better)."""
+    """Declare the decorated function as a KPI named after it (exactly one of higher_better/lower_better).
+
+    ``scope``: where it is measured, ``item`` (default), ``worker`` or ``run`` (judged once per scope key);
+    ``why``: the reason an ``ignored_for_regression`` KPI is informational, shown in its verdict row;
+    ``samples``: for a tail statistic (p99), a function of the same data giving the size of the sample it was taken
+    from: with fewer than ``regression.TAIL_MIN_SAMPLES`` (100) the value is informational, not judged."""
     if higher_better == lower_better:
         raise TopsailError(
             f"KPI declared with unit {unit!r}: give exactly one of higher_better=True or lower_better=True")
+    if scope not in SCOPES:
+        raise TopsailError(f"KPI declared with unit {unit!r}: scope {scope!r} is not one of {', '.join(SCOPES)}")
 
     def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
         if not KPI_NAME.match(function.__name__):
             raise TopsailError(f"KPI function {function.__name__!r}: name must be a valid metric name")
         function.topsail_kpi = KpiSpec(  # type: ignore[attr-defined]
             name=function.__name__, unit=unit, help=help, higher_better=higher_better,
-            ignored_for_regression=ignored_for_regression, format=format, function=function,
+            ignored_for_regression=ignored_for_regression, format=format, function=function, scope=scope,
+            why=why, samples=samples,
         )
         return function
 
@@ -148,6 +168,7 @@ class KpiRecorder:
         self.suite_kpis = suite_kpis
         self.test_uuid = test_uuid or str(uuid.uuid4())
         self.extra_labels: dict[str, Any] = {}
+        self.scope_labels: dict[str, dict[str, Any]] = {}
         self._hook_labels = hook_labels
         self._hook_labels_value: dict[str, Any] | None = None
         record.setdefault("kpis", [])
@@ -161,13 +182,28 @@ class KpiRecorder:
         """Add labels to every KPI recorded after this call."""
         self.extra_labels.update(labels)
 
-    def current_labels(self, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        case = self.item_record.get("case") or {}
+    def scope(self, scope: str, **labels: Any) -> None:
+        """The labels naming the worker (or run) of the ``scope="worker"`` (``"run"``) KPIs recorded after this
+        call, e.g. ``kpis.scope("worker", model=..., config=...)``: those KPIs carry these labels and the cluster
+        facts only, so every item sharing the worker records the same KPI, judged once."""
+        if scope not in SCOPES[1:]:
+            raise TopsailError(f"kpis.scope({scope!r}): the scope is one of {', '.join(SCOPES[1:])}")
+        self.scope_labels.setdefault(scope, {}).update(labels)
+
+    def scoped_labels(self, scope: str, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        return redact({**flatten_labels(self._hooks()), **flatten_labels(self.scope_labels.get(scope) or {}),
+                       **flatten_labels(extra or {})})
+
+    def _hooks(self) -> dict[str, Any]:
         if self._hook_labels_value is None:
             self._hook_labels_value = self._hook_labels() if self._hook_labels else {}
+        return self._hook_labels_value or {}
+
+    def current_labels(self, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        case = self.item_record.get("case") or {}
         merged = {
             **flatten_labels(case.get("settings") or {}),
-            **flatten_labels(self._hook_labels_value),
+            **flatten_labels(self._hooks()),
             **flatten_labels(self.item_record.get("labels") or {}),
             **flatten_labels(self.extra_labels),
             **flatten_labels(extra or {}),
@@ -179,9 +215,10 @@ class KpiRecorder:
         self, name: str, value: float, *, unit: str | None = None, help: str | None = None,
         higher_better: bool | None = None, lower_better: bool | None = None,
         ignored_for_regression: bool | None = None, format: str | None = None,
-        labels: Mapping[str, Any] | None = None,
+        labels: Mapping[str, Any] | None = None, samples: float | None = None,
     ) -> dict[str, Any]:
-        """Record one KPI value; metadata comes from the suite's declaration unless given here."""
+        """Record one KPI value; metadata comes from the suite's declaration unless given here (``samples``: the
+        sample size of a tail statistic)."""
         spec = self.specs.get(name)
         if spec is None:
             if unit is None or help is None or (higher_better is None) == (lower_better is None):
@@ -192,6 +229,10 @@ class KpiRecorder:
                 raise TopsailError(f"KPI {name!r}: name must be a valid metric name")
             spec = KpiSpec(name=name, unit=unit, help=help, higher_better=bool(higher_better),
                            ignored_for_regression=bool(ignored_for_regression), format=format or "{}")
+        if spec.scope != "item" and spec.scope not in self.scope_labels:
+            raise TopsailError(
+                f"KPI {name!r} is measured per {spec.scope} (scope={spec.scope!r} in {self.suite_kpis.path}): call "
+                f"kpis.scope({spec.scope!r}, ...) first with the labels that name the {spec.scope}")
         try:
             number = float(value)
         except (TypeError, ValueError):
@@ -208,13 +249,18 @@ class KpiRecorder:
             "ignored_for_regression": spec.ignored_for_regression if ignored_for_regression is None
             else bool(ignored_for_regression),
             "format": format or spec.format,
-            "labels": self.current_labels(labels),
+            "labels": self.current_labels(labels) if spec.scope == "item" else self.scoped_labels(spec.scope, labels),
+            "scope": spec.scope,
             "timestamp": time.time(),
             "test_uuid": self.test_uuid,
             "suite": self.item_record.get("suite"),
             "nodeid": self.item_record.get("nodeid"),
             "test_id": self.item_record.get("test_id"),
         }
+        if spec.why:
+            entry["why"] = spec.why
+        if samples is not None:
+            entry["samples"] = float(samples)
         kpis = self.item_record["kpis"]
         kpis[:] = [k for k in kpis if k["name"] != name]  # recording a KPI again replaces its value
         kpis.append(entry)
@@ -230,12 +276,13 @@ class KpiRecorder:
             assert spec.function is not None
             try:
                 value = spec.function(data)
+                samples = spec.samples(data) if spec.samples is not None and value is not None else None
             except Exception as error:
                 raise TopsailError(f"{self.suite_kpis.path}: KPI function {name}() failed: "
                                    f"{type(error).__name__}: {error}") from None
             if value is None:
                 continue
-            self.record(name, value, labels=labels)
+            self.record(name, value, labels=labels, samples=samples)
             values[name] = float(value)
         return values
 

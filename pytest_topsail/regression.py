@@ -54,6 +54,20 @@ class KpiRule:
     def floor(self, reference: float, stddev: float) -> float:
         return max(self.min_magnitude * abs(reference), self.noise_sigmas * stddev, self.min_change)
 
+    def explain(self, reference: float, stddev: float, runs: int, unit: str) -> str:
+        """The noise floor in words: ``noise floor 5.3 ms, the largest of 5% of the reference 55.8 ms (2.8 ms),
+        3 x the stddev 1.8 ms of its 5 runs (5.3 ms) and min_change 0 ms``."""
+        def amount(value: float) -> str:
+            return f"{value:.3g} {unit}".strip()
+
+        parts = [f"{self.min_magnitude:.0%} of the reference {amount(reference)} "
+                 f"({amount(self.min_magnitude * abs(reference))})",
+                 f"{self.noise_sigmas:g} x the stddev {amount(stddev)} of its {runs} runs "
+                 f"({amount(self.noise_sigmas * stddev)})",
+                 f"min_change {amount(self.min_change)}"]
+        return (f"noise floor {amount(self.floor(reference, stddev))}, the largest of {', '.join(parts[:2])} "
+                f"and {parts[2]}")
+
 
 
 @dataclass(frozen=True)
@@ -169,12 +183,31 @@ def history_key(labels: Mapping[str, Any], settings: RegressionSettings) -> str:
     return json.dumps({k: v for k, v in labels.items() if k not in dropped}, sort_keys=True, default=str)
 
 
+def once_per_scope(entries: Sequence[dict[str, Any]], seen: set[str]) -> tuple[list[dict[str, Any]],
+                                                                                list[dict[str, Any]]]:
+    """Split an item's KPI records into those to judge, store and show, and the ``worker``/``run`` scoped ones
+    an earlier item of the run already recorded (same suite, KPI and labels): a measurement is judged once where
+    it happens, not once per item that shares it. ``seen`` keeps the scope keys of the run."""
+    kept: list[dict[str, Any]] = []
+    shared: list[dict[str, Any]] = []
+    for entry in entries:
+        scope = entry.get("scope") or "item"
+        if scope == "item":
+            kept.append(entry)
+            continue
+        key = json.dumps([entry.get("suite"), scope, entry["name"], entry.get("labels")], sort_keys=True, default=str)
+        (shared if key in seen else kept).append(entry)
+        seen.add(key)
+    return kept, shared
+
+
 def in_baseline(record: Mapping[str, Any]) -> bool:
     """A stored record is a reference unless its own verdict was a regression nobody acknowledged."""
     return record.get("verdict") != State.REGRESSION or bool(record.get("acknowledged"))
 
 
 _TIMESTAMP = operator.itemgetter("timestamp")
+TAIL_MIN_SAMPLES = 100  # a p99 (or a rate) of fewer samples moves with one of them: as noisy as a maximum
 HISTORY_FIELDS = ("timestamp", "value", "test_uuid", "run_id", "git_sha", "presets", "verdict", "acknowledged")
 
 
@@ -201,6 +234,8 @@ class Verdict:
     timestamp: float = 0.0
     history: list[dict[str, Any]] = field(default_factory=list)  # the history, oldest first (HISTORY_FIELDS)
     change_points: list[int] = field(default_factory=list)  # indexes into the baseline + [current]
+    scope: str = "item"  # where the KPI is measured: item, worker or run (kpi.SCOPES); judged once per scope key
+    explanation: str = ""  # why this verdict: the noise floor and how it was derived, or why not judged
 
     def as_dict(self, with_history: bool = False) -> dict[str, Any]:
         data = asdict(self)
@@ -281,9 +316,15 @@ def _prepare(record: Mapping[str, Any], history: Sequence[Mapping[str, Any]],
         value=float(record["value"]), unit=record.get("unit", ""), higher_better=bool(record["higher_better"]),
         labels=dict(record.get("labels") or {}), status=State.ACCEPTED.value, history_size=len(baseline),
         excluded=len(entries) - len(baseline), format=record.get("format") or "{}",
-        test_uuid=test_uuid, timestamp=timestamp, history=entries)
+        test_uuid=test_uuid, timestamp=timestamp, history=entries, scope=record.get("scope") or "item")
+    samples = record.get("samples")
     if record.get("ignored_for_regression"):
-        verdict.status, verdict.method = State.IGNORED.value, "ignored for regression"
+        verdict.status, verdict.method = State.IGNORED.value, "informational"
+        verdict.explanation = f"informational: {record.get('why') or 'declared ignored_for_regression'}"
+    elif samples is not None and samples < TAIL_MIN_SAMPLES:
+        verdict.status, verdict.method = State.IGNORED.value, "informational (small sample)"
+        verdict.explanation = (f"informational: taken from {samples:g} samples, judged from {TAIL_MIN_SAMPLES} on "
+                               "(a tail or a rate of a few samples moves with one of them)")
     elif not baseline:
         verdict.status, verdict.method = State.NO_HISTORY.value, "0 comparable earlier runs"
     elif len(baseline) < settings.min_history:
@@ -304,15 +345,19 @@ def _judge_change_points(verdict: Verdict, values: list[float], rule: KpiRule, p
     stddev = float(np.std(regime, ddof=1)) if len(regime) > 1 else 0.0
     _set_change(verdict, reference)
     verdict.noise_floor = rule.floor(reference, stddev)
+    verdict.explanation = rule.explain(reference, stddev, len(regime), verdict.unit)
     verdict.method = "e-divisive"
     if not at_current:
+        verdict.explanation = f"no change point at this value; {verdict.explanation}"
         return
     verdict.pvalue = points[-1].pvalue
     delta = verdict.value - reference
     if abs(delta) > verdict.noise_floor and delta != 0:
         verdict.status = _direction(delta, verdict.higher_better)
+        verdict.explanation = f"change {delta:+.3g} {verdict.unit} beyond the {verdict.explanation}"
     else:
         verdict.method = "e-divisive; change within the noise floor"
+        verdict.explanation = f"change {delta:+.3g} {verdict.unit} within the {verdict.explanation}"
 
 
 def summarize(verdicts: Iterable[Verdict], total_points: int) -> dict[str, Any]:

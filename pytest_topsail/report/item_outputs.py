@@ -5,7 +5,7 @@ files written into its artifact directory: ``item.json`` (the record, what a rep
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +25,7 @@ class ItemOutputs:
     results: Results
     history: HistoryIndex
     git_sha: str | None = None  # "" when unknown
+    scope_keys: set[str] = field(default_factory=set)  # worker/run-scoped KPIs already recorded this run
 
     def process(self, record: dict[str, Any]) -> list[Verdict]:
         from pytest_topsail.kpi import flatten_labels
@@ -35,9 +36,14 @@ class ItemOutputs:
             entry["labels"] = {**flatten_labels(record.get("labels") or {}), **(entry.get("labels") or {})}
             for key, value in run.items():
                 entry.setdefault(key, value)  # a replotted record keeps the run it came from
+        from pytest_topsail.regression import once_per_scope
+
+        record["kpis"], shared = once_per_scope(record.get("kpis") or [], self.scope_keys)
+        if shared:  # measured per worker or run and already recorded by an earlier item: judged and shown there
+            record["shared_kpis"] = shared
         verdicts = []
         try:
-            verdicts = self.history.judge(suite, record.get("kpis") or [])
+            verdicts = self.history.judge(suite, record["kpis"])
         except TopsailError as error:
             self.results.errors.append(str(error))
         self.results.add(record, verdicts)

@@ -65,7 +65,7 @@ def train_steps_per_second(metrics: PointMetrics) -> float | None:
 
 
 @kpi(unit="tokens", help="Average tokens of a training sample after truncation (a property of the dataset)",
-     higher_better=True, ignored_for_regression=True, format="{:.1f}")
+     higher_better=True, ignored_for_regression=True, format="{:.1f}", why="a property of the dataset, not of the run")
 def avg_tokens_per_sample(metrics: PointMetrics) -> float | None:
     return metrics.results.value("avg_tokens_per_sample")
 

@@ -3,9 +3,12 @@
 
 - ``throughput``: output tokens/s over the measurement window; ``requests_per_s``: successful requests/s
 - ``ttft_<stat>_ms``, ``itl_<stat>_ms``, ``tpot_<stat>_ms``, ``e2e_<stat>_ms`` for min max median mean p80 p90 p95
-  p99; mean, p80, p90 and p95 are ignored for regression (TOPSAIL's choice: the median, the tails and the extremes
-  carry the verdicts); TTFT, ITL and TPOT exist only for streamed points
-- ``failures``: failed requests (count); ``model_load_duration``: seconds until the model served
+  p99; mean, p80, p90 and p95 are ignored for regression (TOPSAIL's choice: the median and min carry the verdicts);
+  max is informational (one slow token or scheduling hiccup moves it), p99 is judged only over >= 100 samples
+  (regression.TAIL_MIN_SAMPLES); TTFT, ITL and TPOT exist only for streamed points
+- ``failures``: failed requests (count); ``model_load_duration``: seconds until the model served, per served model
+  (scope ``worker``: judged once per run however many load points use the model), in the cluster's own time (the
+  simulator's model-load stage; a real cluster's pod timestamps), never the client's wall clock
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pytest_topsail.llmload.plots import figures as sweep_figures
 from pytest_topsail.llmload.run import analyse_directory, merge_directories
 
 IGNORED_STATISTICS = ("mean", "p80", "p90", "p95")
+MAXIMUM_WHY = "a maximum moves with a single slow token or scheduling hiccup"
 LATENCIES = {"ttft": "time to first token", "itl": "inter-token latency (every token gap)",
              "tpot": "time per output token after the first, per request", "e2e": "end-to-end request latency"}
 LOAD_DIR = "load"
@@ -41,13 +45,28 @@ def latency_kpi(metric: str, statistic: str) -> Callable[[PointResult], float | 
     return value
 
 
+def sample_size(metric: str) -> Callable[[PointResult], float | None]:
+    """How many values a latency statistic of the point is taken from: requests, or token gaps for ITL."""
+    def size(result: PointResult) -> float | None:
+        summary = result["summary"]
+        requests = float(summary.get("succeeded") or 0)
+        if metric != "itl":
+            return requests
+        tokens = (summary["stats"].get("output_tokens") or {}).get("mean") or 0.0
+        return requests * max(tokens - 1.0, 0.0)
+
+    return size
+
+
 for _metric, _text in LATENCIES.items():
     for _statistic in STATISTICS:
         _function = latency_kpi(_metric, _statistic)
         _function.__name__ = f"{_metric}_{_statistic}_ms"
         globals()[_function.__name__] = kpi(
             unit="ms", help=f"{_statistic} of the {_text}", lower_better=True, format="{:.2f}",
-            ignored_for_regression=_statistic in IGNORED_STATISTICS)(_function)
+            ignored_for_regression=_statistic in (*IGNORED_STATISTICS, "max"),
+            why=MAXIMUM_WHY if _statistic == "max" else "TOPSAIL's choice: the median carries the verdict",
+            samples=sample_size(_metric) if _statistic == "p99" else None)(_function)
 
 
 @kpi(unit="tokens/s", help="Output tokens received per second of the measurement window", higher_better=True,
@@ -67,7 +86,8 @@ def failures(result: PointResult) -> float:
     return float(sum(result["summary"]["failures"].values()))
 
 
-@kpi(unit="s", help="Seconds from starting the model server until it served", lower_better=True, format="{:.2f}")
+@kpi(unit="s", help="Seconds from creating the served model until it served (the cluster's time)", lower_better=True,
+     format="{:.2f}", scope="worker")
 def model_load_duration(result: PointResult) -> float | None:
     return result["serving"].get("load_duration_s")
 

@@ -39,6 +39,9 @@ def test_llm_load(case: topsail.Case, llm_endpoint: Any, llm_settings: Any, arti
                 test_duration=settings.duration_s, streaming=settings.streaming,
                 deployment_mode=options.deployment_mode, replicas=llm_endpoint.replicas,
                 accelerator=llm_endpoint.accelerator)
+    kpis.scope("worker", model=settings.model, server=case.settings.get(SERVER_KEY) or {},  # the served model
+               runtime_image=options.runtime_image, deployment_mode=options.deployment_mode,
+               serving=options.serving, replicas=llm_endpoint.replicas, accelerator=llm_endpoint.accelerator)
     kpis.record_from({"summary": summary, "serving": serving})
     failed = summary["failure_rate"]
     if failed > options.max_failure_rate:

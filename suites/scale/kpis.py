@@ -5,6 +5,11 @@
   errors (missing or negative deltas) records nothing either, and its thresholds fail instead.
 - ``pod_<step>_object_p99_ms``: kube-burner's podLatency P99 (object timestamps, from each pod's creationTimestamp).
 - ``submission_jobs_per_s``, ``scheduling_pods_per_s``: throughputs; ``failed_jobs``: submit + runtime + unfinished.
+
+Judged for what they are (docs/kpis-and-regressions.md): ``max`` is informational (one slow job moves it); P95, P99
+and the throughputs carry their sample size (jobs, pods) and are judged from 100 samples on
+(regression.TAIL_MIN_SAMPLES): the P99 of 5 jobs is their maximum, and a rate over 5 pods scheduled within a few
+milliseconds measures the client's timing more than the cluster. P50 and avg are judged at every size.
 """
 
 from __future__ import annotations
@@ -27,28 +32,53 @@ def step_kpi(step: str, metric: str, source: str, level: str) -> Callable[[Scale
     return value
 
 
-def declare(name: str, function: Callable[[ScaleResult], Any], help_text: str) -> None:
+def step_samples(step: str, source: str, level: str) -> Callable[[ScaleResult], float | None]:
+    def count(result: ScaleResult) -> float | None:
+        stats = find(result.stats, step, source, level)
+        return None if stats is None else float(stats.count)
+
+    return count
+
+
+MAXIMUM_WHY = "a maximum moves with a single slow job"
+TAILS = ("P95", "P99")  # judged from regression.TAIL_MIN_SAMPLES samples on
+
+
+def declare(name: str, function: Callable[[ScaleResult], Any], help_text: str, metric: str,
+            samples: Callable[[ScaleResult], float | None]) -> None:
     function.__name__ = name
-    globals()[name] = kpi(unit="ms", help=help_text, lower_better=True, format="{:.1f}")(function)
+    globals()[name] = kpi(unit="ms", help=help_text, lower_better=True, format="{:.1f}",
+                          ignored_for_regression=metric == "max", why=MAXIMUM_WHY if metric == "max" else "",
+                          samples=samples if metric in TAILS else None)(function)
 
 
 for _step in JOB_STEPS:
     for _metric in METRICS:
         declare(f"job_{_step.lower()}_{_metric.lower()}_ms", step_kpi(_step, _metric, "watch", "job"),
-                f"{_metric} of the delay from job submission to {_step} (watch observation times)")
+                f"{_metric} of the delay from job submission to {_step} (watch observation times)", _metric,
+                step_samples(_step, "watch", "job"))
 for _step in POD_STEPS:
     declare(f"pod_{_step.lower()}_object_p99_ms", step_kpi(_step, "P99", "object", "pod"),
-            f"P99 of the delay from pod creationTimestamp to {_step} (object timestamps, kube-burner podLatency)")
+            f"P99 of the delay from pod creationTimestamp to {_step} (object timestamps, kube-burner podLatency)",
+            "P99", step_samples(_step, "object", "pod"))
+
+
+def job_count(result: ScaleResult) -> float:
+    return float(result.summary["jobs"])
+
+
+def pod_count(result: ScaleResult) -> float:
+    return float(result.summary["pods"])
 
 
 @kpi(unit="jobs/s", help="Jobs submitted per second (first request to last answer)", higher_better=True,
-     format="{:.1f}")
+     format="{:.1f}", samples=job_count)
 def submission_jobs_per_s(result: ScaleResult) -> float:
     return result.summary["submission_jobs_per_s"]
 
 
 @kpi(unit="pods/s", help="Pods scheduled per second (first pod created to last pod scheduled)", higher_better=True,
-     format="{:.1f}")
+     format="{:.1f}", samples=pod_count)
 def scheduling_pods_per_s(result: ScaleResult) -> float:
     return result.summary["scheduling_pods_per_s"]
 

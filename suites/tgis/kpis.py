@@ -17,8 +17,9 @@ def request_latency_ms(data: dict[str, Any]) -> float:
     return float(data["latency_ms"])
 
 
-@topsail.kpi(unit="s", help="worker deployed -> model loaded and ready (the process that deployed it)",
-             lower_better=True, format="{:.1f}")
+@topsail.kpi(unit="s", help="worker pod created -> model loaded and served, in the cluster's time (the simulator's "
+                             "model-load stage, a real cluster's pod timestamps)",
+             lower_better=True, format="{:.1f}", scope="worker")
 def model_load_seconds(data: dict[str, Any]) -> float | None:
     return None if data.get("load_seconds") is None else float(data["load_seconds"])
 

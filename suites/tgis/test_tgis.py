@@ -96,6 +96,7 @@ def test_tgis(case: topsail.Case, tgis_workers: Any, worker_settings: Any, runne
         pytest.fail(str(error), pytrace=False)
     outcome = asyncio.run(call(worker.target, settings["model"], tgis_case, runner_settings, stream))
     (artifact_dir / "answer.json").write_text(json.dumps(outcome, indent=1, default=str), encoding="utf-8")
+    kpis.scope("worker", worker=worker.name, model=settings["model"], config_name=config.name)  # judged once
     kpis.record_from({"latency_ms": outcome["latency_ms"], "load_seconds": worker.load_seconds})
     if recording:
         path = record_expectation(request.config.rootpath, tgis_case, outcome)

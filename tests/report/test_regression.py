@@ -256,3 +256,41 @@ def test_change_points_of_many_series_at_once_are_those_of_each_series_alone() -
             alone = builtin_change_points(series, **settings)
             assert [p.index for p in points] == [p.index for p in alone]
             assert [p.pvalue for p in points] == pytest.approx([p.pvalue for p in alone], rel=1e-9, abs=1e-15)
+
+
+def test_each_verdict_explains_its_noise_floor() -> None:
+    past = history([100.0, 101.0, 99.0, 100.0, 100.0, 101.0, 99.0])
+    accepted = judge(record(100.5, 99.0), past, SETTINGS)
+    assert accepted.status == "accepted"
+    assert accepted.explanation.startswith("no change point at this value; noise floor 5 x")
+    assert "5% of the reference 100 x (5 x)" in accepted.explanation
+    assert "3 x the stddev 0.816 x of its 7 runs (2.45 x)" in accepted.explanation
+    regression = judge(record(80.0, 99.0), past, SETTINGS)
+    assert regression.status == "regression"
+    assert regression.explanation.startswith("change -20 x beyond the noise floor 5 x")
+
+
+def test_a_tail_or_rate_of_few_samples_is_informational_and_says_why() -> None:
+    past = history(flat(30))
+    few = {**record(60, 99.0), "samples": 5.0}
+    verdict = judge(few, past, SETTINGS)
+    assert verdict.status == "ignored" and verdict.pvalue is None
+    assert "taken from 5 samples, judged from 100 on" in verdict.explanation
+    assert judge({**record(60, 99.0), "samples": 500.0}, past, SETTINGS).status == "regression"
+    ignored = judge({**record(60, 99.0, ignored=True), "why": "a maximum moves with one slow sample"}, past, SETTINGS)
+    assert ignored.explanation == "informational: a maximum moves with one slow sample"
+
+
+def test_a_worker_or_run_measurement_is_kept_once_per_scope_key() -> None:
+    from pytest_topsail.regression import once_per_scope
+
+    def entry(name: str, scope: str, **labels: str) -> dict:
+        return {"suite": "s", "name": name, "scope": scope, "labels": labels}
+
+    seen: set[str] = set()
+    first, shared = once_per_scope([entry("latency", "item"), entry("load", "worker", model="a")], seen)
+    assert [e["name"] for e in first] == ["latency", "load"] and shared == []
+    second, shared = once_per_scope([entry("latency", "item"), entry("load", "worker", model="a"),
+                                     entry("load", "worker", model="b"), entry("setup", "run")], seen)
+    assert [(e["name"], e["labels"]) for e in second] == [("latency", {}), ("load", {"model": "b"}), ("setup", {})]
+    assert [e["labels"] for e in shared] == [{"model": "a"}]

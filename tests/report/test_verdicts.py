@@ -244,3 +244,58 @@ def test_replot_reads_bare_item_directories_and_reports_missing_files(project: P
     ])
     verdicts = read_json(saved / "verdicts.json")
     assert {v["nodeid"].split("::")[-1] for v in verdicts} == {"test_train[run-size=1]"}
+
+
+WORKER_KPIS = '''
+from pytest_topsail.kpi import kpi
+
+
+@kpi(unit="tokens/s", help="Training throughput", higher_better=True)
+def throughput(data):
+    return data["throughput"] * data["size"]
+
+
+@kpi(unit="s", help="Model load time of the worker both items use", lower_better=True, scope="worker")
+def load_s(data):
+    return data["latency"]
+'''
+
+WORKER_TEST = """
+import json
+import pathlib
+
+
+def test_train(case, kpis, request):
+    values = json.loads((pathlib.Path(str(request.config.rootpath)) / "values.json").read_text())
+    kpis.scope("worker", model="m1")
+    kpis.record_from({**values, "size": case.settings["size"]})
+"""
+
+
+def test_a_worker_kpi_shared_by_items_is_judged_stored_and_shown_once(project: Project) -> None:
+    project.write("suites/demo/kpis.py", WORKER_KPIS)
+    project.write("suites/demo/test_demo.py", WORKER_TEST)
+    for number in range(1, 7):
+        project.set_values(latency=30.0 if number < 6 else 45.0)  # the 6th run's worker loads 50 % slower
+        assert project.run().ret in (0, 1)
+        loads = [v for v in read_json(project.artifacts(f"s{number}") / "verdicts.json") if v["kpi"] == "load_s"]
+        assert len(loads) == 1, "one verdict per worker, not one per item"
+        assert loads[0]["scope"] == "worker" and "size" not in loads[0]["labels"]
+        assert loads[0]["labels"]["model"] == "m1"
+    assert loads[0]["status"] == "regression" and loads[0]["history_size"] == 5, "judged against 5 runs, once each"
+    from pytest_topsail.history import open_history
+
+    stored = [r for r in open_history(str(project.history), {}).records("demo") if r["name"] == "load_s"]
+    assert len(stored) == 6, "stored once per run"
+    items = sorted((project.artifacts("s6") / "demo").glob("*/item.json"))
+    shared = [read_json(path).get("shared_kpis") for path in items]
+    assert sorted(len(s or []) for s in shared) == [0, 1], "the second item's copy is kept apart, not judged"
+    assert "45" in "".join(json.dumps(s) for s in shared if s)
+
+
+def test_a_worker_kpi_recorded_without_its_scope_labels_fails_naming_it(project: Project) -> None:
+    project.write("suites/demo/kpis.py", WORKER_KPIS)
+    project.write("suites/demo/test_demo.py", WORKER_TEST.replace('kpis.scope("worker", model="m1")', "pass"))
+    result = project.run()
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["*KPI 'load_s' is measured per worker*kpis.scope('worker', ...)*"])
