@@ -4,9 +4,13 @@ the entrypoint ConfigMap and the kubeflow.org/v1 PyTorchJob (Master + Workers), 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
+from pytest_topsail.fine_tuning.catalog import FormatSpec, builtin_catalog
 from pytest_topsail.fine_tuning.settings import PointSettings
+
+LOSS_CURVE_POINTS = 20
 
 CONFIG_KEY = "config.json"
 CONFIG_DIR = "/mnt/config"
@@ -24,7 +28,7 @@ export SFT_TRAINER_CONFIG_JSON_PATH="$CONFIG_JSON_PATH"
 exec python /app/accelerate_launch.py
 """
 
-PREPARE_DATASET = """import json, os, random
+PREPARE_DATASET = """import json, os, random, re
 from transformers import AutoTokenizer
 
 config = json.load(open(os.environ["CONFIG_JSON_PATH"]))
@@ -33,14 +37,29 @@ target, factor = config["training_data_path"], float(os.environ.get("DATASET_REP
 samples = json.load(open(source))
 tokenizer = AutoTokenizer.from_pretrained(config["model_name_or_path"])
 limit = min(int(config["max_seq_length"]), tokenizer.model_max_length)
+template = config.get("data_formatter_template")
+
+
+def text(sample):  # the trainer's text: the template filled in, else input and output (fms-hf-tuning's default)
+    if template:
+        return re.sub(r"\\{\\{\\s*([^{}]+?)\\s*\\}\\}", lambda m: str(sample.get(m.group(1)) or ""), template)
+    return f"{sample.get('input') or ''} {sample.get('output') or ''}".strip()
+
+
+def tokens(sample):  # as the trainer tokenizes it: with the end-of-sequence token, truncated to the limit
+    ids = tokenizer(text(sample))["input_ids"]
+    eos = tokenizer.eos_token_id
+    return min(len(ids) + (eos is not None and (not ids or ids[-1] != eos)), limit)
+
+
 chosen = samples * int(factor) + random.Random(42).sample(samples, round((factor % 1) * len(samples)))
 if factor != 1:  # as TOPSAIL: samples longer than max_seq_length are dropped from a replicated dataset
-    chosen = [s for s in chosen if len(tokenizer(json.dumps(s))["input_ids"]) <= limit]
+    chosen = [s for s in chosen if tokens(s) < limit]
 if not os.path.exists(target):
     json.dump(chosen, open(target, "w"))
-tokens = [min(len(tokenizer(json.dumps(s))["input_ids"]), limit) for s in chosen]
-print("dataset stats:", {"total_tokens": sum(tokens), "total_samples": len(tokens),
-                         "avg_tokens_per_sample": sum(tokens) / max(1, len(tokens)), "max_seq_token": max(tokens)})
+counts = [tokens(s) for s in chosen]
+print("dataset stats:", {"total_tokens": sum(counts), "total_samples": len(counts),
+                         "avg_tokens_per_sample": sum(counts) / max(1, len(counts)), "max_seq_token": max(counts)})
 """
 
 
@@ -48,8 +67,24 @@ def safe_model_name(model: str) -> str:
     return model.split("@", 1)[0].replace("/", "--")
 
 
-def trainer_config(point: PointSettings) -> dict[str, Any]:
-    """fms-hf-tuning's configuration: HF TrainingArguments plus the PEFT settings."""
+def logging_steps(point: PointSettings, samples: int, curve_points: int = LOSS_CURVE_POINTS) -> int:
+    """Optimizer steps between two loss lines: the point's `logging_steps`, else about `curve_points` lines over the
+    run (HF's own default, 500 steps, leaves short runs without any)."""
+    if point.logging_steps is not None:
+        return point.logging_steps
+    per_step = point.effective_batch_size
+    steps = math.ceil(samples * point.dataset.replication / per_step) * point.epochs
+    return max(1, int(steps // curve_points))
+
+
+def trainer_config(point: PointSettings, samples: int | None = None,
+                   data_format: FormatSpec | None = None) -> dict[str, Any]:
+    """fms-hf-tuning's configuration: HF TrainingArguments plus the PEFT and data formatter settings. `samples`: the
+    dataset's sample count (for the logging interval; None: the built-in catalog's); `data_format`: its template
+    (None: the trainer's default, which trains on `input` and `output` only)."""
+    if samples is None:
+        known = builtin_catalog().datasets.get(point.dataset.name.removesuffix(".json"))
+        samples = known.samples if known else 0
     config: dict[str, Any] = {
         "model_name_or_path": f"{STORAGE_DIR}/model/{safe_model_name(point.model)}",
         "training_data_path": f"{STORAGE_DIR}/dataset/{point.dataset.name}-x{point.dataset.replication:g}.json",
@@ -66,11 +101,15 @@ def trainer_config(point: PointSettings) -> dict[str, Any]:
         "torch_dtype": point.dtype,
         "save_strategy": "no",
         "logging_strategy": "steps",
+        "logging_steps": logging_steps(point, samples),
+        "include_num_input_tokens_seen": True,  # the trainer's own token count (transformers 5 has no tokens/s)
         "peft_method": "none" if point.method == "full" else "lora",
     }
     if point.method != "full":
         config.update(r=point.lora.r, lora_alpha=point.lora.alpha, lora_dropout=point.lora.dropout,
-                      target_modules=list(point.lora.target_modules))
+                      target_modules=list(point.lora.target_modules or ()))
+    if data_format is not None:
+        config.update(data_formatter_template=data_format.template, response_template=data_format.response_template)
     if point.method == "qlora":
         config.update(auto_gptq=["triton_v2"], fp16=True, torch_dtype="float16")
     return config
@@ -80,8 +119,9 @@ def _metadata(name: str, namespace: str, labels: dict[str, str]) -> dict[str, An
     return {"name": name, "namespace": namespace, "labels": dict(labels)}
 
 
-def config_maps(job: str, namespace: str, point: PointSettings, labels: dict[str, str]) -> list[dict[str, Any]]:
-    config = json.dumps(trainer_config(point), indent=2, sort_keys=True)
+def config_maps(job: str, namespace: str, point: PointSettings, labels: dict[str, str], samples: int | None = None,
+                data_format: FormatSpec | None = None) -> list[dict[str, Any]]:
+    config = json.dumps(trainer_config(point, samples, data_format), indent=2, sort_keys=True)
     return [
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _metadata(f"{job}-config", namespace, labels),
          "data": {CONFIG_KEY: config}},

@@ -1,7 +1,9 @@
 """KPI formulas of a fine-tuning point and the scaling figures' speedup/efficiency (docs/fine-tuning.md "KPIs").
 
-G is the job's GPU count: pods x GPUs per pod (TOPSAIL used the GPUs of one pod). The trainer reports
-train_tokens_per_second per device, so the job's value is that x G. Dataset tokens count the dataset once per epoch.
+G is the job's GPU count: pods x GPUs per pod (TOPSAIL used the GPUs of one pod). transformers 4.x reports
+train_tokens_per_second per device, so the job's value is that x G; with transformers 5.x the parser derives the
+job's value from the tokens seen by every rank (`TrainerResults.tokens_scope`). Dataset tokens are those of the
+training text as the trainer tokenizes it (template applied, end-of-sequence token, truncation), once per epoch.
 """
 
 from __future__ import annotations
@@ -28,19 +30,33 @@ class PointMetrics:
 
     @property
     def train_tokens_per_second(self) -> float | None:
-        per_device = self._per_device("train_tokens_per_second")
-        return None if per_device is None else per_device * self.gpus
+        value = self.results.value("train_tokens_per_second")
+        if value is None or self.results.tokens_scope == "job":
+            return value
+        return value * self.gpus
 
     @property
     def train_tokens_per_gpu_per_second(self) -> float | None:
-        return self._per_device("train_tokens_per_second")
+        value = self.train_tokens_per_second
+        return None if value is None else value / self.gpus
+
+    @property
+    def dataset_tokens(self) -> float | None:
+        """Tokens of the training text trained over the run: the trainer's own count when it prints one at the end
+        (TRL's num_tokens: it includes the samples a distributed sampler repeats), else the dataset statistics'
+        total_tokens x epochs."""
+        trained = self.results.trained_tokens
+        if trained is not None:
+            return trained
+        tokens = self.results.value("total_tokens")
+        return None if tokens is None else tokens * self.epochs
 
     @property
     def dataset_tokens_per_second(self) -> float | None:
-        tokens, runtime = self.results.value("total_tokens"), self.train_runtime
+        tokens, runtime = self.dataset_tokens, self.train_runtime
         if tokens is None or not runtime:
             return None
-        return tokens * self.epochs / runtime
+        return tokens / runtime
 
     @property
     def dataset_tokens_per_second_per_gpu(self) -> float | None:

@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from pytest_topsail.errors import TopsailError
+from pytest_topsail.fine_tuning.catalog import FormatSpec
 from pytest_topsail.fine_tuning.estimate import MemoryEstimate
 from pytest_topsail.fine_tuning.manifests import config_maps, pytorchjob
 from pytest_topsail.fine_tuning.settings import PointSettings, SuiteSettings
-from pytest_topsail.fine_tuning.trainer_log import tail
+from pytest_topsail.fine_tuning.trainer_log import last_exception, tail
 from pytest_topsail.kube.capture import capture, write_manifests
 from pytest_topsail.kube.client import Kube, KubeError, ObjectRef
 from pytest_topsail.kube.events import pod_logs
@@ -61,6 +62,8 @@ class PointRun:
     progress: Callable[[str], None]
     estimate: MemoryEstimate | None = None
     gpu_memory_gib: float | None = None
+    samples: int | None = None  # the dataset's sample count (the logging interval); None: the built-in catalog's
+    data_format: FormatSpec | None = None  # the dataset's template; None: the trainer's default text
 
     @property
     def job_ref(self) -> ObjectRef:
@@ -68,7 +71,7 @@ class PointRun:
 
     def manifests(self) -> list[dict[str, Any]]:
         labels = {"app.kubernetes.io/part-of": "topsail-fine-tuning", "topsail.fine-tuning/job": self.job}
-        return [*config_maps(self.job, self.namespace, self.point, labels),
+        return [*config_maps(self.job, self.namespace, self.point, labels, self.samples, self.data_format),
                 pytorchjob(self.job, self.namespace, self.point, self.settings.storage_pvc, labels)]
 
     def run(self) -> Path:
@@ -195,9 +198,8 @@ class PointRun:
         for pod in ordered:
             terminated = _terminated(pod)
             if terminated and terminated.get("exitCode"):
-                return PointFailure("exit code", f"pod {pod['metadata']['name']} ended with exit code "
-                                    f"{terminated['exitCode']} ({terminated.get('reason', '')}); last lines:\n"
-                                    + tail(self._log_of(pod["metadata"]["name"])))
+                return PointFailure("exit code", exit_message(pod["metadata"]["name"], terminated,
+                                                              self._log_of(pod["metadata"]["name"])))
         message = next((c.get("message") for c in (job or {}).get("status", {}).get("conditions") or ()
                         if c.get("type") == "Failed"), "")
         return PointFailure("job failed", f"{message}; {self._state(job, pods)}")
@@ -315,6 +317,19 @@ class Watched:
             raise self.error
         with self.lock:
             return self.job, sorted(self.pods.values(), key=lambda p: p["metadata"]["name"])
+
+
+def exit_message(pod: str, terminated: dict[str, Any], log: str) -> str:
+    """What a failed container tells: its exit code and reason, its termination message (where fms-hf-tuning writes
+    the cause), the last Python exception of its log (the launcher's own traceback comes after it), the log's end."""
+    parts = [f"pod {pod} ended with exit code {terminated['exitCode']} ({terminated.get('reason', '')})"]
+    message = (terminated.get("message") or "").strip()
+    if message:
+        parts.append(f"termination message: {message[-1000:]}")
+    exception = last_exception(log)
+    if exception and exception not in message:
+        parts.append(f"last exception in the log: {exception[:1000]}")
+    return "; ".join(parts) + "; last lines:\n" + tail(log)
 
 
 def _node(pod: dict[str, Any]) -> str:

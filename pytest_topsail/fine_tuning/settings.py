@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator
 
+from pytest_topsail.fine_tuning.catalog import Catalog
 from pytest_topsail.settings import Settings, validate
 
 DEFAULT_IMAGE = "quay.io/modh/fms-hf-tuning:v2.8.2"
@@ -20,7 +21,7 @@ class LoraSettings(_Strict):
     r: int = Field(4, ge=1)
     alpha: int = Field(16, ge=1)
     dropout: float = Field(0.05, ge=0, lt=1)
-    target_modules: list[str] = Field(default_factory=lambda: ["q_proj", "k_proj"])
+    target_modules: list[str] | None = None  # None: the model family's (catalog `families`), resolved at start-up
 
     @field_validator("target_modules", mode="before")
     @classmethod
@@ -48,12 +49,21 @@ class PointSettings(_Strict):
     max_seq_length: int = Field(1024, ge=8)
     epochs: float = Field(1.0, gt=0)
     learning_rate: float = Field(1e-5, gt=0)
+    logging_steps: int | None = Field(None, ge=1)  # None: about 20 loss lines over the run
     dataset: DatasetSettings = Field(default_factory=DatasetSettings)
     flash_attention: bool = False
     gradient_checkpointing: bool = False
     dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"
     container_image: str = DEFAULT_IMAGE
     shared_memory_gb: float | None = Field(None, gt=0)  # /dev/shm size (memory emptyDir); None: no /dev/shm volume
+
+    def resolved(self, catalog: Catalog, where: str) -> PointSettings:
+        """This point with what the catalog decides: LoRA target modules from the model's family when not given
+        (an unknown family is one TopsailError naming the catalog key)."""
+        if self.method == "full" or self.lora.target_modules is not None:
+            return self
+        modules = catalog.lora_target_modules(self.model, where)
+        return self.model_copy(update={"lora": self.lora.model_copy(update={"target_modules": modules})})
 
     @property
     def world_size(self) -> int:

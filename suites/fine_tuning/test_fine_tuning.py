@@ -24,16 +24,19 @@ POINT_FILE = "point.yaml"
 def test_fine_tuning(case: topsail.Case, cluster: Cluster, namespace: str, ft_settings: SuiteSettings,
                      ft_catalog: Catalog, ft_storage: str, progress: topsail.Progress, artifact_dir: Path,
                      kpis: topsail.KpiRecorder) -> None:
+    where = f"{case.source} (case {case.id})"
     try:
-        point = validate_point(case.settings, f"{case.source} (case {case.id})")
-        estimate = estimate_memory(point, ft_catalog, ft_settings, f"{case.source} (case {case.id})")
+        point = validate_point(case.settings, where).resolved(ft_catalog, where)
+        estimate = estimate_memory(point, ft_catalog, ft_settings, where)
+        dataset, data_format = ft_catalog.dataset(point.dataset.name, where), ft_catalog.dataset_format(
+            point.dataset.name, where)
     except topsail.TopsailError as error:
         pytest.fail(str(error), pytrace=False)
     (artifact_dir / POINT_FILE).write_text(yaml.safe_dump(point.model_dump(mode="json"), sort_keys=False))
     gpu_memory = ft_settings.gpu_memory_gb or cluster_gpu_memory_gib(cluster, point.gpus_per_pod)
     preflight(point, estimate, gpu_memory, ft_settings, artifact_dir)
     run = PointRun(cluster.kube, namespace, job_name(case.id), point, ft_settings, artifact_dir, progress,
-                   estimate, gpu_memory)
+                   estimate, gpu_memory, dataset.samples, data_format)
     try:
         master_log = run.run()
         results = parse_file(master_log)
@@ -55,7 +58,7 @@ def estimate_memory(point: PointSettings, catalog: Catalog, settings: SuiteSetti
         spec = spec.model_copy(update={"params_b": point.model_params_b})
     shape = Point(spec, point.method, point.world_size, point.per_device_batch_size,
                   min(point.max_seq_length, spec.max_length), point.dtype, point.flash_attention,
-                  point.gradient_checkpointing, point.lora.r, module_count(point.lora.target_modules))
+                  point.gradient_checkpointing, point.lora.r, module_count(point.lora.target_modules or []))
     return memory_per_gpu(shape, settings.memory_reserve_gb)
 
 
@@ -96,5 +99,5 @@ def labels_of(point: PointSettings) -> dict[str, object]:
     }
     if point.method != "full":
         labels.update(lora_rank=point.lora.r, lora_alpha=point.lora.alpha, lora_dropout=point.lora.dropout,
-                      lora_modules=",".join(point.lora.target_modules))
+                      lora_modules=",".join(point.lora.target_modules or ()))
     return labels

@@ -1,0 +1,95 @@
+"""The parser and the failure message on logs recorded from real trainer runs (tests/fine_tuning/data/record.py):
+plain TRL 1.16 / transformers 5.24 and fms-hf-tuning 3.2.2 / transformers 4.55.4 (`-fms`), full and LoRA, on a
+tiny random Llama-like and Bloom-like model, 1 rank, 2 ranks in one pod, 2 pods, and one failing LoRA point."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_topsail.fine_tuning.metrics import PointMetrics
+from pytest_topsail.fine_tuning.run import exit_message
+from pytest_topsail.fine_tuning.trainer_log import TrainerLogError, last_exception, parse_file, parse_text
+
+DATA = Path(__file__).parent / "data"
+# name -> (GPUs of the job, optimizer steps, summary values as the trainer printed them)
+SEEN = "num_input_tokens_seen"
+RUNS = {
+    "full-llama-1rank": (1, 25, {"train_runtime": 1.691, "train_samples_per_second": 118.3, SEEN: 15448}),
+    "lora-bloom-1rank": (1, 25, {"train_runtime": 1.342, "train_samples_per_second": 149.1, SEEN: 15448}),
+    "full-bloom-2ranks": (2, 13, {"train_runtime": 1.175, "train_steps_per_second": 11.06, SEEN: 16080}),
+    "lora-llama-2pods": (2, 13, {"train_runtime": 2.082, "train_steps_per_second": 6.243, SEEN: 16080}),
+}
+FMS_RUNS = {name: run for name, run in ((f"{n}-fms", r) for n, r in RUNS.items()) if (DATA / f"{name}.log").exists()}
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_transformers_5_logs_parse_with_string_values_and_job_wide_tokens(name):
+    gpus, steps, expected = RUNS[name]
+    results = parse_file(DATA / f"{name}.log")
+    for key, value in expected.items():
+        assert results.value(key) == pytest.approx(value)
+    assert results.tokens_scope == "job"  # derived from the tokens seen by every rank
+    runtime, seen = expected["train_runtime"], expected[SEEN]
+    assert results.value("train_tokens_per_second") == pytest.approx(seen / runtime)
+    assert len(results.progress) == steps  # logging_steps 1 here: one loss line per step, none taken for a summary
+    assert all(p.loss is not None and p.epoch is not None for p in results.progress)
+    assert results.value("total_tokens") == 12967  # the formatted text as tokenized by prepare_dataset.py
+    metrics = PointMetrics(results, gpus=gpus, epochs=1)
+    assert metrics.train_tokens_per_second == pytest.approx(seen / runtime)  # not multiplied by G again
+    assert metrics.train_tokens_per_gpu_per_second == pytest.approx(seen / runtime / gpus)
+    trained = results.progress[-1].values["num_tokens"]  # the trainer's own count (4 digits printed)
+    assert metrics.dataset_tokens_per_second == pytest.approx(trained / runtime)
+    assert trained == pytest.approx(12967 if gpus == 1 else 13520, rel=1e-3)  # 2 ranks repeat 8 samples
+
+
+@pytest.mark.parametrize("name", sorted(FMS_RUNS))
+def test_transformers_4_logs_parse_with_per_device_tokens(name):
+    gpus, steps, _ = FMS_RUNS[name]
+    results = parse_file(DATA / f"{name}.log")
+    assert results.tokens_scope == "device"  # the summary's own train_tokens_per_second, per device
+    assert len(results.progress) == steps
+    per_device = results.value("train_tokens_per_second")
+    assert per_device is not None
+    metrics = PointMetrics(results, gpus=gpus, epochs=1)
+    assert metrics.train_tokens_per_second == pytest.approx(per_device * gpus)
+    runtime, samples = results.value("train_runtime"), results.value("train_samples_per_second")
+    assert runtime * samples == pytest.approx(200 if gpus == 1 else 208, rel=0.02)  # samples x epochs, job-wide
+
+
+def test_the_failing_lora_point_names_the_real_cause():
+    log = (DATA / "lora-bloom-wrong-modules.log").read_text()
+    termination = (DATA / "lora-bloom-wrong-modules.termination").read_text()
+    assert "Target modules {'q_proj', 'k_proj'} not found" in termination
+    assert "ChildFailedError" in log.splitlines()[-15] or "ChildFailedError" in log  # the launcher's own traceback
+    message = exit_message("ft-x-master-0", {"exitCode": 1, "reason": "Error", "message": termination}, log)
+    assert message.index("not found in the base model") < message.index("last lines")
+    assert "termination message: Exception: NoMatchingPeftModuleError" in message
+    with pytest.raises(TrainerLogError, match="no trainer summary line"):
+        parse_text(log, "pod.log")
+
+
+def test_without_termination_message_the_last_exception_of_the_log_is_named():
+    log = (DATA / "lora-bloom-wrong-modules.log").read_text()
+    assert "not found in the base model" in (last_exception(log) or "")
+    message = exit_message("ft-x-master-0", {"exitCode": 1, "reason": "Error"}, log)
+    assert "last exception in the log:" in message and "Target modules" in message
+    assert last_exception("Traceback (most recent call last):\n  File \"x\", line 1\n"
+                          "ModuleNotFoundError: No module named 'PIL'\nE1125 failed\n") == \
+        "ModuleNotFoundError: No module named 'PIL'"
+
+
+def test_rank_prefixes_and_duplicate_summaries():
+    dataset = ("dataset stats: {'total_tokens': 10, 'total_samples': 1, 'avg_tokens_per_sample': 10, "
+               "'max_seq_token': 10}\n")
+    summary = ("{'train_runtime': '2.0', 'train_samples_per_second': '1.0', 'train_steps_per_second': '1.0', "
+               "'train_loss': '1.0', 'epoch': '1', 'num_input_tokens_seen': 100}\n")
+    other_rank = "[rank1]: {'loss': 9.0, 'epoch': 0.5}\n[rank1]: " + summary.replace("2.0", "9.0")
+    results = parse_text(dataset + "[rank0]: {'loss': '1.5', 'epoch': '0.5'}\n" + other_rank + summary, "pod.log")
+    assert [p.loss for p in results.progress] == [1.5]
+    assert results.value("train_tokens_per_second") == 50
+    with pytest.raises(TrainerLogError) as error:
+        parse_text(dataset + summary + "restarting\n" + summary.replace("2.0", "3.0"), "pod.log")
+    assert "two trainer summaries, line 2 and line 4" in str(error.value)
+    assert "train_runtime=2.0" in str(error.value) and "train_runtime=3.0" in str(error.value)
