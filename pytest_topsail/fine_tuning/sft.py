@@ -42,7 +42,7 @@ def train(config: dict[str, Any]) -> None:
     arguments = {k: v for k, v in config.items() if k not in MODEL_KEYS}
     arguments.setdefault("report_to", "none")
     arguments.update(max_length=config.get("max_seq_length", 1024), dataset_text_field="text")
-    (args,) = HfArgumentParser(SFTConfig).parse_dict(arguments, allow_extra_keys=True)
+    (args,) = HfArgumentParser(SFTConfig).parse_dict(arguments, allow_extra_keys=True)  # type: ignore[arg-type]
     path = config["model_name_or_path"]
     tokenizer = AutoTokenizer.from_pretrained(path)
     dtype = getattr(torch, str(config.get("torch_dtype") or "float32"))

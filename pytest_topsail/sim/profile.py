@@ -21,6 +21,7 @@ from pytest_topsail.config import parse_yaml
 from pytest_topsail.errors import TopsailError, describe_validation_error
 from pytest_topsail.hardware import GpuProfile, get_gpu_profile
 from pytest_topsail.kube.quantity import parse_cpu_millis, parse_memory_bytes
+from pytest_topsail.sim.realworkload import RuntimeEntry
 
 SHORTCUT_KEYS = ("nodes", "gpu_profile", "gpus_per_node")
 
@@ -196,6 +197,8 @@ class Profile(_Model):
     controllers: list[str] = Field(default_factory=list)
     # settings of controller plugins, by controller name, each validated by its plugin (`Controller.settings_model`)
     plugins: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # real workloads: a container whose image matches an entry runs as a local process (sim/realworkload.py)
+    runtime: list[RuntimeEntry] = Field(default_factory=list)
 
     @field_validator("controllers")
     @classmethod

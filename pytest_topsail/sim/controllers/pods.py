@@ -9,15 +9,22 @@ restartPolicy says so). Stages with no delay are folded into one status write.
 A workload runtime added by a plugin (runtime.py; e.g. the fine-tuning trainer model of
 pytest_topsail.fine_tuning.simulation) may plan one container of a pod: run time, exit code or a reason such as
 OOMKilled, and log lines written at their offsets while the container runs (the rest at once when it ends).
+
+A container whose image matches an entry of the profile's `runtime` table runs as a real local process instead
+(sim/realworkload.py): its output is the container's log, its exit code, reason and termination message end the
+pod; deleting the pod sends SIGTERM, then SIGKILL after `terminationGracePeriodSeconds` (30 by default).
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+import shutil
+import tempfile
 import time
 from collections.abc import Hashable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from pytest_topsail.sim.controllers.base import Controller, now_seconds, set_condition
@@ -25,6 +32,7 @@ from pytest_topsail.sim.controllers.containers import ContainerPlan, plan_contai
 from pytest_topsail.sim.controllers.runtime import WorkloadPlan, workload_plan
 from pytest_topsail.sim.controllers.scheduler import TERMINAL, pod_fault, stage_for
 from pytest_topsail.sim.gpuactivity import Phases, Usage, gpu_activity
+from pytest_topsail.sim.realworkload import Exit, Runtime, RuntimeError_
 from pytest_topsail.sim.store import format_time
 
 if TYPE_CHECKING:
@@ -50,6 +58,8 @@ class PodRun:
     logged: int = 0  # timed log lines written so far
     started_loop: float = 0.0  # the event loop's clock at the start (timers run on it; virtual in tests)
     usage: list[tuple[float, Usage]] = field(default_factory=list)  # a workload's GPU/CPU use by offset
+    real: set[str] = field(default_factory=set)  # containers run as real processes (the profile's runtime table)
+    real_exits: dict[str, Exit] = field(default_factory=dict)
 
 
 def _owned_by_job(pod: dict[str, Any]) -> bool:
@@ -66,12 +76,21 @@ class PodLifecycle(Controller):
         self.runs: dict[tuple[str, str], PodRun] = {}
         self.awaiting_node: dict[str, set[tuple[str, str]]] = {}  # node name -> pods bound to it before it existed
         self._ips = 0
+        self.real: Runtime | None = None
 
     async def on_start(self) -> None:
+        if self.profile.runtime:
+            self.real = Runtime(self.profile.runtime, Path(tempfile.mkdtemp(prefix="topsail-sim-runtime-")))
         self.watch("pods", "", self._on_pod)
         self.watch("nodes", "", self._on_node)
         for pod in self.store.list(self.pods):
             self._on_pod("ADDED", pod)
+
+    async def stop(self) -> None:
+        await super().stop()
+        if self.real is not None:
+            await self.real.shutdown()
+            shutil.rmtree(self.real.root, ignore_errors=True)
 
     def _on_node(self, event_type: str, node: dict[str, Any]) -> None:
         if event_type != "ADDED":
@@ -85,6 +104,9 @@ class PodLifecycle(Controller):
         meta = pod["metadata"]
         key = (meta.get("namespace") or "", meta["name"])
         if event_type == "DELETED":
+            if self.real is not None:
+                grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+                self.real.terminate_pod(*key, 30.0 if grace is None else float(grace))
             self.awaiting_node.get((pod.get("spec") or {}).get("nodeName") or "", set()).discard(key)
             if self.runs.pop(key, None) is not None:
                 self.cancel_timer(("stage", *key))
@@ -168,6 +190,11 @@ class PodLifecycle(Controller):
         faults = self.profile.faults.pods
         plan_run(run, plans, default, workload_plan(self.store, pod), pod_fault(faults, self.seed, pod, "fail"),
                  hang=pod_fault(faults, self.seed, pod, "hang") is not None)
+        if self.real is not None:
+            run.real = {c["name"] for c in pod["spec"].get("containers") or () if self.real.match(c.get("image", ""))}
+            if run.real:  # the processes' exits complete the pod; nothing modelled about it
+                run.run_seconds, run.exit_code, run.reason, run.workload = math.inf, 0, "", ""
+                run.timed_logs, run.usage, run.fault_message = [], [], ""
 
     def _start(self, pod: dict[str, Any], run: PodRun, status: dict[str, Any]) -> None:
         meta = pod["metadata"]
@@ -189,15 +216,56 @@ class PodLifecycle(Controller):
         status["phase"] = "Running"
         for plan in run.plans:
             self.store.start_log_run(namespace, name, plan.name)
-            if plan.log:
+            if plan.log and plan.name not in run.real:
                 self.store.append_log(namespace, name, plan.name, plan.log)
         run.logged = 0
         run.started_loop = asyncio.get_running_loop().time()
         self._write_due_logs(namespace, name, run)
         self.store.record_event(pod, "Started", "Started container " + ", ".join(p.name for p in run.plans),
                                 source="kubelet")
+        if run.real:
+            run.real_exits = {}
+            for container in pod["spec"].get("containers") or ():
+                if container["name"] in run.real:
+                    asyncio.get_running_loop().create_task(self._launch(pod, container, run))
         if math.isfinite(run.run_seconds):
             self.enqueue_after(run.run_seconds, ("complete", namespace, name))
+
+    async def _launch(self, pod: dict[str, Any], container: dict[str, Any], run: PodRun) -> None:
+        """Start one real container; its exit completes the pod once every real container of it has ended."""
+        assert self.real is not None
+        namespace, name, cname = pod["metadata"].get("namespace") or "", pod["metadata"]["name"], container["name"]
+
+        def on_line(line: str) -> None:
+            self.store.append_log(namespace, name, cname, line)
+
+        def on_exit(result: Exit) -> None:
+            run.real_exits[cname] = result
+            if set(run.real_exits) >= run.real and self.runs.get((namespace, name)) is run:
+                self.enqueue(("complete", namespace, name))
+
+        entry = self.real.match(container.get("image", ""))
+        try:
+            if entry is None:
+                raise RuntimeError_(f"image {container.get('image')!r} left the runtime table")
+            await self.real.start(pod, container, entry, self._object, self._hosts(pod), on_line, on_exit)
+        except (RuntimeError_, OSError) as error:
+            on_line(f"failed to start the container: {error}\n")
+            now = time.time()
+            on_exit(Exit(128, "StartError", str(error), now, now))
+
+    def _object(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.store.find(self.store.resource_type({"ConfigMap": "configmaps", "Secret": "secrets"}[kind]),
+                               namespace, name)
+
+    def _hosts(self, pod: dict[str, Any]) -> list[str]:
+        """The names a pod resolves to this host: its own and those of the pods of the same owner (a job's master)."""
+        owners = {r.get("uid") for r in pod["metadata"].get("ownerReferences") or ()}
+        names = [pod["metadata"]["name"]]
+        if owners:
+            names += [p["metadata"]["name"] for p in self.store.list(self.pods, pod["metadata"].get("namespace"))
+                      if owners & {r.get("uid") for r in p["metadata"].get("ownerReferences") or ()}]
+        return names
 
     def _ready(self, pod: dict[str, Any], run: PodRun, status: dict[str, Any]) -> None:
         now = now_seconds()
@@ -218,6 +286,9 @@ class PodLifecycle(Controller):
         finished = time.time()
         exit_codes = {p.name: (run.exit_code if run.fault_message or p.name == run.workload else p.exit_code)
                       for p in run.plans}
+        exit_codes.update({cname: result.code for cname, result in run.real_exits.items()})
+        if run.real:
+            run.exit_code = next((r.code for r in run.real_exits.values() if r.code), 0)
         self.cancel_timer(("log", *key))
         self._write_due_logs(key[0], key[1], run, everything=True)
         if run.fault_message:
@@ -229,6 +300,11 @@ class PodLifecycle(Controller):
             reason = run.reason or ("Completed" if code == 0 else "Error")
             terminated = {"exitCode": code, "reason": reason,
                           "startedAt": started_at, "finishedAt": format_time(finished), "containerID": ""}
+            real = run.real_exits.get(previous["name"])
+            if real is not None:
+                terminated["reason"] = real.reason
+                if real.message:
+                    terminated["message"] = real.message
             statuses.append({**previous, "state": {"terminated": terminated}, "ready": False, "started": False})
         status["containerStatuses"] = statuses
         failed = run.exit_code != 0

@@ -4,7 +4,9 @@ On start it registers the PyTorchJob CRD (so `kubectl apply` of a PyTorchJob wor
 PyTorchJob, after the profile's `jobs.sync` delay, it creates one pod per replica of `spec.pytorchReplicaSpecs`
 (`<job>-master-0`, `<job>-worker-<i>`) from the replica's template, with the operator's labels
 (`training.kubeflow.org/job-name`, `replica-type`, `replica-index`, `job-role=master`), the replica's restartPolicy and
-the distributed environment (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK) in the `pytorch` container. It keeps
+the distributed environment (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK and torchrun's PET_MASTER_ADDR,
+PET_MASTER_PORT, PET_NNODES, PET_NODE_RANK, plus PET_NPROC_PER_NODE when `spec.nprocPerNode` is set) in the
+`pytorch` container. It keeps
 `status.replicaStatuses` (active/succeeded/failed per replica type), startTime, completionTime and the conditions
 Created -> Running (all pods running) -> Succeeded (the master succeeded) or Failed (a pod failed and will not be
 restarted: restartPolicy Never, or the containers' restarts reached `runPolicy.backoffLimit`, where 0 means the first
@@ -96,7 +98,14 @@ def pod_for_replica(job: dict[str, Any], rtype: str, index: int, rspec: dict[str
         {"name": "WORLD_SIZE", "value": str(world)},
         {"name": "RANK", "value": str(rank)},
         {"name": "PYTHONUNBUFFERED", "value": "1"},
+        {"name": "PET_MASTER_ADDR", "value": master if rtype != "Master" else "localhost"},
+        {"name": "PET_MASTER_PORT", "value": str(MASTER_PORT)},
+        {"name": "PET_NNODES", "value": str(world)},
+        {"name": "PET_NODE_RANK", "value": str(rank)},
     ]
+    nproc = (job.get("spec") or {}).get("nprocPerNode")
+    if nproc is not None:
+        env.append({"name": "PET_NPROC_PER_NODE", "value": str(nproc)})
     for container in spec.get("containers") or []:
         if container.get("name") == "pytorch":
             known = {e["name"] for e in env}

@@ -21,7 +21,7 @@ from typing import Any
 from pytest_topsail.fine_tuning.catalog import builtin_catalog
 from pytest_topsail.fine_tuning.manifests import config_maps, pytorchjob
 from pytest_topsail.fine_tuning.settings import validate_point
-from pytest_topsail.sim.runtime import Exit, Runtime, RuntimeEntry
+from pytest_topsail.sim.realworkload import Exit, Runtime, RuntimeEntry
 
 HERE = Path(__file__).parent
 BASE = {"dataset": {"name": "alpaca_tiny"}, "per_device_batch_size": 8, "max_seq_length": 128, "epochs": 1,
@@ -38,8 +38,9 @@ RUNS: dict[str, dict[str, Any]] = {
 
 def operator_env(job: str, replica: str, index: int, point: Any, port: int) -> dict[str, str]:
     rank = 0 if replica == "Master" else index + 1
-    return {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": str(point.pods),
-            "RANK": str(rank), "PET_MASTER_ADDR": "127.0.0.1", "PET_MASTER_PORT": str(port),
+    master = "localhost" if replica == "Master" else f"{job}-master-0"
+    return {"MASTER_ADDR": master, "MASTER_PORT": str(port), "WORLD_SIZE": str(point.pods),
+            "RANK": str(rank), "PET_MASTER_ADDR": master, "PET_MASTER_PORT": str(port),
             "PET_NNODES": str(point.pods), "PET_NODE_RANK": str(rank), "PET_NPROC_PER_NODE": str(point.gpus_per_pod),
             "PYTHONUNBUFFERED": "1"}
 
@@ -69,7 +70,10 @@ async def record(name: str, settings: dict[str, Any], storage: Path, trainer: st
     for replica, index in replicas:
         template = manifest["spec"]["pytorchReplicaSpecs"][replica]["template"]
         pod_name = f"{job}-{replica.lower()}-{index}"
-        pod = {"metadata": {"name": pod_name, "namespace": "ns"}, "spec": template["spec"]}
+        spec = {**template["spec"], "containers": [{**c, "env": [*c["env"], *[
+            {"name": k, "value": v} for k, v in operator_env(job, replica, index, point, port).items()]]}
+            for c in template["spec"]["containers"]]}
+        pod = {"metadata": {"name": pod_name, "namespace": "ns", "ownerReferences": [{"uid": job}]}, "spec": spec}
         logs[pod_name] = []
 
         def on_exit(result: Exit, pod_name: str = pod_name) -> None:
@@ -77,8 +81,8 @@ async def record(name: str, settings: dict[str, Any], storage: Path, trainer: st
             if len(exits) == len(replicas):
                 done.set()
 
-        await runtime.start(pod, template["spec"]["containers"][0], entry,
-                            lambda kind, ns, n: objects.get((kind, n)), operator_env(job, replica, index, point, port),
+        await runtime.start(pod, spec["containers"][0], entry,
+                            lambda kind, ns, n: objects.get((kind, n)), [f"{job}-master-0"],
                             logs[pod_name].append, on_exit)
     await asyncio.wait_for(done.wait(), 900)
     master = f"{job}-master-0"

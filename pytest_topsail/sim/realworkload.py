@@ -5,8 +5,10 @@ real local process, as a kubelet would run it (docs/simulator.md "Real workloads
   top-level directories (bound) plus the pod's volumes at their mount paths: ConfigMap and Secret keys as files,
   emptyDir as a directory of the pod, a PersistentVolumeClaim as a directory kept per claim for the simulator's
   life, the entry's `files` (the image's own files, e.g. `/app/launcher.py`) and the termination-message file.
-- command/args/env of the container (plus what the caller adds: the training operator's variables), stdout and
-  stderr merged line by line as `kubectl logs` shows them (a partial line waits for its newline or the end).
+- command/args/env of the container, stdout and stderr merged line by line as `kubectl logs` shows them (a partial
+  line waits for its newline or the end). Pods share this host's network: `/etc/hosts` maps the names the caller
+  gives (the pods of the same owner) to 127.0.0.1, and a `*_PORT` variable's port (MASTER_PORT) is mapped to a free
+  local port per owner, so two jobs never meet on one port.
 - The exit: code 0 -> Completed, else Error; the termination-message file's content (else, with
   `FallbackToLogsOnError`, the log's last 80 lines) as the message; past the entry's `max_seconds` the process is
   killed (137, DeadlineExceeded).
@@ -28,6 +30,7 @@ import os
 import shlex
 import shutil
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -156,26 +159,30 @@ class Runtime:
         self.root = root
         self.workloads: dict[tuple[str, str, str], Workload] = {}
         self.tasks: set[asyncio.Task[Exit]] = set()
+        self.ports: dict[tuple[str, int], int] = {}
 
     def match(self, image: str) -> RuntimeEntry | None:
         return next((e for e in self.entries if fnmatch.fnmatchcase(image or "", e.image)), None)
 
     async def start(self, pod: dict[str, Any], container: dict[str, Any], entry: RuntimeEntry,
-                    get_object: Callable[[str, str, str], dict[str, Any] | None], extra_env: dict[str, str],
+                    get_object: Callable[[str, str, str], dict[str, Any] | None], hosts: list[str],
                     on_line: Callable[[str], None], on_exit: Callable[[Exit], None]) -> Workload:
-        """Start `container` of `pod`; `on_exit` is called once with its Exit. Raises RuntimeError_ when a volume
-        or the namespaces are missing (the caller reports it as the container's start error)."""
+        """Start `container` of `pod`; `on_exit` is called once with its Exit. `hosts`: names that resolve to this
+        host. Raises RuntimeError_ when a volume or the namespaces are missing (the caller reports it as the
+        container's start error)."""
         meta = pod["metadata"]
         key = (meta.get("namespace", "default"), meta["name"], container["name"])
         directory = self.root / "pods" / key[0] / key[1] / key[2]
         shutil.rmtree(directory, ignore_errors=True)
         directory.mkdir(parents=True)
         (directory / "termination-log").write_bytes(b"")
+        (directory / "hosts").write_text(f"127.0.0.1 localhost {' '.join(dict.fromkeys(hosts))}\n::1 localhost\n")
         mounts = self._mounts(pod, container, entry, directory, get_object)
+        mounts.append((str(directory / "hosts"), "/etc/hosts"))
         argv = [entry.local(a) for a in (container.get("command") or entry.command) + (container.get("args") or [])]
         if not argv:
             raise RuntimeError_("the container has no command and the runtime entry none")
-        env = self._env(container, entry, extra_env)
+        env = self._env(container, entry, _owner(pod))
         script = directory / "enter.sh"
         script.write_text(_enter_script(mounts, container.get("workingDir") or "/"), encoding="utf-8")
         unshare = shutil.which("unshare")
@@ -235,9 +242,9 @@ class Runtime:
             mounts.append((str(source), mount["mountPath"]))
         path = container.get("terminationMessagePath") or TERMINATION_PATH
         mounts.append((str(directory / "termination-log"), path))
-        for source, target in mounts:
-            if not Path(source).exists():
-                raise RuntimeError_(f"mount {target}: its source {source} does not exist")
+        for local, target in mounts:
+            if not Path(local).exists():
+                raise RuntimeError_(f"mount {target}: its source {local} does not exist")
             if not target.startswith("/"):
                 raise RuntimeError_(f"mount path {target!r} is not absolute")
         return mounts
@@ -265,15 +272,32 @@ class Runtime:
         target.mkdir(parents=True, exist_ok=True)
         return target
 
-    def _env(self, container: dict[str, Any], entry: RuntimeEntry, extra: dict[str, str]) -> dict[str, str]:
+    def _env(self, container: dict[str, Any], entry: RuntimeEntry, owner: str) -> dict[str, str]:
         env = {"PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
                "HOME": os.environ.get("HOME", "/root"), "LANG": "C.UTF-8"}
         env.update({k: entry.local(v) for k, v in entry.env.items()})
-        env.update(extra)
         for item in container.get("env") or ():
             if "value" in item:
                 env[item["name"]] = str(item["value"])
+        for name, value in env.items():
+            if name.endswith("MASTER_PORT") and value.isdigit():
+                env[name] = str(self._port(owner, int(value)))
         return env
+
+    def _port(self, owner: str, port: int) -> int:
+        """The local port standing for `port` among the pods of `owner` (allocated once, free when allocated)."""
+        key = (owner, port)
+        if key not in self.ports:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+                probe.bind(("127.0.0.1", 0))
+                self.ports[key] = probe.getsockname()[1]
+        return self.ports[key]
+
+
+def _owner(pod: dict[str, Any]) -> str:
+    meta = pod["metadata"]
+    refs = meta.get("ownerReferences") or ()
+    return refs[0].get("uid") or refs[0].get("name", "") if refs else f"{meta.get('namespace')}/{meta['name']}"
 
 
 def _keys(kind: str, obj: dict[str, Any]) -> dict[str, bytes]:
