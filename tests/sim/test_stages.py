@@ -125,3 +125,18 @@ def test_a_suite_describes_its_own_operator_as_stages(tmp_path):
             assert sim.event_reasons("w") == ["Ready"]
 
     run(scenario, virtual_time=True)
+
+
+def test_the_default_catalog_sources_connect_once_olm_created_them():
+    async def scenario():
+        specs = [*CORE, "pytest_topsail.sim.controllers.olm:OlmController", *SPECS[len(CORE):]]
+        async with running_sim(profile(), specs) as sim:
+            catalogs = sim.store.resource_type("catalogsources", "operators.coreos.com")
+            ready = await wait_for(lambda: sim.store.get(catalogs, "openshift-marketplace", "redhat-operators")
+                                   .get("status"), "catalog status")
+            assert ready["connectionState"]["lastObservedState"] == "READY"
+            assert ready["connectionState"]["address"] == "redhat-operators.openshift-marketplace.svc:50051"
+            assert ready["registryService"] == {"protocol": "grpc", "serviceName": "redhat-operators",
+                                                "serviceNamespace": "openshift-marketplace", "port": "50051"}
+
+    run(scenario, virtual_time=True)

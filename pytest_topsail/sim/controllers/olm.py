@@ -3,8 +3,9 @@ ClusterServiceVersion (Pending -> Installing -> Succeeded), and the CRDs each op
 InstallPlan, as OLM does).
 
 The catalog is built in (`PACKAGES`): the NFD, NVIDIA GPU, RHOAI and Open Data Hub operators; every CatalogSource
-serves it. An unknown package gives the Subscription a ResolutionFailed condition; a namespace without an
-OperatorGroup makes the CSV fail with reason NoOperatorGroup, like the real OLM.
+serves it (a CatalogSource's READY connection state is a stage of operator_stages.yaml). An unknown package gives
+the Subscription a ResolutionFailed condition; a namespace without an OperatorGroup makes the CSV fail with reason
+NoOperatorGroup, like the real OLM.
 
 Timings and faults of the simulated operators come from the ConfigMap `kube-system/topsail-sim-operators` (key
 `behaviour.yaml`, see `OperatorBehaviour`), read each time a decision needs them: the fixtures create it from the
@@ -189,7 +190,6 @@ class OlmController(OperatorController):
         self.csvs = self.store.resource_type("clusterserviceversions", OLM_GROUP)
         self.operatorgroups = self.store.resource_type("operatorgroups", OLM_GROUP)
         self.crds = self.store.resource_type("customresourcedefinitions", "apiextensions.k8s.io")
-        self.listen(OLM_GROUP, "catalogsources", self.enqueue_on("catalog"))
         self.listen(OLM_GROUP, "subscriptions", self.enqueue_on("subscription"))
         self.listen(OLM_GROUP, "installplans", self.enqueue_on("installplan"))
         self.listen(OLM_GROUP, "clusterserviceversions", self.enqueue_on("csv"))
@@ -217,25 +217,12 @@ class OlmController(OperatorController):
 
     async def reconcile(self, key: Hashable) -> None:
         kind, namespace, name = cast(tuple[str, str, str], key)
-        if kind == "catalog":
-            self._reconcile_catalog(namespace, name)
-        elif kind == "subscription":
+        if kind == "subscription":
             self._reconcile_subscription(namespace, name)
         elif kind == "installplan":
             self._reconcile_installplan(namespace, name)
         elif kind == "csv":
             self._reconcile_csv(namespace, name)
-
-    def _reconcile_catalog(self, namespace: str, name: str) -> None:
-        catalog = self.store.find(self.catalogsources, namespace, name)
-        if catalog is None or catalog.get("status", {}).get("connectionState", {}).get("lastObservedState"):
-            return
-        self.set_status(self.catalogsources, catalog, {
-            "connectionState": {"lastObservedState": "READY", "address": f"{name}.{namespace}.svc:50051",
-                                "lastConnect": now_seconds()},
-            "registryService": {"protocol": "grpc", "serviceName": name, "serviceNamespace": namespace,
-                                "port": "50051"},
-        })
 
     def _reconcile_subscription(self, namespace: str, name: str) -> None:
         sub = self.store.find(self.subscriptions, namespace, name)

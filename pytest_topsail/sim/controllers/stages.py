@@ -165,6 +165,10 @@ class StagesController(OperatorController):
         for watched, owners in self._watchers().items():
             self.watch_key(watched, self._watched_changed(owners))
         self.functions = {"objects": self._objects, "condition": _condition, "advertises": advertises}
+        for key in dict.fromkeys(stage.key for stage in self.stages):  # objects created before this controller
+            rtype = self.type_of(*key)
+            for obj in self.store.list(rtype) if rtype is not None else ():
+                self.enqueue((key, obj["metadata"].get("namespace") or "", obj["metadata"]["name"]))
 
     def _watchers(self) -> dict[tuple[str, str], list[tuple[str, str]]]:
         watchers: dict[tuple[str, str], list[tuple[str, str]]] = {}
