@@ -24,10 +24,15 @@ def loss_curve(progress: list[Progress], title: str) -> dict[str, Any]:
         xs, ys = series(attribute)
         traces.append({"type": "scatter", "mode": "lines+markers", "name": attribute, "x": xs, "y": ys,
                        "yaxis": axis})
-    return {"data": traces, "layout": {"title": {"text": title}, "xaxis": {"title": {"text": "epoch"}},
-                                       "yaxis": {"title": {"text": "loss, grad norm"}},
+    # the legend goes under the plot (not over the title) and every axis makes room for its tick labels: the
+    # learning rate's exponent labels (2e-05) were clipped at the right edge
+    return {"data": traces, "layout": {"title": {"text": title}, "xaxis": {"title": {"text": "epoch"},
+                                                                           "automargin": True},
+                                       "yaxis": {"title": {"text": "loss, grad norm"}, "automargin": True},
                                        "yaxis2": {"title": {"text": "learning rate"}, "overlaying": "y",
-                                                  "side": "right"}}}
+                                                  "side": "right", "automargin": True, "exponentformat": "e"},
+                                       "legend": {"orientation": "h", "x": 0, "y": -0.2, "yanchor": "top"},
+                                       "margin": {"t": 60, "r": 80}}}
 
 
 def scaling_figure(points: Iterable[Mapping[str, Any]], kpi: str, higher_better: bool = True) -> dict[str, Any]:
@@ -50,10 +55,13 @@ def scaling_figure(points: Iterable[Mapping[str, Any]], kpi: str, higher_better:
                                          "line": {"dash": "dot"}}
         traces.append(perfect_trace)
     direction = "higher is better" if higher_better else "lower is better"
+    # the legend (long series names) under the plot, where it has the figure's width
     return {"data": traces, "layout": {"title": {"text": f"{kpi} vs GPU count ({direction})"},
                                        "xaxis": {"title": {"text": "GPUs (pods x GPUs per pod)"}, "type": "log",
                                                  "dtick": math.log10(2)},
-                                       "yaxis": {"title": {"text": kpi}}}}
+                                       "yaxis": {"title": {"text": kpi}},
+                                       "legend": {"orientation": "h", "x": 0, "y": -0.2, "yanchor": "top"},
+                                       "height": 420 + 22 * len(traces)}}
 
 
 def by_dimension_figure(points: Iterable[Mapping[str, Any]], dimension: str, kpi: str) -> dict[str, Any]:

@@ -45,7 +45,9 @@ def throughput_figure(summaries: Sequence[dict[str, Any]]) -> go.Figure:
 
 def latency_figure(summaries: Sequence[dict[str, Any]]) -> go.Figure:
     x, title = load_axis(summaries)
-    figure = make_subplots(rows=2, cols=2, subplot_titles=[name for _, name in LATENCY_PANELS])
+    # spacing leaves room for the right column's y-axis title and the first row's x-axis titles
+    figure = make_subplots(rows=2, cols=2, subplot_titles=[name for _, name in LATENCY_PANELS],
+                           horizontal_spacing=0.12, vertical_spacing=0.2)
     for number, (key, name) in enumerate(LATENCY_PANELS):
         row, col = number // 2 + 1, number % 2 + 1
         for statistic, line in QUANTILE_LINES:

@@ -8,7 +8,6 @@ forbids any network access, so the page behaves the same with and without a netw
 
 from __future__ import annotations
 
-import base64
 import datetime
 import functools
 import gzip
@@ -25,18 +24,29 @@ import jinja2
 
 from pytest_topsail.kpi import format_value
 from pytest_topsail.regression import Verdict
-from pytest_topsail.verdict_states import State
+from pytest_topsail.verdict_states import ORDER, State
 
 SERIES_COLORS = ("#1f77b4", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22", "#393b79")
-VERDICT_COLORS = {"regression": "#d62728", "improvement": "#2ca02c", "accepted": "#6b7280",
-                  "insufficient_history": "#9ca3af", "no_history": "#9ca3af", "ignored": "#9ca3af"}
-STATUS_ORDER = {"regression": 0, "improvement": 1, "accepted": 2, "insufficient_history": 3, "no_history": 4,
-                "ignored": 5}
+VERDICT_COLORS = {State.REGRESSION.value: "#d62728", State.IMPROVEMENT.value: "#2ca02c",
+                  State.ACCEPTED.value: "#6b7280", State.INSUFFICIENT_HISTORY.value: "#9ca3af",
+                  State.NO_HISTORY.value: "#9ca3af", State.IGNORED.value: "#9ca3af"}
+
+
+# plotly.js travels as its gzip bytes, written raw into a windows-1252 page (1.5 MB; base64 would be 2 MB): the
+# browser decodes each byte to one character; the script maps the characters back to bytes (CP1252_BYTES for the
+# 32 code points of 0x80-0x9F) and undoes the escapes of the few bytes an HTML parser would change or read as
+# markup (NUL, CR, "<") and of the escape byte itself.
+ESCAPE = 0x1B
+ESCAPED = {0x00: ord("0"), 0x0D: ord("r"), 0x3C: ord("l"), ESCAPE: ord("e")}
+ESCAPE_JS = {chr(code): byte for byte, code in ESCAPED.items()}
+CP1252_BYTES = {ord(bytes([b]).decode("cp1252", errors="ignore") or chr(b)): b for b in range(0x80, 0xA0)}
+PAGE_ENCODING = "cp1252"
+BUNDLE_MARK = "@@TOPSAIL-PLOTLY-BYTES@@"
 
 
 @functools.lru_cache(maxsize=1)
-def plotly_bundle() -> tuple[str, str]:
-    """(base64 of gzip(plotly.min.js), plotly.js version) from the installed plotly package."""
+def plotly_bundle() -> tuple[bytes, str]:
+    """(escaped gzip(plotly.min.js), plotly.js version) from the installed plotly package."""
     import plotly
 
     path = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
@@ -45,7 +55,14 @@ def plotly_bundle() -> tuple[str, str]:
     head = source[:300].decode("utf-8", "replace")
     if "plotly.js v" in head:
         version = head.split("plotly.js v", 1)[1].split()[0]
-    return base64.b64encode(gzip.compress(source, compresslevel=9, mtime=0)).decode("ascii"), version
+    packed = gzip.compress(source, compresslevel=9, mtime=0)
+    escaped = bytearray()
+    for byte in packed:
+        if byte in ESCAPED:
+            escaped += bytes((ESCAPE, ESCAPED[byte]))
+        else:
+            escaped.append(byte)
+    return bytes(escaped), version
 
 
 def script_json(data: Any) -> str:
@@ -88,7 +105,8 @@ def relative_link(target: str | None, report_dir: Path) -> str | None:
     return quote(Path(relative).as_posix() + "/")
 
 
-def trend_figure(suite: str, kpi: str, verdicts: Sequence[Verdict], now: float) -> dict[str, Any]:
+def trend_figure(suite: str, kpi: str, verdicts: Sequence[Verdict], now: float,
+                 names: dict[str, str] | None = None) -> dict[str, Any]:
     """History of one KPI, one trace per item, on a shared time axis: every series' current value sits at ``now``
     (this run), baseline points filled, points left out of the baseline (unacknowledged regressions) hollow,
     change points circled; hovering a point shows its run id, presets and git sha."""
@@ -97,7 +115,7 @@ def trend_figure(suite: str, kpi: str, verdicts: Sequence[Verdict], now: float) 
     hover = "%{x}<br>%{y} " + unit + "<br>run %{customdata[0]}<br>presets %{customdata[1]}<br>git %{customdata[2]}"
     for number, verdict in enumerate(verdicts):
         color = SERIES_COLORS[number % len(SERIES_COLORS)]
-        name = verdict.nodeid.split("::")[-1]
+        name = (names or {}).get(verdict.nodeid) or verdict.nodeid.split("::")[-1]
         points = [*verdict.history, {"timestamp": now, "value": verdict.value, "run_id": "this run",
                                      "baseline": True}]
         xs = [_iso(h["timestamp"]) for h in points]
@@ -148,19 +166,26 @@ def common_labels(label_sets: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {k: v for k, v in sorted(first.items()) if all(s.get(k, object()) == v for s in label_sets)}
 
 
-def _labels_text(labels: dict[str, Any], skip: dict[str, Any] | None = None) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(labels.items()) if not skip or k not in skip)
+class _Figures:
+    """Every figure of the page, numbered in page order; ``lazy`` ones are drawn when their fold opens."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.items: list[Figure] = []
+        self.problems = problems
+
+    def add(self, title: str, spec: dict[str, Any]) -> Figure:
+        figure = Figure(title=title, spec=spec, id=f"fig-{len(self.items)}")
+        self.items.append(figure)
+        return figure
+
+    def load(self, title: str, path: str) -> Figure | None:
+        spec = load_figure(path, self.problems)
+        return None if spec is None else self.add(title, spec)
 
 
 def build_context(report: ReportInput, report_dir: Path) -> dict[str, Any]:
     problems = list(report.problems)
-    figures: list[Figure] = []
-
-    def add_figure(title: str, spec: dict[str, Any]) -> Figure:
-        figure = Figure(title=title, spec=spec, id=f"fig-{len(figures)}")
-        figures.append(figure)
-        return figure
-
+    figures = _Figures(problems)
     by_suite: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for record in report.records:
         by_suite[record["suite"]].append(record)
@@ -168,64 +193,146 @@ def build_context(report: ReportInput, report_dir: Path) -> dict[str, Any]:
     for verdict in report.verdicts:
         verdicts_by_suite[verdict.suite].append(verdict)
     now = max((v.timestamp for v in report.verdicts), default=0.0)  # this run: one x for every series
-
+    names: dict[str, str] = {}
     suites = []
     for suite in sorted(set(by_suite) | set(verdicts_by_suite)):
-        records = sorted(by_suite[suite], key=lambda r: r["nodeid"])
-        kpi_names = sorted({k["name"] for r in records for k in r.get("kpis") or []})
-        units = {k["name"]: k.get("unit", "") for r in records for k in r.get("kpis") or []}
-        rows = []
-        for record in records:
-            values = {k["name"]: format_value(k["value"], k.get("format")) for k in record.get("kpis") or []}
-            rows.append({"test_id": record.get("test_id") or record["nodeid"], "nodeid": record["nodeid"],
-                         "outcome": record.get("outcome", ""), "link": relative_link(record.get("artifact_dir"),
-                                                                                     report_dir),
-                         "values": [values.get(name, "") for name in kpi_names]})
-        verdicts = sorted(verdicts_by_suite[suite], key=lambda v: (STATUS_ORDER.get(v.status, 9), v.nodeid, v.kpi))
-        shared = common_labels([v.labels for v in verdicts])
-        by_kpi: dict[str, list[Verdict]] = defaultdict(list)
-        for verdict in verdicts:
-            if verdict.history:
-                by_kpi[verdict.kpi].append(verdict)
-        trend_order = sorted(by_kpi, key=lambda k: (min(STATUS_ORDER.get(v.status, 9) for v in by_kpi[k]), k))
-        trends = {kpi: add_figure(f"{kpi} history", trend_figure(suite, kpi, by_kpi[kpi], now))
-                  for kpi in trend_order}
-        suite_figures = []
-        for entry in report.suite_figures.get(suite, []):  # figures of the whole suite (kpis.py figures())
-            spec = load_figure(entry["path"], problems)
-            if spec is not None:
-                suite_figures.append(add_figure(entry["title"], spec))
-        for record in records:
-            for entry in record.get("figures") or []:
-                spec = load_figure(entry.get("path", ""), problems)
-                if spec is not None:
-                    title = f"{record.get('test_id') or record['nodeid']}: {entry.get('title', '')}"
-                    suite_figures.append(add_figure(title, spec))
-        suites.append({
-            "name": suite, "kpi_names": kpi_names, "units": [units[n] for n in kpi_names], "rows": rows,
-            "labels": _labels_text(shared),
-            "verdicts": [_verdict_row(v, shared, trends) for v in verdicts],
-            "trends": list(trends.values()), "figures": suite_figures,
-        })
-    bundle, version = plotly_bundle()
+        records = sorted(by_suite[suite], key=lambda r: r.get("start") or 0)
+        suites.append(_suite_context(suite, records, verdicts_by_suite[suite], report, report_dir, figures, now,
+                                     problems))
+        names.update(suites[-1]["names"])
     outcomes: dict[str, int] = defaultdict(int)
     for record in report.records:
         outcomes[record.get("outcome", "unknown")] += 1
-    failed = [{"test_id": r.get("test_id") or r["nodeid"], "nodeid": r["nodeid"], "suite": r["suite"],
+    failed = [{"name": names.get(r["nodeid"], r.get("test_id") or r["nodeid"]), "nodeid": r["nodeid"],
+               "suite": r["suite"], "anchor": _anchor(r["nodeid"]),
                "link": relative_link(r.get("artifact_dir"), report_dir)}
               for r in report.records if r.get("outcome") == "failed"]
+    changes = {state: _grouped([v for v in report.verdicts if v.status == state], names)
+               for state in (State.REGRESSION.value, State.IMPROVEMENT.value)}
+    bundle, version = plotly_bundle()
     return {
         "title": report.title, "summary": report.summary, "run_info": report.run_info, "suites": suites,
-        "banner": banner(report.summary, outcomes), "failed": failed,
-        "changes": {status: _grouped([v for v in report.verdicts if v.status == status])
-                    for status in ("regression", "improvement")},
-        "change_labels": {status: _labels_text(common_labels([v.labels for v in report.verdicts
-                                                               if v.status == status]))
-                          for status in ("regression", "improvement")},
-        "outcomes": dict(sorted(outcomes.items())), "problems": problems, "figures": figures,
-        "figures_json": {f.id: script_json(f.spec) for f in figures}, "plotly_bundle": bundle,
-        "plotly_version": version, "colors": VERDICT_COLORS,
+        "banner": banner(report.summary, outcomes), "failed": failed, "changes": changes,
+        "change_counts": {state: sum(len(g["rows"]) for g in groups) for state, groups in changes.items()},
+        "interrupted": _interrupted(report), "outcomes": dict(sorted(outcomes.items())), "problems": problems,
+        "figures": figures.items, "figures_json": {f.id: script_json(f.spec) for f in figures.items},
+        "plotly_bundle": bundle, "plotly_version": version, "colors": VERDICT_COLORS, "states": list(State),
+        "byte_map": script_json(CP1252_BYTES), "escape": ESCAPE_JS,
     }
+
+
+def _interrupted(report: ReportInput) -> str:
+    if not report.interrupted:
+        return ""
+    expected = f" of {report.expected}" if report.expected else ""
+    return (f"Run interrupted ({report.interrupted}): this report covers the {len(report.records)}{expected} "
+            "items that finished.")
+
+
+def _anchor(nodeid: str) -> str:
+    import hashlib
+
+    return "item-" + hashlib.sha1(nodeid.encode(), usedforsecurity=False).hexdigest()[:10]
+
+
+def _suite_context(suite: str, records: list[dict[str, Any]], verdicts: list[Verdict], report: ReportInput,
+                   report_dir: Path, figures: _Figures, now: float, problems: list[str]) -> dict[str, Any]:
+    from pytest_topsail.report.matrix import build_matrix
+
+    settings = report.suite_settings.get(suite, {})
+    matrix = build_matrix(suite, records, settings, problems)
+    by_item: dict[str, dict[str, Verdict]] = defaultdict(dict)
+    for verdict in verdicts:
+        by_item[verdict.nodeid][verdict.kpi] = verdict
+    top = [f for entry in report.suite_figures.get(suite, []) if (f := figures.load(entry["title"], entry["path"]))]
+    shown_open = not top  # a suite without figures of its own shows its items' figures in their place
+    rows = []
+    for record in records:
+        nodeid = record["nodeid"]
+        item_figures = []
+        for number, entry in enumerate(record.get("figures") or []):
+            title = f"{matrix.names[nodeid]}: {entry.get('title', '').split(': ', 1)[-1]}"
+            figure = figures.load(title, entry.get("path", ""))
+            if figure is None:
+                continue
+            # a suite without figures of its own shows its first items' first figure at the top (not repeated
+            # in the row's details), the others in their rows
+            opened = shown_open and number == 0 and len(top) < MAX_OPEN_FIGURES
+            (top if opened else item_figures).append(figure)
+        rows.append(_row(record, matrix, by_item.get(nodeid, {}), item_figures, report_dir))
+    units = {k["name"]: k.get("unit", "") for r in records for k in r.get("kpis") or []}
+    ordered = sorted(verdicts, key=lambda v: (ORDER.get(v.status, 9), v.nodeid, v.kpi))
+    changed = [v for v in ordered if v.status in (State.REGRESSION, State.IMPROVEMENT)]
+    trends = {kpi: figures.add(f"{kpi} history",
+                               trend_figure(suite, kpi, [v for v in verdicts if v.kpi == kpi and v.history], now,
+                                            matrix.names))
+              for kpi in dict.fromkeys(v.kpi for v in changed) if any(v.history for v in verdicts if v.kpi == kpi)}
+    counts = {state.value: sum(v.status == state for v in verdicts) for state in State}
+    return {
+        "name": suite, "id": f"suite-{suite}", "figures": top[:MAX_OPEN_FIGURES],
+        "more_figures": top[MAX_OPEN_FIGURES:], "dimensions": matrix.dimensions,
+        "constant": matrix.constant, "headline": [{"name": k, "unit": units.get(k, ""), "html": _breakable(k)}
+                                                  for k in matrix.headline],
+        "rows": rows, "names": matrix.names, "counts": counts, "item_count": len(records),
+        "needed": report.needed_history.get(suite),
+        "changed": [_verdict_row(v, matrix.names, trends) for v in changed],
+        "all_verdicts": [_verdict_row(v, matrix.names, trends) for v in ordered],
+        "trends": list(trends.values()),
+        "failed": sum(r.get("outcome") == "failed" for r in records),
+    }
+
+
+MAX_OPEN_FIGURES = 4  # per suite; the others one click away
+MAX_LOG_LINKS = 12
+
+
+def _breakable(name: str) -> str:
+    """A KPI name that may wrap after its underscores (a narrow column instead of a wide table)."""
+    from markupsafe import Markup, escape
+
+    return Markup("_<wbr>".join(escape(part) for part in name.split("_")))
+
+
+def _row(record: dict[str, Any], matrix: Any, verdicts: dict[str, Verdict], item_figures: list[Figure],
+         report_dir: Path) -> dict[str, Any]:
+    values = {k["name"]: k for k in record.get("kpis") or []}
+    cells = []
+    for name in matrix.headline:
+        kpi, verdict = values.get(name), verdicts.get(name)
+        cells.append({"text": format_value(kpi["value"], kpi.get("format")) if kpi else "",
+                      "state": verdict.status if verdict else "",
+                      "title": _cell_title(verdict) if verdict else ""})
+    states = [v.status for v in verdicts.values()]
+    worst = min(states, key=lambda s: ORDER.get(s, 9)) if states else ""
+    return {
+        "nodeid": record["nodeid"], "anchor": _anchor(record["nodeid"]), "name": matrix.names[record["nodeid"]],
+        "dims": [matrix.cells[record["nodeid"]][d] for d in matrix.dimensions], "cells": cells,
+        "outcome": record.get("outcome", ""), "state": worst,
+        "regressions": sum(s == State.REGRESSION for s in states),
+        "labels": matrix.varying[record["nodeid"]], "figures": item_figures,
+        "link": relative_link(record.get("artifact_dir"), report_dir),
+        "logs": _log_links(record.get("artifact_dir"), report_dir),
+    }
+
+
+def _cell_title(verdict: Verdict) -> str:
+    change = verdict.change_text()
+    reference = "" if verdict.reference is None else f" vs {format_value(verdict.reference, verdict.format)}"
+    return f"{verdict.status}{': ' + change if change else ''}{reference} ({verdict.history_size} earlier runs)"
+
+
+def _log_links(directory: str | None, report_dir: Path) -> list[dict[str, str]]:
+    """The item's log files (``*.log``, ``events.txt``), linked relative to the report."""
+    if not directory or not Path(directory).is_dir():
+        return []
+    found = []
+    for path in sorted(Path(directory).rglob("*")):
+        if path.is_file() and (path.suffix == ".log" or path.name == "events.txt"):
+            found.append({"name": path.relative_to(directory).as_posix(),
+                          "href": quote(Path(os.path.relpath(path, report_dir)).as_posix())})
+        if len(found) >= MAX_LOG_LINKS:
+            break
+    return found
 
 
 def banner(summary: dict[str, Any], outcomes: dict[str, int]) -> dict[str, str]:
@@ -245,16 +352,14 @@ def banner(summary: dict[str, Any], outcomes: dict[str, int]) -> dict[str, str]:
     return {"status": status, "kpis": kpi_text, "tests": f"tests: {tests}" if tests else ""}
 
 
-def _grouped(verdicts: Sequence[Verdict]) -> list[dict[str, Any]]:
-    """Changes grouped by item: the labels every change shares are shown once above the table, each item's own
-    labels once on its group row, then one row per KPI."""
-    shared = common_labels([v.labels for v in verdicts])
+def _grouped(verdicts: Sequence[Verdict], names: dict[str, str]) -> list[dict[str, Any]]:
+    """Changes grouped by item (named by its dimensions), one row per KPI."""
     groups: dict[str, list[Verdict]] = defaultdict(list)
     for verdict in verdicts:
         groups[verdict.nodeid].append(verdict)
-    return [{"test_id": nodeid.split("::")[-1], "nodeid": nodeid, "suite": items[0].suite,
-             "labels": _labels_text(items[0].labels, shared),
-             "rows": [_verdict_row(v, items[0].labels, {}) for v in sorted(items, key=lambda v: v.kpi)]}
+    return [{"name": names.get(nodeid, nodeid.split("::")[-1]), "nodeid": nodeid, "suite": items[0].suite,
+             "anchor": _anchor(nodeid),
+             "rows": [_verdict_row(v, names, {}) for v in sorted(items, key=lambda v: v.kpi)]}
             for nodeid, items in sorted(groups.items())]
 
 
@@ -271,20 +376,20 @@ def _baseline_stats(verdict: Verdict) -> dict[str, str]:
             "stddev": format_value(stddev, verdict.format)}
 
 
-def _verdict_row(verdict: Verdict, shared: dict[str, Any], trends: dict[str, Figure]) -> dict[str, Any]:
+def _verdict_row(verdict: Verdict, names: dict[str, str], trends: dict[str, Figure]) -> dict[str, Any]:
     figure = trends.get(verdict.kpi)
     return {
-        "test_id": verdict.nodeid.split("::")[-1], "nodeid": verdict.nodeid, "kpi": verdict.kpi,
-        "value": f"{format_value(verdict.value, verdict.format)} {verdict.unit}".strip(),
+        "name": names.get(verdict.nodeid, verdict.nodeid.split("::")[-1]), "nodeid": verdict.nodeid,
+        "kpi": verdict.kpi, "value": f"{format_value(verdict.value, verdict.format)} {verdict.unit}".strip(),
         "reference": "" if verdict.reference is None else format_value(verdict.reference, verdict.format),
         "change": verdict.change_text(),
         "pvalue": "" if verdict.pvalue is None else f"{verdict.pvalue:.2g}",
         "history_size": verdict.history_size, "excluded": verdict.excluded,
         "method": verdict.explanation or verdict.method,
-        "status": verdict.status, "status_text": verdict.status,
+        "status": verdict.status, "noise_floor": "" if verdict.noise_floor is None
+        else format_value(verdict.noise_floor, verdict.format),
         "direction": "higher is better" if verdict.higher_better else "lower is better",
-        "labels": _labels_text(verdict.labels, shared), "stats": _baseline_stats(verdict),
-        "trend": figure.id if figure else None,
+        "stats": _baseline_stats(verdict), "trend": figure.id if figure else None,
     }
 
 
@@ -299,6 +404,8 @@ def render_report(report: ReportInput, path: Path) -> Path:
     """Write the report to ``path`` and return it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     context = build_context(report, path.parent.resolve())
-    html = _environment().get_template("report.html.j2").render(**context)
-    path.write_text(html, encoding="utf-8")
+    bundle = context.pop("plotly_bundle")
+    html = _environment().get_template("report.html.j2").render(**context, bundle_mark=BUNDLE_MARK)
+    page = html.encode(PAGE_ENCODING, errors="xmlcharrefreplace")  # text outside scripts: character references
+    path.write_bytes(page.replace(BUNDLE_MARK.encode("ascii"), bundle, 1))
     return path

@@ -41,6 +41,9 @@ def general_figure(timelines: list[Timeline], source: str = "watch") -> go.Figur
     return figure
 
 
+ROW_HEIGHT = 300  # px per step row of the detailed figure
+
+
 def detailed_figure(timelines: list[Timeline], source: str = "watch") -> go.Figure:
     steps = [s for s in SOURCE_STEPS[source] if any(s in t.applicable for t in timelines)]
     figure = make_subplots(
@@ -49,7 +52,8 @@ def detailed_figure(timelines: list[Timeline], source: str = "watch") -> go.Figu
         column_widths=[0.7, 0.3],
         subplot_titles=[title for step in steps for title in (f"{step}: delay vs submit time", f"{step}: histogram")],
         horizontal_spacing=0.06,
-        vertical_spacing=0.35 / max(len(steps), 1),
+        # room between rows for a row's x-axis title and the next row's subplot titles (about 110 px)
+        vertical_spacing=min(0.3, 110 / (ROW_HEIGHT * max(len(steps), 1))),
     )
     first_submit = min((b for t in timelines if (b := t.base.get("watch")) is not None), default=0.0)
     for row, step in enumerate(steps, start=1):
@@ -79,7 +83,7 @@ def detailed_figure(timelines: list[Timeline], source: str = "watch") -> go.Figu
     figure.update_layout(
         title=f"Per-step delay from {base} ({source} times)",
         template="plotly_white",
-        height=260 * max(len(steps), 1) + 120,
+        height=ROW_HEIGHT * max(len(steps), 1) + 120,
         bargap=0.05,
     )
     return figure

@@ -88,7 +88,7 @@ class _Session:
         return answer.get("result", {}).get("value")
 
 
-async def _visit(port: int, url: str, ready: str, final: str, timeout: float) -> PageVisit:
+async def _visit(port: int, url: str, ready: str, final: str, timeout: float, width: int, height: int) -> PageVisit:
     visit = PageVisit()
     async with aiohttp.ClientSession() as http:
         async with http.put(f"http://127.0.0.1:{port}/json/new?about:blank") as answer:
@@ -98,6 +98,8 @@ async def _visit(port: int, url: str, ready: str, final: str, timeout: float) ->
             listener = asyncio.create_task(session.listen())
             for domain in ("Network", "Runtime", "Log", "Page"):
                 await session.call(f"{domain}.enable")
+            await session.call("Emulation.setDeviceMetricsOverride", width=width, height=height,
+                               deviceScaleFactor=1, mobile=False)
             await session.call("Page.navigate", url=url)
             deadline = time.monotonic() + timeout
             while not await session.evaluate(ready):
@@ -109,8 +111,10 @@ async def _visit(port: int, url: str, ready: str, final: str, timeout: float) ->
     return visit
 
 
-def visit_page(path: Path, ready: str, final: str, timeout: float = 60.0) -> PageVisit:
-    """Load ``path``, wait until the JavaScript expression ``ready`` is truthy, then return ``final``'s value."""
+def visit_page(path: Path, ready: str, final: str, timeout: float = 60.0, width: int = 1400,
+               height: int = 900) -> PageVisit:
+    """Load ``path`` in a ``width`` x ``height`` viewport, wait until the JavaScript expression ``ready`` is
+    truthy, then return ``final``'s value (a promise is awaited)."""
     if CHROMIUM is None:
         raise RuntimeError("chromium is not installed")
     with tempfile.TemporaryDirectory(prefix="topsail-chromium-") as profile:
@@ -118,7 +122,7 @@ def visit_page(path: Path, ready: str, final: str, timeout: float = 60.0) -> Pag
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         try:
             port = _wait_for_port(Path(profile), process, timeout=30)
-            return asyncio.run(_visit(port, path.resolve().as_uri(), ready, final, timeout))
+            return asyncio.run(_visit(port, path.resolve().as_uri(), ready, final, timeout, width, height))
         finally:
             os.killpg(process.pid, signal.SIGTERM)
             try:
@@ -126,3 +130,12 @@ def visit_page(path: Path, ready: str, final: str, timeout: float = 60.0) -> Pag
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait(timeout=10)
+
+
+# What a reader sees, measured in the page (after every figure is drawn): the width against the viewport, where
+# the verdict, the failures/changes and each suite's first figure sit, when the first figure was drawn, and the
+# text of any figure that leaves its box or that a plot area covers (clipped tick labels, hidden axis titles,
+# a title under the legend).
+LAYOUT = (Path(__file__).parent / "layout.js").read_text(encoding="utf-8")
+READY = "document.body.dataset.status === 'done'"
+

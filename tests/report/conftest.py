@@ -199,3 +199,8 @@ def seed_both(project: Project, count: int = 20, **labels: str) -> None:
         path = project.seed_history({"throughput": noisy(100.0 * size, size), "latency": noisy(10.0, 10 + size),
                                      "avg_tokens": noisy(512.0, 20 + size)}, size=size, labels=labels)
         project.import_history(path)
+
+
+def report_text(path: Path) -> str:
+    """The HTML report as text (a windows-1252 page: plotly.js travels as raw bytes)."""
+    return path.read_bytes().decode("cp1252", errors="replace")

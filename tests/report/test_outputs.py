@@ -103,7 +103,9 @@ def test_xunit1_junit_carries_numeric_kpis_per_testcase(project: Project) -> Non
     assert cases["test_train[run-size=1]"]["verdict.avg_tokens"] == "ignored"
 
 
-def test_terminal_says_one_verdict_line_and_no_table_when_nothing_changed(project: Project) -> None:
+def test_terminal_says_one_verdict_line_and_no_table_when_nothing_changed(project: Project,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
     result = project.run()
     result.stdout.fnmatch_lines([
         f"topsail report: {project.artifacts('s1') / 'report.html'}",

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from pytest_topsail.verdict_states import State
-from tests.report.conftest import Project, read_json
+from tests.report.conftest import Project, read_json, report_text
 
 NAMES = {state.value for state in State}
 SYNONYMS = ("short history", "not_analyzed", "insufficient history", "no history", "REGRESSION", "not judged",
@@ -47,14 +47,14 @@ def test_every_output_names_the_states_alike(project: Project, every_state: pyte
     summary = yaml.safe_load((root / "regression_summary.yaml").read_text())
     assert set(summary["verdicts"]) == NAMES
     texts = {"terminal": every_state.stdout.str(), "summary": (root / "regression_summary.yaml").read_text(),
-             "report": (root / "report.html").read_text(), "junit": (project.path / "junit.xml").read_text()}
+             "report": report_text(root / "report.html"), "junit": (project.path / "junit.xml").read_text()}
     table = texts["terminal"].split("topsail KPIs and regressions", 1)[1].split("topsail KPIs:", 1)[0]
     assert {line.split()[-1] for line in table.splitlines()[3:] if line.strip()} == NAMES
     junit = ElementTree.parse(project.path / "junit.xml")
     assert {p.get("value") for p in junit.iter("property") if re.fullmatch(r"verdict\.\w+", p.get("name", ""))} \
         == NAMES
     for state in NAMES:
-        assert f"verdict-{state}" in texts["report"], f"report: {state} cell class"
+        assert f"state-{state}" in texts["report"], f"report: {state} cell class"
     for where, text in texts.items():
         for synonym in SYNONYMS:
             assert synonym not in text, f"{where} says {synonym!r}"
