@@ -249,7 +249,7 @@ def _suite_context(suite: str, records: list[dict[str, Any]], verdicts: list[Ver
     rows = []
     for record in records:
         nodeid = record["nodeid"]
-        item_figures = []
+        item_figures: list[Figure] = []
         for number, entry in enumerate(record.get("figures") or []):
             title = f"{matrix.names[nodeid]}: {entry.get('title', '').split(': ', 1)[-1]}"
             figure = figures.load(title, entry.get("path", ""))
@@ -318,7 +318,9 @@ def _row(record: dict[str, Any], matrix: Any, verdicts: dict[str, Verdict], item
 def _cell_title(verdict: Verdict) -> str:
     change = verdict.change_text()
     reference = "" if verdict.reference is None else f" vs {format_value(verdict.reference, verdict.format)}"
-    return f"{verdict.status}{': ' + change if change else ''}{reference} ({verdict.history_size} earlier runs)"
+    explained = f"; {verdict.explanation}" if verdict.explanation else ""
+    return (f"{verdict.status}{': ' + change if change else ''}{reference} ({verdict.history_size} earlier runs)"
+            f"{explained}")
 
 
 def _log_links(directory: str | None, report_dir: Path) -> list[dict[str, str]]:
