@@ -1,9 +1,8 @@
-"""Root conftest: loads the cluster-preparation fixtures (fixtures/) as plugins (tests/conftest.py loads pytester)."""
+"""Root conftest: loads this repository's product-preparation fixtures (fixtures/) as plugins. The cluster and
+namespace fixtures come with the installed plugin (pytest_topsail.cluster); tests/conftest.py loads pytester."""
 
 pytest_plugins = [
-    "fixtures.cluster",
     "fixtures.gpu_operator",
     "fixtures.rhoai",
-    "fixtures.namespaces",
     "fixtures.tgis_workers",
 ]

@@ -47,18 +47,41 @@ _EXPORTS = {
     "create_namespace": "pytest_topsail.kube.namespaces",
     "delete_namespaces": "pytest_topsail.kube.namespaces",
     "report_leftover": "pytest_topsail.leftovers",
+    "artifacts_root": "pytest_topsail.run",
+    "suite_of_item": "pytest_topsail.suites",
+    "parametrize_cases": "pytest_topsail.cases",
+    "resolve_case_files": "pytest_topsail.cases",
+    # the cluster and its preparation (pytest_topsail.cluster: the fixtures cluster, namespace)
+    "Cluster": "pytest_topsail.cluster.fixture",
+    "run_once": "pytest_topsail.cluster.fixture",
+    "add_cleanup": "pytest_topsail.cluster.fixture",
+    "shared_dir": "pytest_topsail.cluster.fixture",
+    "opened_cluster": "pytest_topsail.cluster.fixture",
+    "Prep": "pytest_topsail.cluster.components",
+    "prepare_component": "pytest_topsail.cluster.components",
+    "KubeStep": "pytest_topsail.cluster.steps",
+    "Ownership": "pytest_topsail.cluster.steps",
+    "kube_step": "pytest_topsail.cluster.steps",
+    "delete_refs": "pytest_topsail.cluster.steps",
+    "rollback": "pytest_topsail.cluster.steps",
+    "or_fail": "pytest_topsail.cluster.steps",
 }
 
 __all__ = [
-    "Case", "Config", "KpiRecorder", "Kube", "KubeError", "ObjectRef", "Parallel", "Progress", "Settings", "Suite",
-    "TopsailError", "WaitTimeout", "connect", "create_namespace", "current_artifact_dir", "delete_namespaces", "kpi",
-    "load_suite", "report_leftover", "shared_plotly_js", "step", "validate", "wait_condition", "wait_deleted",
-    "wait_for",
+    "Case", "Cluster", "Config", "KpiRecorder", "Kube", "KubeError", "KubeStep", "ObjectRef", "Ownership",
+    "Parallel", "Prep", "Progress", "Settings", "Suite", "TopsailError", "WaitTimeout", "add_cleanup",
+    "artifacts_root", "connect", "create_namespace", "current_artifact_dir", "delete_namespaces", "delete_refs",
+    "kpi", "kube_step", "load_suite", "opened_cluster", "or_fail", "parametrize_cases", "prepare_component",
+    "report_leftover", "resolve_case_files", "rollback", "run_once", "shared_dir", "shared_plotly_js", "step",
+    "suite_of_item", "validate", "wait_condition", "wait_deleted", "wait_for",
 ]
 
 if TYPE_CHECKING:
     from pytest_topsail.artifacts import current_artifact_dir, step
-    from pytest_topsail.cases import Case
+    from pytest_topsail.cases import Case, parametrize_cases, resolve_case_files
+    from pytest_topsail.cluster.components import Prep, prepare_component
+    from pytest_topsail.cluster.fixture import Cluster, add_cleanup, opened_cluster, run_once, shared_dir
+    from pytest_topsail.cluster.steps import KubeStep, Ownership, delete_refs, kube_step, or_fail, rollback
     from pytest_topsail.config import Config
     from pytest_topsail.errors import TopsailError
     from pytest_topsail.kpi import KpiRecorder, kpi
@@ -69,8 +92,9 @@ if TYPE_CHECKING:
     from pytest_topsail.parallel import Parallel
     from pytest_topsail.progress import Progress
     from pytest_topsail.report.figures import shared_plotly_js
+    from pytest_topsail.run import artifacts_root
     from pytest_topsail.settings import Settings, validate
-    from pytest_topsail.suites import Suite, load_suite
+    from pytest_topsail.suites import Suite, load_suite, suite_of_item
 
 
 def __getattr__(name: str) -> Any:

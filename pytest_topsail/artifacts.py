@@ -8,13 +8,11 @@ is read and incremented under a file lock. The current directory is a contextvar
 from __future__ import annotations
 
 import contextvars
-import datetime
 import os
 import re
 import tempfile
 import threading
 import traceback
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,10 +33,6 @@ def safe_name(name: str) -> str:
     """A file-system safe directory name: unsafe runs of characters become ``_``, length bounded."""
     cleaned = _UNSAFE.sub("_", name).strip("._") or "unnamed"
     return cleaned[:_MAX_NAME]
-
-
-def new_run_id() -> str:
-    return f"{datetime.datetime.now():%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
 
 
 def current_artifact_dir() -> Path:
@@ -133,17 +127,7 @@ def write_text_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-# --- the artifacts root of a pytest run ------------------------------------------------------------------------------
-
-def choose_artifacts_root(option: str | None, invocation_dir: Path, run_id: str) -> Path:
-    """``--artifacts DIR``, else ``$ARTIFACT_DIR``, else ``./artifacts/<run-id>`` (not created here)."""
-    if option:
-        return (invocation_dir / option).resolve()
-    env = os.environ.get(ARTIFACT_DIR_ENV)
-    if env:
-        return (invocation_dir / env).resolve()
-    return (invocation_dir / "artifacts" / run_id).resolve()
-
+# --- checks of the artifacts root -------------------------------------------------------------------------------
 
 def check_creatable(path: Path, what: str) -> None:
     """Fail early, with the path in the message, when ``path`` cannot be created or written (it is created lazily)."""
@@ -160,11 +144,3 @@ def check_creatable(path: Path, what: str) -> None:
         raise TopsailError(f"{what} {path}: cannot create a directory in {existing}: {exc.strerror}") from None
     os.rmdir(probe)
 
-
-def artifacts_root(pytest_config: object) -> Path:
-    """The artifacts root of a pytest run, created on first use."""
-    from pytest_topsail.suites import state_of
-
-    root = state_of(pytest_config).artifacts_root  # type: ignore[arg-type]
-    root.mkdir(parents=True, exist_ok=True)
-    return root

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from pytest_topsail.errors import TopsailError
+from pytest_topsail.tree import copy_tree, deep_merge, get_path, leaves, set_path
 
 # Arguments a suite's own pytest_generate_tests parametrized with parametrize_cases (the engine leaves them alone).
 PARAMETRIZED_KEY = pytest.StashKey[set[str]]()
@@ -194,9 +195,9 @@ def _product(settings: Mapping[str, Any], raw_lists: Iterable[str], extra_settin
             continue
         keys = [key for key, _ in dimensions]
         for values in itertools.product(*(values for _, values in dimensions)):
-            combo = _copy_tree(merged)
+            combo = copy_tree(merged)
             for key, value in zip(keys, values, strict=True):
-                _set_dotted(combo, key, value)
+                set_path(combo, key, value, create=False)
             combos.append(combo)
     return combos
 
@@ -226,7 +227,7 @@ def _skip_conditions(skip_if: Any, source: str) -> list[dict[str, Any]]:
 
 def _matches(combo: Mapping[str, Any], condition: Mapping[str, Any]) -> bool:
     for key, expected in condition.items():
-        actual = _get_dotted(combo, key)
+        actual = get_path(combo, key)
         if isinstance(expected, list) and not isinstance(actual, list):
             if actual not in expected:
                 return False
@@ -261,58 +262,21 @@ def _leaf_keys(tree: Mapping[str, Any], prefix: str) -> list[str]:
     return keys
 
 
-def _copy_tree(tree: Mapping[str, Any]) -> dict[str, Any]:
-    return {key: _copy_tree(value) if isinstance(value, Mapping) else value for key, value in tree.items()}
 
 
-def _set_dotted(tree: dict[str, Any], key: str, value: Any) -> None:
-    parts = key.split(".")
-    for part in parts[:-1]:
-        tree = tree[part]
-    tree[parts[-1]] = value
-
-
-def _get_dotted(tree: Mapping[str, Any], key: str) -> Any:
-    node: Any = tree
-    for part in key.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return None
-        node = node[part]
-    return node
-
-
-def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
-    """``override`` merged onto a copy of ``base``: mappings merge key by key, anything else replaces."""
-    merged = _copy_tree(base)
-    for key, value in override.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = deep_merge(merged[key], value)
-        else:
-            merged[key] = _copy_tree(value) if isinstance(value, Mapping) else value
-    return merged
 
 
 def varying_keys(combos: list[dict[str, Any]]) -> list[str]:
     """Dotted leaf keys whose value differs between ``combos`` (order of first appearance)."""
     if len(combos) < 2:
         return []
-    flats = [_flatten(combo) for combo in combos]
+    flats = [leaves(combo) for combo in combos]
     order: dict[str, None] = {}
     for flat in flats:
         order.update(dict.fromkeys(flat))
     missing = object()
     return [key for key in order if len({_freeze(flat.get(key, missing)) for flat in flats}) > 1]
 
-
-def _flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in tree.items():
-        path = f"{prefix}{key}"
-        if isinstance(value, Mapping) and value:
-            flat.update(_flatten(value, path + "."))
-        else:
-            flat[path] = value
-    return flat
 
 
 def _freeze(value: Any) -> Any:
@@ -344,7 +308,7 @@ def case_id(name: str, settings: Mapping[str, Any], varying: Iterable[str]) -> s
     """``name`` followed by ``key=value`` for each varying key: readable, stable, and what ``-k`` matches."""
     parts = [name]
     for key in varying:
-        parts.append(f"{key}={format_id_value(_get_dotted(settings, key))}")
+        parts.append(f"{key}={format_id_value(get_path(settings, key))}")
     return "-".join(parts)
 
 

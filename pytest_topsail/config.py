@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_topsail.errors import TopsailError
+from pytest_topsail.tree import has_path, paths, set_path
 
 PRESETS_KEY = "ci_presets"
 TO_APPLY_KEY = "to_apply"
@@ -194,47 +195,31 @@ def split_key(key: str) -> list[str]:
     return key.split(".")
 
 
-def dotted_keys(data: Any, prefix: str = "") -> list[str]:
-    """Every key path of ``data`` (inner nodes and leaves), in document order."""
-    keys: list[str] = []
-    if isinstance(data, Mapping):
-        for name, value in data.items():
-            path = f"{prefix}{name}"
-            keys.append(path)
-            keys.extend(dotted_keys(value, path + "."))
-    return keys
-
 
 def closest_keys(data: Any, key: str, count: int = 3) -> list[str]:
     return difflib.get_close_matches(key, dotted_keys(data), n=count, cutoff=0.5)
 
 
 def has_key(data: Any, key: str) -> bool:
-    node = data
-    for part in split_key(key):
-        if not isinstance(node, Mapping) or part not in node:
-            return False
-        node = node[part]
-    return True
+    split_key(key)
+    return has_path(data, key)
+
+
+def dotted_keys(data: Any) -> list[str]:
+    """Every key path of ``data`` (inner nodes and leaves), in document order."""
+    return paths(data)
 
 
 def _set_existing(data: dict[str, Any], key: str, value: Any) -> None:
-    parts = split_key(key)
-    node = data
-    for part in parts[:-1]:
-        node = node[part]
-    node[parts[-1]] = value
+    split_key(key)
+    set_path(data, key, value, create=False)
 
 
 def _set_creating(data: dict[str, Any], key: str, value: Any) -> None:
-    parts = split_key(key)
-    node = data
-    for part in parts[:-1]:
-        child = node.get(part)
-        if not isinstance(child, dict):
-            child = node[part] = {}
-        node = child
-    node[parts[-1]] = value
+    split_key(key)
+    set_path(data, key, value)
+
+
 
 
 class Config:

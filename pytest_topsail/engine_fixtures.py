@@ -39,8 +39,9 @@ def topsail_config(topsail_suite: Suite) -> Config:
 @pytest.fixture
 def artifact_dir(request: pytest.FixtureRequest) -> Path:
     """The item's own ``NNN__<test-id>/`` directory (created when a suite item starts; on demand otherwise)."""
-    from pytest_topsail.artifacts import artifacts_root, next_artifact_dir
+    from pytest_topsail.artifacts import next_artifact_dir
     from pytest_topsail.items import ITEM_DIR_KEY
+    from pytest_topsail.run import artifacts_root
 
     directory = request.node.stash.get(ITEM_DIR_KEY, None)
     if directory is None:
@@ -52,7 +53,7 @@ def artifact_dir(request: pytest.FixtureRequest) -> Path:
 @pytest.fixture(scope="session")
 def topsail_artifacts_root(pytestconfig: pytest.Config) -> Path:
     """The artifacts root of the run (created on first use); session fixtures put their steps here."""
-    from pytest_topsail.artifacts import artifacts_root
+    from pytest_topsail.run import artifacts_root
 
     return artifacts_root(pytestconfig)
 

@@ -14,15 +14,8 @@ from typing import Any
 import pytest
 
 from pytest_topsail.errors import TopsailError
-from pytest_topsail.suites import (
-    STATE_KEY,
-    Suite,
-    discover_suites,
-    load_suite,
-    load_suites_in_scope,
-    state_of,
-    suite_name_of_path,
-)
+from pytest_topsail.run import STATE_KEY, state_of
+from pytest_topsail.suites import Suite, discover_suites, load_suite, load_suites_in_scope, suite_name_of_path
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -162,7 +155,7 @@ def preset_hint(config: pytest.Config) -> str | None:
     those presets (IDE runners re-run single items by id and may have dropped ``--preset``)."""
     import dataclasses
 
-    from pytest_topsail.suites import _build_suite
+    from pytest_topsail.suites import build_suite
 
     state = state_of(config)
     hints = []
@@ -182,7 +175,7 @@ def preset_hint(config: pytest.Config) -> str | None:
             for preset in current.presets_defined:
                 if preset in state.presets:
                     continue
-                other = _build_suite(name, current.path, dataclasses.replace(state, presets=[*state.presets, preset]))
+                other = build_suite(name, current.path, dataclasses.replace(state, presets=[*state.presets, preset]))
                 if any(_matches_id(case.id, param_id) for case in other.cases):
                     selecting.append(preset)
         except TopsailError:
@@ -246,8 +239,9 @@ def item_context(item: pytest.Item) -> Iterator[None]:
 
 def suite_artifact_dir(config: pytest.Config, suite: Suite) -> Path:
     """``<artifacts>/<suite>/``, with the effective ``config.yaml`` written once per process."""
-    from pytest_topsail.artifacts import artifacts_root, write_text_atomic
+    from pytest_topsail.artifacts import write_text_atomic
     from pytest_topsail.config import dump_yaml
+    from pytest_topsail.run import artifacts_root
 
     state = state_of(config)
     directory = artifacts_root(config) / suite.name

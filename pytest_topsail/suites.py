@@ -1,15 +1,13 @@
 """Suite discovery and loading: ``config.yaml`` + presets + ``--var``, cases, item -> suite.
 
 A suite is a direct subdirectory of the ``topsail_suites`` ini path (default ``suites``) holding a ``config.yaml``.
-All state lives in ``config.stash`` under :data:`STATE_KEY`; suites are loaded once per session (also on the xdist
+Loaded suites are kept in the run state (``pytest_topsail.run``); each is loaded once per session (also on the xdist
 controller, which does not collect).
 """
 
 from __future__ import annotations
 
 import functools
-import os
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,10 +24,10 @@ from pytest_topsail.config import (
     closest_keys,
     has_key,
     load_yaml,
-    parse_var,
     preset_names,
 )
 from pytest_topsail.errors import TopsailError
+from pytest_topsail.run import TopsailState, state_of
 
 CONFIG_FILE = "config.yaml"
 SETTINGS_FILE = "settings.py"
@@ -172,97 +170,6 @@ class Suite:
             return str(path)
 
 
-@dataclass
-class TopsailState:
-    """Per-session state of the engine (kept in ``config.stash``)."""
-
-    rootdir: Path
-    suites_root: Path
-    artifacts_root: Path
-    run_id: str
-    presets: list[str]
-    overrides: list[tuple[str, Any]]
-    suites: dict[str, Suite] = field(default_factory=dict)
-    in_scope: list[str] = field(default_factory=list)
-    written_suite_configs: set[str] = field(default_factory=set)
-    suite_of_path_cache: dict[Path, str | None] = field(default_factory=dict)
-    pytest_cache: Any = None  # pytest's config.cache (None with -p no:cacheprovider)
-    lock: threading.RLock = field(default_factory=threading.RLock)
-
-
-STATE_KEY = pytest.StashKey[TopsailState]()
-
-
-def state_of(pytest_config: pytest.Config) -> TopsailState:
-    state = pytest_config.stash.get(STATE_KEY, None)
-    if state is None:
-        state = init_state(pytest_config)
-    return state
-
-
-def init_state(pytest_config: pytest.Config) -> TopsailState:
-    """Read the options once: suites root, presets, ``--var`` overrides, artifacts root (chosen, not created)."""
-    from pytest_topsail.artifacts import choose_artifacts_root, new_run_id
-
-    workerinput = getattr(pytest_config, "workerinput", None)
-    rootdir = Path(pytest_config.rootpath)
-    ini_value = pytest_config.getini("topsail_suites") or "suites"
-    base = Path(pytest_config.inipath).parent if pytest_config.inipath else rootdir
-    if workerinput and "topsail_artifacts" in workerinput:
-        run_id = workerinput["topsail_run_id"]
-        root = Path(workerinput["topsail_artifacts"])
-    else:
-        run_id = new_run_id()
-        root = choose_artifacts_root(pytest_config.getoption("topsail_artifacts", None),
-                                     Path(pytest_config.invocation_params.dir), run_id)
-    state = TopsailState(
-        rootdir=rootdir,
-        suites_root=(base / ini_value).resolve(),
-        artifacts_root=root,
-        run_id=run_id,
-        presets=_requested_presets(preset_values(pytest_config)),
-        overrides=[parse_var(text) for text in pytest_config.getoption("topsail_vars", None) or []],
-        pytest_cache=getattr(pytest_config, "cache", None),
-    )
-    pytest_config.stash[STATE_KEY] = state
-    return state
-
-
-PRESET_ENV = "TOPSAIL_PRESET"
-
-
-def preset_values(pytest_config: pytest.Config) -> list[str]:
-    """``--preset`` values; without any, $TOPSAIL_PRESET; without it, the ``topsail_presets`` ini key.
-
-    IDE runners drop an option's separate value (``--preset smoke``): the environment and the ini file give them a
-    way to choose presets that survives that.
-    """
-    from_option = pytest_config.getoption("topsail_presets", None) or []
-    if from_option:
-        return list(from_option)
-    from_env = os.environ.get(PRESET_ENV, "").strip()
-    if from_env:
-        return [from_env]
-    try:
-        from_ini = pytest_config.getini("topsail_presets")
-    except ValueError:  # the ini key is not registered (plugin disabled)
-        return []
-    return [from_ini] if isinstance(from_ini, str) and from_ini.strip() else list(from_ini or [])
-
-
-def _requested_presets(values: list[str]) -> list[str]:
-    names: list[str] = []
-    for value in values:
-        for name in value.split(","):
-            name = name.strip()
-            if not name:
-                raise TopsailError(f"--preset {value!r}: empty preset name (give names like --preset smoke or "
-                                   "--preset smoke,dgx)")
-            if name not in names:
-                names.append(name)
-    return names
-
-
 def discover_suites(suites_root: Path) -> dict[str, Path]:
     """Suite name -> directory, for each direct subdirectory of ``suites_root`` holding a config.yaml."""
     if not suites_root.is_dir():
@@ -298,11 +205,12 @@ def load_suite(pytest_config: pytest.Config, name: str) -> Suite:
             path = state.suites_root / name
             if not (path / CONFIG_FILE).is_file():
                 raise TopsailError(f"no suite {name!r}: {path / CONFIG_FILE} not found")
-            state.suites[name] = _build_suite(name, path, state)
+            state.suites[name] = build_suite(name, path, state)
         return state.suites[name]
 
 
-def _build_suite(name: str, path: Path, state: TopsailState) -> Suite:
+def build_suite(name: str, path: Path, state: TopsailState) -> Suite:
+    """The suite at `path` with the presets and overrides of `state` applied (not cached: see load_suite)."""
     config_file = path / CONFIG_FILE
     try:
         shown = str(config_file.relative_to(state.rootdir))

@@ -23,9 +23,10 @@ from typing import Any
 
 import pydantic
 
-from pytest_topsail.cases import Case, check_unique_ids, deep_merge, load_cases, with_variant
+from pytest_topsail.cases import Case, check_unique_ids, load_cases, with_variant
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.settings import validate
+from pytest_topsail.tree import deep_merge
 
 VARIANTS_KEY = "variants"
 NAME_PATTERN = r"^[A-Za-z0-9_.][-A-Za-z0-9_.]*$"

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from pytest_topsail.conditions import condition_status
 from pytest_topsail.kube.client import Kube, KubeError, ObjectRef
 from pytest_topsail.kube.events import events_for, format_event
 
@@ -130,12 +131,6 @@ def delete_and_wait(kube: Kube, ref: ObjectRef, *, timeout: float, progress: Pro
         wait_deleted(kube, ref, timeout=timeout, progress=progress)
     return existed
 
-
-def condition_status(obj: dict[str, Any] | None, condition: str) -> str | None:
-    for item in ((obj or {}).get("status") or {}).get("conditions") or []:
-        if item.get("type") == condition:
-            return str(item.get("status"))
-    return None
 
 
 def describe_state(kube: Kube, ref: ObjectRef, obj: dict[str, Any] | None, events: int = 5) -> str:

@@ -75,7 +75,7 @@ class ItemOutputs:
 
     def run_metadata(self, suite: str) -> dict[str, Any]:
         """What each KPI record of this session carries into the history: run id, presets, git sha when known."""
-        from pytest_topsail.suites import state_of
+        from pytest_topsail.run import state_of
 
         if self.config.getoption("topsail_replot", None):
             return {}

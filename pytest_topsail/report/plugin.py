@@ -183,7 +183,7 @@ class ReportPlugin:
     # ------------------------------------------------------------ pytest-html
 
     def suites_in_scope(self) -> bool:
-        from pytest_topsail.suites import STATE_KEY
+        from pytest_topsail.run import STATE_KEY
 
         state = self.config.stash.get(STATE_KEY, None)
         return bool(state and state.in_scope) or bool(self.config.getoption("topsail_replot", None))

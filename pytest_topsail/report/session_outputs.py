@@ -30,7 +30,7 @@ class SessionOutputs:
         return Path(replot) if replot else None
 
     def artifacts_root(self) -> Path:
-        from pytest_topsail.suites import state_of
+        from pytest_topsail.run import state_of
 
         return self.replot_root() or state_of(self.config).artifacts_root
 

@@ -22,6 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from pytest_topsail.conditions import find_condition
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.kube.client import Kube, KubeConnectionError, KubeError, ObjectRef
 from pytest_topsail.scale.workloads import JOB_LABEL, RUN_LABEL
@@ -45,15 +46,9 @@ def parse_ts(value: str | None) -> float | None:
         return None
 
 
-def condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
-    for cond in obj.get("status", {}).get("conditions") or []:
-        if cond.get("type") == kind:
-            return cond
-    return None
-
 
 def condition_true_ts(obj: dict[str, Any], kind: str) -> tuple[bool, float | None]:
-    cond = condition(obj, kind)
+    cond = find_condition(obj, kind)
     if cond is None or cond.get("status") != "True":
         return False, None
     return True, parse_ts(cond.get("lastTransitionTime"))

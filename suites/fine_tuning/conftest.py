@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import pytest_topsail as topsail
-from fixtures.cluster import Cluster
+from pytest_topsail import Cluster
 from pytest_topsail.fine_tuning.catalog import Catalog, builtin_catalog
 from pytest_topsail.fine_tuning.settings import SuiteSettings
 

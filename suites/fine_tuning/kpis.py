@@ -10,11 +10,11 @@ from typing import Any
 
 import yaml
 
+from pytest_topsail import kpi
 from pytest_topsail.fine_tuning.metrics import PointMetrics
 from pytest_topsail.fine_tuning.plots import by_dimension_figure, scaling_figure
 from pytest_topsail.fine_tuning.settings import validate_point
 from pytest_topsail.fine_tuning.trainer_log import parse_file
-from pytest_topsail.kpi import kpi
 
 POINT_FILE = "point.yaml"
 MASTER_LOG = "pod.log"

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 import pytest_topsail as topsail
-from fixtures.cluster import Cluster
+from pytest_topsail import Cluster
 from pytest_topsail.fine_tuning.catalog import Catalog
 from pytest_topsail.fine_tuning.estimate import MemoryEstimate, Point, memory_per_gpu, module_count
 from pytest_topsail.fine_tuning.metrics import PointMetrics

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pytest_topsail.kpi import kpi
+from pytest_topsail import kpi
 from pytest_topsail.llmload.metrics import STATISTICS, summarize_point
 from pytest_topsail.llmload.plots import figures as sweep_figures
 from pytest_topsail.llmload.run import analyse_directory, merge_directories

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 import pytest_topsail as topsail
-from pytest_topsail.cases import Case, parametrize_cases
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -22,7 +21,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     suite = topsail.load_suite(metafunc.config, "tgis")
     worker = suite.settings("worker")
     streams = suite.settings("runner").generate_stream
-    cases: list[Case] = []
+    cases: list[topsail.Case] = []
     for spec in suite.settings("tests.tgis").root:
         model = spec.model.rsplit("/", 1)[-1]
         for index, config in enumerate(spec.configs):
@@ -32,13 +31,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                     "model": spec.model, "config_name": config.name, "reference": index == 0,
                     "config": config.model_dump(mode="json"), "image": worker.image,
                     "deploy_mode": worker.deploy_mode, "case": tgis_case.as_settings(), "stream": False}
-                cases.append(Case(name=tgis_case.name, id=f"{group}/{tgis_case.name}", settings=settings,
+                cases.append(topsail.Case(name=tgis_case.name, id=f"{group}/{tgis_case.name}", settings=settings,
                                   source=tgis_case.source, xdist_group=group))
                 if streams and tgis_case.streamable:
-                    cases.append(Case(name=f"{tgis_case.name} [stream]", id=f"{group}/{tgis_case.name}/stream",
+                    cases.append(topsail.Case(name=f"{tgis_case.name} [stream]", id=f"{group}/{tgis_case.name}/stream",
                                       settings={**settings, "stream": True}, source=tgis_case.source,
                                       xdist_group=group))
-    parametrize_cases(metafunc, cases)
+    topsail.parametrize_cases(metafunc, cases)
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ from typing import Literal
 import pydantic
 
 import pytest_topsail as topsail
-from pytest_topsail.cases import resolve_case_files
 from pytest_topsail.tgis.casefile import TgisCase, load_case_file
 from pytest_topsail.tgis.evaluation import DEFAULT_ABS_TOLERANCE, DEFAULT_REL_TOLERANCE, Tolerance
 from pytest_topsail.tgis.model_config import ModelConfig
@@ -41,7 +40,7 @@ class TgisSpec(topsail.Settings):
         return self
 
     def load_cases(self, rootdir: Path) -> list[TgisCase]:
-        files = resolve_case_files(self.cases, rootdir, source="cases")
+        files = topsail.resolve_case_files(self.cases, rootdir, source="cases")
         loaded: list[TgisCase] = []
         for path in files:
             shown = str(path.relative_to(rootdir)) if path.is_relative_to(rootdir) else str(path)

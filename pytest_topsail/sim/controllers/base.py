@@ -21,6 +21,7 @@ from collections.abc import Callable, Hashable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from pytest_topsail.conditions import find_condition
 from pytest_topsail.sim.apierror import ApiError
 
 if TYPE_CHECKING:
@@ -63,11 +64,7 @@ def object_key(obj: dict[str, Any]) -> tuple[str, str]:
     return (meta.get("namespace") or "", meta.get("name") or "")
 
 
-def condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
-    for cond in (obj.get("status") or {}).get("conditions") or ():
-        if cond.get("type") == kind:
-            return cond
-    return None
+condition = find_condition  # the one lookup (pytest_topsail.conditions), by the name the controllers use
 
 
 def set_condition(conditions: list[dict[str, Any]], new: dict[str, Any]) -> list[dict[str, Any]]:

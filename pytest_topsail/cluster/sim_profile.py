@@ -1,0 +1,120 @@
+"""The simulator profile of a run from the suites' ``cluster.sim`` sections: a named shape, node pools per suite,
+extra controllers checked at start-up, and the operator behaviour handed to the simulated operators."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from pytest_topsail.cluster.settings import CLUSTER_DEFAULTS, suite_section_settings
+from pytest_topsail.errors import TopsailError
+from pytest_topsail.kube.client import Kube
+from pytest_topsail.suites import load_suites_in_scope
+from pytest_topsail.tree import leaves, set_path
+
+OPERATORS_CONFIGMAP = ("kube-system", "topsail-sim-operators", "behaviour.yaml")  # read by sim/controllers/olm.py
+FIXTURE_KEYS = ("shape", "operators")  # keys of cluster.sim read by this fixture, not part of the simulator profile
+POOL_KEYS = ("shape", "nodes", "gpu_profile", "gpus_per_node", "node_pools")  # a suite's shape: its own pools
+
+# Named cluster shapes for `cluster.sim.shape` (and the presets documented in docs/fixtures.md): the first node pool.
+SHAPES: dict[str, dict[str, Any]] = {
+    "dgx": {"nodes": 1, "gpu_profile": "a100-80gb", "gpus_per_node": 8},
+    "a100": {"nodes": 4, "gpu_profile": "a100", "gpus_per_node": 8},
+    "h100": {"nodes": 4, "gpu_profile": "h100", "gpus_per_node": 8},
+    "scale-1k": {"nodes": 1000, "gpu_profile": "a100", "gpus_per_node": 8},
+    "scale-10k": {"nodes": 5000, "gpu_profile": "a100", "gpus_per_node": 8},
+}
+
+
+def sim_profile(settings: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The simulator profile from `cluster.sim` (a named `shape` sets the first pool) and the operator behaviour."""
+    from pytest_topsail.sim.profile import Profile
+
+    where = f"{settings['_source']}.sim"
+    raw = settings.get("sim") or {}
+    if not isinstance(raw, dict):
+        raise TopsailError(f"{where} must be a mapping (a simulator profile)")
+    profile = {k: v for k, v in raw.items() if k not in FIXTURE_KEYS}
+    shape = raw.get("shape")
+    if shape:
+        if shape not in SHAPES:
+            raise TopsailError(f"{where}.shape: unknown shape {shape!r}; known: {', '.join(SHAPES)}")
+        profile.update(SHAPES[shape])
+    validated = Profile.from_dict(profile, source=where)  # a clear error naming the key, before any process starts
+    operators = raw.get("operators")
+    if operators is not None and not isinstance(operators, dict):
+        raise TopsailError(f"{where}.operators must be a mapping (install_ms, ready_ms, never_ready)")
+    return validated.to_dict(), operators
+
+
+def run_sim_profile(config: pytest.Config, settings: dict[str, Any] | None = None
+                    ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The profile of the one simulator of the run. With one suite declaring ``cluster.sim``, its profile. With
+    several, each suite's shape becomes its own node pools (named ``<suite>-<pool>``) and the other keys they set
+    are merged; two suites setting one key to different values is a TopsailError naming the key and both files."""
+    declaring = [s for s in sorted(load_suites_in_scope(config), key=lambda s: s.name)
+                 if isinstance(s.config.get("cluster", None), dict) and "sim" in s.config.get("cluster")]
+    if len(declaring) <= 1:
+        if settings is None:
+            settings = suite_section_settings(declaring[0] if declaring else None, "cluster", CLUSTER_DEFAULTS)
+        profile, operators = sim_profile(settings)
+        return with_controllers(profile, Path(config.rootpath)), operators
+    from pytest_topsail.sim.profile import Profile
+
+    pools: list[dict[str, Any]] = []
+    shared: dict[str, tuple[Any, str]] = {}  # dotted key -> (value, file that set it)
+    for suite in declaring:
+        own = suite_section_settings(suite, "cluster", CLUSTER_DEFAULTS)
+        profile, _ = sim_profile(own)  # each suite's own shape checked on its own, naming its file
+        prefix = re.sub(r"[^a-z0-9-]+", "-", suite.name.lower()).strip("-")
+        pools += [{**pool, "name": f"{prefix}-{pool['name']}"[:40].rstrip("-")} for pool in profile["node_pools"]]
+        raw = {k: v for k, v in (own.get("sim") or {}).items() if k not in POOL_KEYS}
+        for key, value in leaves(raw).items():
+            if key in shared and shared[key][0] != value:
+                raise TopsailError(f"cluster.sim.{key}: the suites of this run share one simulated cluster and "
+                                   f"disagree: {shared[key][1]} sets {shared[key][0]!r}, {suite.config.source} sets "
+                                   f"{value!r}; run them separately or set the same value")
+            shared.setdefault(key, (value, suite.config.source))
+    merged: dict[str, Any] = {}
+    for key, (value, _) in shared.items():
+        set_path(merged, key, value)
+    operators = merged.pop("operators", None)
+    where = "cluster.sim of " + ", ".join(s.config.source for s in declaring)
+    validated = Profile.from_dict({**merged, "node_pools": pools}, source=where)
+    return with_controllers(validated.to_dict(), Path(config.rootpath)), operators
+
+
+def with_controllers(profile: dict[str, Any], rootdir: Path) -> dict[str, Any]:
+    """The profile's extra controllers with file paths made absolute (relative to the rootdir, like case files),
+    each loaded once here so that a wrong one stops the run at start, not the simulator later."""
+    from pytest_topsail.sim.controllers import controller_class
+
+    specs = []
+    for index, spec in enumerate(profile.get("controllers") or []):
+        module, _, name = spec.partition(":")
+        if module.endswith(".py") and not Path(module).is_absolute():
+            spec = f"{rootdir / module}:{name}"
+        try:
+            controller_class(spec)
+        except TopsailError as error:
+            raise TopsailError(f"cluster.sim.controllers[{index}]: {error}") from None
+        specs.append(spec)
+    return {**profile, "controllers": specs}
+
+
+
+
+def describe_pools(profile: dict[str, Any]) -> str:
+    pools = profile.get("node_pools") or []
+    return ", ".join(f"{p['count']} x {p.get('gpus_per_node') or 'default'} {p['gpu_profile']}" for p in pools)
+
+
+def write_operator_behaviour(kube: Kube, operators: dict[str, Any]) -> None:
+    namespace, name, key = OPERATORS_CONFIGMAP
+    kube.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace},
+                "data": {key: yaml.safe_dump(operators, sort_keys=False)}})
+
