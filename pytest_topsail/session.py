@@ -45,6 +45,7 @@ def show_config(config: pytest.Config) -> int:
         suites = load_suites_in_scope(config)
         for suite in suites:
             suite.validate()
+            config.hook.pytest_topsail_check_suite(suite=suite)
     except TopsailError as exc:
         raise usage_error(exc) from None
     out = sys.stdout
@@ -84,6 +85,7 @@ def configure(config: pytest.Config) -> None:
         suites = load_suites_in_scope(config)
         for suite in suites:
             suite.validate()
+            config.hook.pytest_topsail_check_suite(suite=suite)
         if suites:
             from pytest_topsail.artifacts import check_creatable
 

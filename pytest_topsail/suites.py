@@ -138,9 +138,6 @@ class Suite:
 
             RegressionSettings.from_mapping(self.config.get(REGRESSION_KEY), where=f"{self.config.source}: regression")
         self._check_engine_keys()
-        from pytest_topsail.metrics.settings import metrics_settings
-
-        metrics_settings(self.config)  # the metrics: section (pytest_topsail/metrics)
         self.cases  # noqa: B018 - loads, expands and checks the case files (cached)
         for key in self.settings_models:
             self.settings(key)

@@ -22,6 +22,7 @@ import pytest
 if TYPE_CHECKING:
     from pytest_topsail.metrics.settings import MetricsSettings
     from pytest_topsail.metrics.source import Source
+    from pytest_topsail.suites import Suite
 
 CALL_WINDOW_KEY = pytest.StashKey[tuple[float, float]]()
 SETTLE_MARGIN_S = 0.5
@@ -43,6 +44,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("topsail", "pytest-topsail (performance and scale suites)")
     group.addoption("--topsail-prometheus", dest="topsail_prometheus", default=None, metavar="URL",
                     help="read the metric KPIs from this Prometheus (overrides metrics.prometheus.url)")
+
+
+def pytest_topsail_check_suite(suite: Suite) -> None:
+    """The suite's ``metrics:`` section, checked at start-up."""
+    from pytest_topsail.metrics.settings import metrics_settings
+
+    metrics_settings(suite.config)
 
 
 def _run(config: pytest.Config) -> MetricsRun:
@@ -124,7 +132,8 @@ def _local_source(config: pytest.Config, settings: MetricsSettings, cluster: Any
 def _start_local(config: pytest.Config, settings: MetricsSettings, cluster: Any) -> dict[str, Any]:
     import os
 
-    from pytest_topsail.artifacts import artifacts_root, next_artifact_dir
+    from pytest_topsail.artifacts import next_artifact_dir
+    from pytest_topsail.run import artifacts_root
     from pytest_topsail.cluster.fixture import shared_dir
     from pytest_topsail.errors import TopsailError
     from pytest_topsail.metrics.local import INSTALL_HINT, find_binary, start_local
