@@ -133,11 +133,11 @@ def _start_local(config: pytest.Config, settings: MetricsSettings, cluster: Any)
     import os
 
     from pytest_topsail.artifacts import next_artifact_dir
-    from pytest_topsail.run import artifacts_root
     from pytest_topsail.cluster.fixture import shared_dir
     from pytest_topsail.errors import TopsailError
     from pytest_topsail.metrics.local import INSTALL_HINT, find_binary, start_local
     from pytest_topsail.metrics.source import kubeconfig_credentials
+    from pytest_topsail.run import artifacts_root
 
     options = settings.prometheus
     binary = find_binary(options.binary)
