@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
@@ -15,6 +15,9 @@ from pytest_topsail.errors import TopsailError
 from pytest_topsail.kube.client import Kube
 from pytest_topsail.suites import load_suites_in_scope
 from pytest_topsail.tree import leaves, set_path
+
+if TYPE_CHECKING:
+    from pytest_topsail.sim.profile import Profile
 
 OPERATORS_CONFIGMAP = ("kube-system", "topsail-sim-operators", "behaviour.yaml")  # read by sim/controllers/olm.py
 FIXTURE_KEYS = ("shape", "operators")  # keys of cluster.sim read by this fixture, not part of the simulator profile
@@ -30,7 +33,7 @@ SHAPES: dict[str, dict[str, Any]] = {
 }
 
 
-def sim_profile(settings: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def sim_profile(settings: dict[str, Any]) -> tuple[Profile, dict[str, Any] | None]:
     """The simulator profile from `cluster.sim` (a named `shape` sets the first pool) and the operator behaviour."""
     from pytest_topsail.sim.profile import Profile
 
@@ -48,14 +51,15 @@ def sim_profile(settings: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any
     operators = raw.get("operators")
     if operators is not None and not isinstance(operators, dict):
         raise TopsailError(f"{where}.operators must be a mapping (install_ms, ready_ms, never_ready)")
-    return validated.to_dict(), operators
+    return validated, operators
 
 
 def run_sim_profile(config: pytest.Config, settings: dict[str, Any] | None = None
-                    ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+                    ) -> tuple[Profile, dict[str, Any] | None]:
     """The profile of the one simulator of the run. With one suite declaring ``cluster.sim``, its profile. With
     several, each suite's shape becomes its own node pools (named ``<suite>-<pool>``) and the other keys they set
-    are merged; two suites setting one key to different values is a TopsailError naming the key and both files."""
+    are merged; two suites setting one key to different values is a TopsailError naming the key and both files.
+    The profile is built here once and given to ``SimCluster`` as is (the child reads it back without re-checking)."""
     declaring = [s for s in sorted(load_suites_in_scope(config), key=lambda s: s.name)
                  if isinstance(s.config.get("cluster", None), dict) and "sim" in s.config.get("cluster")]
     if len(declaring) <= 1:
@@ -71,7 +75,8 @@ def run_sim_profile(config: pytest.Config, settings: dict[str, Any] | None = Non
         own = suite_section_settings(suite, "cluster", CLUSTER_DEFAULTS)
         profile, _ = sim_profile(own)  # each suite's own shape checked on its own, naming its file
         prefix = re.sub(r"[^a-z0-9-]+", "-", suite.name.lower()).strip("-")
-        pools += [{**pool, "name": f"{prefix}-{pool['name']}"[:40].rstrip("-")} for pool in profile["node_pools"]]
+        pools += [{**pool, "name": f"{prefix}-{pool['name']}"[:40].rstrip("-")}
+                  for pool in profile.to_dict()["node_pools"]]
         raw = {k: v for k, v in (own.get("sim") or {}).items() if k not in POOL_KEYS}
         for key, value in leaves(raw).items():
             if key in shared and shared[key][0] != value:
@@ -85,16 +90,16 @@ def run_sim_profile(config: pytest.Config, settings: dict[str, Any] | None = Non
     operators = merged.pop("operators", None)
     where = "cluster.sim of " + ", ".join(s.config.source for s in declaring)
     validated = Profile.from_dict({**merged, "node_pools": pools}, source=where)
-    return with_controllers(validated.to_dict(), Path(config.rootpath)), operators
+    return with_controllers(validated, Path(config.rootpath)), operators
 
 
-def with_controllers(profile: dict[str, Any], rootdir: Path) -> dict[str, Any]:
+def with_controllers(profile: Profile, rootdir: Path) -> Profile:
     """The profile's extra controllers with file paths made absolute (relative to the rootdir, like case files),
     each loaded once here so that a wrong one stops the run at start, not the simulator later."""
     from pytest_topsail.sim.controllers import controller_class
 
     specs = []
-    for index, spec in enumerate(profile.get("controllers") or []):
+    for index, spec in enumerate(profile.controllers):
         module, _, name = spec.partition(":")
         if module.endswith(".py") and not Path(module).is_absolute():
             spec = f"{rootdir / module}:{name}"
@@ -103,14 +108,13 @@ def with_controllers(profile: dict[str, Any], rootdir: Path) -> dict[str, Any]:
         except TopsailError as error:
             raise TopsailError(f"cluster.sim.controllers[{index}]: {error}") from None
         specs.append(spec)
-    return {**profile, "controllers": specs}
+    return profile.model_copy(update={"controllers": specs})
 
 
 
 
-def describe_pools(profile: dict[str, Any]) -> str:
-    pools = profile.get("node_pools") or []
-    return ", ".join(f"{p['count']} x {p.get('gpus_per_node') or 'default'} {p['gpu_profile']}" for p in pools)
+def describe_pools(profile: Profile) -> str:
+    return ", ".join(f"{p.count} x {p.gpus_per_node or 'default'} {p.gpu_profile}" for p in profile.node_pools)
 
 
 def write_operator_behaviour(kube: Kube, operators: dict[str, Any]) -> None:
