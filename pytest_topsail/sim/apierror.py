@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 
@@ -16,7 +18,7 @@ class ApiError(Exception):
         self.details = details or {}
 
     def status(self) -> dict[str, Any]:
-        """The ``kind: Status`` body for this error."""
+        """The ``kind: Status`` body for this error, its keys in the order of the apiserver's (metav1.Status)."""
         body: dict[str, Any] = {
             "kind": "Status",
             "apiVersion": "v1",
@@ -24,11 +26,39 @@ class ApiError(Exception):
             "status": "Failure",
             "message": self.message,
             "reason": self.reason,
-            "code": self.code,
         }
         if self.details:
-            body["details"] = self.details
+            body["details"] = ordered_details(self.details)
+        body["code"] = self.code
         return body
+
+    def body(self) -> bytes:
+        """The Status as the apiserver writes it: compact JSON in Go's encoding (see ``go_json``)."""
+        return go_json(self.status())
+
+
+# metav1.StatusDetails and metav1.StatusCause field order (Go's encoding/json writes struct fields in order).
+_DETAIL_ORDER = ("name", "group", "kind", "uid", "causes", "retryAfterSeconds")
+_CAUSE_ORDER = ("reason", "message", "field")
+
+
+def ordered_details(details: dict[str, Any]) -> dict[str, Any]:
+    ordered = {key: details[key] for key in _DETAIL_ORDER if details.get(key) not in (None, "", [])}
+    if "causes" in ordered:
+        ordered["causes"] = [{key: cause[key] for key in _CAUSE_ORDER if cause.get(key)} for cause in ordered["causes"]]
+    ordered.update((key, value) for key, value in details.items() if key not in ordered and key not in _DETAIL_ORDER)
+    return ordered
+
+
+_GO_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+_GO_ESCAPED = re.compile("[<>&\u2028\u2029]")
+
+
+def go_json(value: Any) -> bytes:
+    """Compact JSON as Go's encoding/json writes it: UTF-8, no spaces, HTML characters escaped (``<`` is
+    ``\\u003c``)."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return _GO_ESCAPED.sub(lambda match: _GO_ESCAPES[match.group()], text).encode()
 
 
 def _details(kind: str, group: str, name: str | None) -> dict[str, Any]:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+from fractions import Fraction
 from typing import Any
 
 from .apierror import ApiError, invalid
@@ -10,48 +12,219 @@ from .resources import ResourceType
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-# Kinds whose names must be DNS-1123 labels rather than subdomains.
-_LABEL_NAMED = {"Namespace", "Service"}
+_DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_NAME_PART = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+# The apiserver's messages (k8s.io/apimachinery/pkg/util/validation), word for word.
+SUBDOMAIN_MESSAGE = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+                     "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+                     "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+LABEL_MESSAGE = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
+                 "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
+                 "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+DNS1035_MESSAGE = ("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
+                   "alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', "
+                   "regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')")
+LABEL_VALUE_MESSAGE = ("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or "
+                       "'.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  "
+                       "or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')")
+NAME_PART_MESSAGE = ("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
+                     "with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for "
+                     "validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')")
+# name validation per kind: (pattern, message, length limit); the rest are DNS-1123 subdomains.
+_NAME_RULES = {"Namespace": (_DNS_LABEL, LABEL_MESSAGE, 63), "Service": (_DNS_1035, DNS1035_MESSAGE, 63)}
+_SUBDOMAIN_RULE = (_DNS_SUBDOMAIN, SUBDOMAIN_MESSAGE, 253)
+Causes = list[tuple[str, str]]
 
 
 def validate_name(rtype: ResourceType, name: str) -> None:
-    pattern, limit = (_DNS_LABEL, 63) if rtype.kind in _LABEL_NAMED else (_DNS_SUBDOMAIN, 253)
     if rtype.kind in ("Event", "APIService"):
         return  # event names embed the object name plus a suffix; the core group's APIService is "v1."
-    if len(name) > limit or not pattern.match(name):
-        raise invalid(rtype.kind, rtype.group, name, [(
-            "metadata.name",
-            f'Invalid value: "{name}": a lowercase RFC 1123 {"label" if limit == 63 else "subdomain"} must consist of '
-            "lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
-        )])
+    causes: Causes = []
+    pattern, message, limit = _NAME_RULES.get(rtype.kind, _SUBDOMAIN_RULE)
+    _check_dns(name, "metadata.name", pattern, message, limit, causes)
+    if causes:
+        raise invalid(rtype.kind, rtype.group, name, causes)
+
+
+def _check_dns(value: str, path: str, pattern: re.Pattern[str], message: str, limit: int, causes: Causes) -> None:
+    if len(value) > limit:
+        causes.append((path, f"Invalid value: {_quote(value)}: must be no more than {limit} characters"))
+    if not pattern.match(value):
+        causes.append((path, f"Invalid value: {_quote(value)}: {message}"))
+
+
+def _quote(value: Any) -> str:
+    """A value as Go's %q / field.Invalid prints it."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return json.dumps(value) if isinstance(value, str) else str(value)
+
+
+def check_labels(labels: Any, path: str, causes: Causes) -> None:
+    """Label keys (qualified names) and values, with the apiserver's messages."""
+    if not isinstance(labels, dict):
+        return
+    for key, value in labels.items():
+        check_qualified_name(str(key), path, causes)
+        text = value if isinstance(value, str) else str(value)
+        if len(text) > 63:
+            causes.append((path, f"Invalid value: {_quote(text)}: must be no more than 63 characters"))
+        if not _LABEL_VALUE.match(text):
+            causes.append((path, f"Invalid value: {_quote(text)}: {LABEL_VALUE_MESSAGE}"))
+
+
+def check_qualified_name(key: str, path: str, causes: Causes) -> None:
+    prefix, slash, name = key.rpartition("/")
+    if slash and not prefix:
+        causes.append((path, f"Invalid value: {_quote(key)}: prefix part must be non-empty"))
+    elif prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        causes.append((path, f"Invalid value: {_quote(key)}: prefix part {SUBDOMAIN_MESSAGE}"))
+    if not name:
+        causes.append((path, f"Invalid value: {_quote(key)}: name part must be non-empty"))
+        return
+    if len(name) > 63:
+        causes.append((path, f"Invalid value: {_quote(key)}: name part must be no more than 63 characters"))
+    if not _NAME_PART.match(name):
+        causes.append((path, f"Invalid value: {_quote(key)}: {NAME_PART_MESSAGE}"))
+
+
+def _not_supported(path: str, value: Any, supported: tuple[str, ...]) -> tuple[str, str]:
+    choices = ", ".join(json.dumps(choice) for choice in supported)
+    return path, f"Unsupported value: {_quote(value)}: supported values: {choices}"
+
+
+_RESTART_POLICIES = ("Always", "OnFailure", "Never")
+_PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+_PROTOCOLS = ("SCTP", "TCP", "UDP")
+_WORKLOAD_TEMPLATES = {("batch", "jobs"): ("OnFailure", "Never"), ("apps", "deployments"): ("Always",),
+                       ("apps", "replicasets"): ("Always",), ("apps", "statefulsets"): ("Always",),
+                       ("apps", "daemonsets"): ("Always",)}
 
 
 def validate(rtype: ResourceType, obj: dict[str, Any]) -> None:
-    """Kind-specific checks: 422 Invalid with the offending fields."""
+    """Kind-specific checks: 422 Invalid with the offending fields, as the apiserver words them."""
     name = obj["metadata"].get("name", "")
-    causes: list[tuple[str, str]] = []
+    causes: Causes = []
     spec = obj.get("spec")
     if rtype.key == ("", "pods"):
-        containers = (spec or {}).get("containers")
-        if not isinstance(containers, list) or not containers:
-            causes.append(("spec.containers", "Required value"))
-        else:
-            for index, container in enumerate(containers):
-                if not isinstance(container, dict) or not container.get("name"):
-                    causes.append((f"spec.containers[{index}].name", "Required value"))
-                elif not container.get("image"):
-                    causes.append((f"spec.containers[{index}].image", "Required value"))
-    elif rtype.key in (("batch", "jobs"), ("apps", "deployments"), ("apps", "replicasets"), ("apps", "statefulsets")):
+        _check_pod_spec(spec if isinstance(spec, dict) else {}, "spec", causes)
+    elif rtype.key in _WORKLOAD_TEMPLATES:
         template = (spec or {}).get("template")
         if not isinstance(template, dict) or not isinstance(template.get("spec"), dict):
             causes.append(("spec.template", "Required value"))
-        elif not template["spec"].get("containers"):
-            causes.append(("spec.template.spec.containers", "Required value"))
-    for label, value in (obj["metadata"].get("labels") or {}).items():
-        if not isinstance(value, str) or len(value) > 63:
-            causes.append((f"metadata.labels.{label}", f"Invalid value: {value!r}: must be a string of <= 63 chars"))
+        else:
+            check_labels((template.get("metadata") or {}).get("labels"), "spec.template.metadata.labels", causes)
+            _check_pod_spec(template["spec"], "spec.template.spec", causes)
+            allowed = _WORKLOAD_TEMPLATES[rtype.key]
+            policy = template["spec"].get("restartPolicy") or "Always"  # the pod template's default
+            if policy in _RESTART_POLICIES and policy not in allowed:
+                causes.append(_not_supported("spec.template.spec.restartPolicy", policy, allowed))
+    check_labels(obj["metadata"].get("labels"), "metadata.labels", causes)
     if causes:
         raise invalid(rtype.kind, rtype.group, name, causes)
+
+
+def _check_pod_spec(spec: dict[str, Any], path: str, causes: Causes) -> None:
+    containers = spec.get("containers")
+    if not isinstance(containers, list) or not containers:
+        causes.append((f"{path}.containers", "Required value"))
+    for group in ("initContainers", "containers"):
+        seen: set[str] = set()
+        for index, container in enumerate(spec.get(group) or []):
+            where = f"{path}.{group}[{index}]"
+            if not isinstance(container, dict):
+                continue
+            name = container.get("name")
+            if not name:
+                causes.append((f"{where}.name", "Required value"))
+            elif name in seen:
+                causes.append((f"{where}.name", f"Duplicate value: {_quote(name)}"))
+            else:
+                seen.add(name)
+                _check_dns(str(name), f"{where}.name", _DNS_LABEL, LABEL_MESSAGE, 63, causes)
+            if not container.get("image"):
+                causes.append((f"{where}.image", "Required value"))
+            _check_container(container, where, causes)
+    policy = spec.get("restartPolicy")
+    if policy is not None and policy not in _RESTART_POLICIES:
+        causes.append(_not_supported(f"{path}.restartPolicy", policy, _RESTART_POLICIES))
+
+
+def _check_container(container: dict[str, Any], where: str, causes: Causes) -> None:
+    pull = container.get("imagePullPolicy")
+    if pull is not None and pull not in _PULL_POLICIES:
+        causes.append(_not_supported(f"{where}.imagePullPolicy", pull, _PULL_POLICIES))
+    for index, port in enumerate(container.get("ports") or []):
+        if not isinstance(port, dict):
+            continue
+        number = port.get("containerPort")
+        if isinstance(number, int) and not 1 <= number <= 65535:
+            causes.append((f"{where}.ports[{index}].containerPort",
+                           f"Invalid value: {number}: must be between 1 and 65535, inclusive"))
+        protocol = port.get("protocol")
+        if protocol is not None and protocol not in _PROTOCOLS:
+            causes.append(_not_supported(f"{where}.ports[{index}].protocol", protocol, _PROTOCOLS))
+    _check_resources(container.get("resources") or {}, f"{where}.resources", causes)
+
+
+def _check_resources(resources: dict[str, Any], path: str, causes: Causes) -> None:
+    """Extended resources (a domain-prefixed name outside kubernetes.io, e.g. nvidia.com/gpu) are whole numbers and
+    cannot be overcommitted: a request needs a limit and must equal it (ValidateResourceRequirements)."""
+    limits, requests = resources.get("limits") or {}, resources.get("requests") or {}
+    if not isinstance(limits, dict) or not isinstance(requests, dict):
+        return
+    for kind, values in (("limits", limits), ("requests", requests)):
+        for resource, quantity in values.items():
+            if _is_extended(resource) and not _is_whole(quantity):
+                causes.append((f"{path}.{kind}[{resource}]", f"Invalid value: {_quote(str(quantity))}: "
+                                                            "must be an integer"))
+    for resource, quantity in requests.items():
+        if resource in limits:
+            wanted, limit = parse_quantity(quantity), parse_quantity(limits[resource])
+            if wanted is None or limit is None:
+                continue
+            if _is_extended(resource) and wanted != limit:
+                causes.append((f"{path}.requests", f"Invalid value: {_quote(str(quantity))}: must be equal to "
+                                                   f"{resource} limit of {limits[resource]}"))
+            elif wanted > limit:
+                causes.append((f"{path}.requests", f"Invalid value: {_quote(str(quantity))}: must be less than or "
+                                                   f"equal to {resource} limit of {limits[resource]}"))
+        elif _is_extended(resource):
+            causes.append((f"{path}.limits", "Required value: Limit must be set for non overcommitable resources"))
+
+
+def _is_extended(resource: str) -> bool:
+    domain, slash, _ = resource.partition("/")
+    return bool(slash) and not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io")) \
+        and not resource.startswith("requests.")
+
+
+_SUFFIXES = {"": 1, "m": Fraction(1, 1000), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
+             "E": 10**18, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+             "n": Fraction(1, 10**9), "u": Fraction(1, 10**6)}
+_QUANTITY_PARTS = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))([eE][+-]?[0-9]+|[A-Za-z]*)$")
+
+
+def parse_quantity(value: Any) -> Fraction | None:
+    """A resource quantity as an exact number; None when malformed."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return Fraction(value)
+    match = _QUANTITY_PARTS.match(str(value))
+    if not match:
+        return None
+    number, suffix = Fraction(match.group(1)), match.group(2)
+    if suffix[:1] in ("e", "E"):
+        return number * Fraction(10) ** int(suffix[1:])
+    scale = _SUFFIXES.get(suffix)
+    return None if scale is None else number * scale
+
+
+def _is_whole(quantity: Any) -> bool:
+    parsed = parse_quantity(quantity)
+    return parsed is None or parsed.denominator == 1
 
 
 def _qos_class(spec: dict[str, Any]) -> str:
@@ -75,6 +248,9 @@ def apply_create_defaults(rtype: ResourceType, obj: dict[str, Any]) -> None:
     if key == ("", "pods"):
         spec = dict(obj.get("spec") or {})
         spec.setdefault("restartPolicy", "Always")
+        for group in ("initContainers", "containers"):
+            if isinstance(spec.get(group), list):
+                spec[group] = [_default_requests(container) for container in spec[group]]
         spec.setdefault("schedulerName", "default-scheduler")
         spec.setdefault("terminationGracePeriodSeconds", 30)
         spec.setdefault("dnsPolicy", "ClusterFirst")
@@ -113,6 +289,18 @@ def apply_create_defaults(rtype: ResourceType, obj: dict[str, Any]) -> None:
             if not spec.get("strategy"):
                 spec["strategy"] = {"type": "RollingUpdate",
                                     "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}
+
+
+def _default_requests(container: Any) -> Any:
+    """A limit with no request sets the request (SetDefaults_Pod)."""
+    resources = container.get("resources") if isinstance(container, dict) else None
+    limits = (resources or {}).get("limits")
+    if not isinstance(limits, dict) or not limits:
+        return container
+    requests = resources.get("requests") or {}
+    if not isinstance(requests, dict) or all(key in requests for key in limits):
+        return container
+    return {**container, "resources": {**resources, "requests": {**limits, **requests}}}
 
 
 def _default_job(obj: dict[str, Any]) -> None:

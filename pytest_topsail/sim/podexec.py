@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -157,24 +156,24 @@ async def _wait(closed: asyncio.Event, until: float) -> bool:
 def _status_body(protocol: str, status: dict[str, Any] | None) -> bytes | None:
     """What the error channel says at the end: v4 and later a Status (also on success), before only a failure."""
     if protocol in ("v5.channel.k8s.io", "v4.channel.k8s.io"):
-        return json.dumps(status or {"metadata": {}, "status": "Success"}).encode()
+        return apierror.go_json(status or {"metadata": {}, "status": "Success"})
     return status["message"].encode() if status is not None else None
 
 
 def _exit_status(command: list[str], code: int) -> dict[str, Any] | None:
     if code == 0:
         return None
-    return {"metadata": {}, "status": "Failure", "reason": "NonZeroExitCode",
+    return {"metadata": {}, "status": "Failure",
             "message": f"command terminated with non-zero exit code: error executing command "
                        f"[{' '.join(command)}], exit code {code}",
-            "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]}}
+            "reason": "NonZeroExitCode", "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]}}
 
 
 def _not_found(program: str, container: str) -> dict[str, Any]:
     message = (f'Internal error occurred: error executing command in container "{container}": exec: "{program}": '
                f"executable file not found in $PATH: the simulated container runs only its mini-shell (sh -c with "
                f"echo, printf, env, printenv, sleep, exit, ...); tar, and so kubectl cp, is not simulated")
-    return {"metadata": {}, "status": "Failure", "reason": "InternalError", "code": 500, "message": message}
+    return {"metadata": {}, "status": "Failure", "message": message, "reason": "InternalError", "code": 500}
 
 
 # ----------------------------------------------------------------- the container's environment

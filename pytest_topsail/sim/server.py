@@ -127,7 +127,7 @@ class _Watcher:
 
 def status_response(error: ApiError) -> web.Response:
     headers = {"Retry-After": "1"} if error.code in (429, 503, 504) else None
-    return web.Response(status=error.code, body=json.dumps(error.status()).encode(), content_type=JSON,
+    return web.Response(status=error.code, body=error.body() + b"\n", content_type=JSON,
                         headers=headers)
 
 
@@ -523,11 +523,10 @@ class ApiServer:
             return _json_response(self._serialize(rtype, obj))  # 200 with the object, as the apiserver does
         if rtype.key in _RETURN_DELETED or rtype.crd_name:
             return _json_response(self._serialize(rtype, obj))
-        details = {"name": parsed.name, "kind": rtype.plural, "uid": obj["metadata"]["uid"]}
-        if rtype.group:
-            details["group"] = rtype.group
-        return _json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                               "details": details})
+        details = apierror.ordered_details({"name": parsed.name, "group": rtype.group, "kind": rtype.plural,
+                                            "uid": obj["metadata"]["uid"]})
+        return _json_response(apierror.go_json({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                                                "status": "Success", "details": details}))
 
     async def _delete_collection(self, request: web.Request, parsed: _Request) -> web.Response:
         policy, _, dry_run = await self._delete_options(request)
@@ -642,7 +641,7 @@ class ApiServer:
         response.enable_chunked_encoding()
         if error is not None:
             await response.prepare(request)
-            await response.write(b'{"type":"ERROR","object":' + json.dumps(error.status()).encode() + b"}\n")
+            await response.write(b'{"type":"ERROR","object":' + error.body() + b"}\n")
             await response.write_eof()
             return response
         self._watchers.setdefault(rtype.key, set()).add(watcher)

@@ -81,8 +81,9 @@ def pod_object(name: str, namespace: str = "default", *, command: list[str] | No
     container: dict[str, Any] = {"name": "main", "image": "registry.example/app:1"}
     if command is not None:
         container["command"] = command
-    if requests:
-        container["resources"] = {"requests": requests}
+    if requests:  # extended resources (nvidia.com/gpu) need their limit, equal to the request
+        container["resources"] = {"requests": requests,
+                                  "limits": {key: value for key, value in requests.items() if "/" in key}}
     pod_spec: dict[str, Any] = {"containers": [container], **spec}
     if restart_policy:
         pod_spec["restartPolicy"] = restart_policy

@@ -116,8 +116,8 @@ def test_a_memory_limit_below_the_model_load_is_oomkilled():
             _storage(sim)
             point = validate_point({"model": "bigcode/gpt_bigcode-santacoder"}, "test")
             job = pytorchjob("ft-mem", "default", point, "storage", {})
-            job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["resources"][
-                "limits"]["memory"] = "2Gi"
+            resources = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["resources"]
+            resources["limits"]["memory"] = resources["requests"]["memory"] = "2Gi"  # a request above it is refused
             for config_map in config_maps("ft-mem", "default", point, {}):
                 sim.store.create(sim.store.resource_type("configmaps"), config_map)
             sim.store.create(sim.store.resource_type("pytorchjobs", "kubeflow.org"), job)
