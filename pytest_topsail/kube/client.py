@@ -36,6 +36,7 @@ DEFAULT_REQUEST_TIMEOUT = 30.0
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 USER_AGENT = "pytest-topsail"
+FIELD_VALIDATION_ENV = "TOPSAIL_FIELD_VALIDATION"
 DEFAULT_POOL_SIZE = 4
 T = TypeVar("T")
 
@@ -127,8 +128,12 @@ class Kube:
         context: str | None = None,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         retry: RetryPolicy = DEFAULT_POLICY,
+        field_validation: str | None = None,
     ) -> None:
         self.api_client = api_client
+        # fieldValidation sent with every write (Ignore, Warn, Strict); TOPSAIL_FIELD_VALIDATION=Strict makes a
+        # misspelled field in any manifest we send an error instead of a field the server silently drops
+        self.field_validation = field_validation or os.environ.get(FIELD_VALIDATION_ENV) or None
         self.description = description  # "https://host:port (kubeconfig PATH, context NAME)": no credentials
         self.context = context
         self.request_timeout = request_timeout
@@ -150,7 +155,7 @@ class Kube:
         close it when done. Discovery already done is shared."""
         configuration = copy.deepcopy(self.api_client.configuration)
         other = Kube(_api_client(configuration, pool_size), description=self.description, context=self.context,
-                     request_timeout=self.request_timeout, retry=self.retry)
+                     request_timeout=self.request_timeout, retry=self.retry, field_validation=self.field_validation)
         other.kubeconfig = self.kubeconfig
         with self._discovery_lock:
             other._discovery = dict(self._discovery)
@@ -188,6 +193,8 @@ class Kube:
         elif body is not None:
             headers["Content-Type"] = "application/json"
         query_params = [(k, v) for k, v in (query or {}).items() if v is not None]
+        if self.field_validation and method in ("POST", "PUT", "PATCH"):
+            query_params.append(("fieldValidation", self.field_validation))
         seconds = timeout or self.request_timeout
         target = what or f"{method} {path}"
         response = self._send(method, path, query_params, headers, body, (min(seconds, 5.0), seconds), target)

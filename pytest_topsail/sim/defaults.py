@@ -200,9 +200,10 @@ def _is_extended(resource: str) -> bool:
         and not resource.startswith("requests.")
 
 
-_SUFFIXES = {"": 1, "m": Fraction(1, 1000), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
-             "E": 10**18, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
-             "n": Fraction(1, 10**9), "u": Fraction(1, 10**6)}
+_SUFFIXES: dict[str, int | Fraction] = {
+    "": 1, "m": Fraction(1, 1000), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+    "n": Fraction(1, 10**9), "u": Fraction(1, 10**6)}
 _QUANTITY_PARTS = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))([eE][+-]?[0-9]+|[A-Za-z]*)$")
 
 
@@ -294,7 +295,9 @@ def apply_create_defaults(rtype: ResourceType, obj: dict[str, Any]) -> None:
 def _default_requests(container: Any) -> Any:
     """A limit with no request sets the request (SetDefaults_Pod)."""
     resources = container.get("resources") if isinstance(container, dict) else None
-    limits = (resources or {}).get("limits")
+    if not isinstance(resources, dict):
+        return container
+    limits = resources.get("limits")
     if not isinstance(limits, dict) or not limits:
         return container
     requests = resources.get("requests") or {}

@@ -30,6 +30,7 @@ from .metrics import REPORTED_VERBS, ApiMetrics
 from .patch import APPLY_PATCH, MERGE_PATCH, PATCH_TYPES, STRATEGIC_MERGE_PATCH, apply_patch
 from .podlogs import LogOptions
 from .resources import CREATE_ONLY, ResourceType
+from .schema import FIELD_VALIDATION, FieldValidation
 from .selectors import (
     FieldRequirement,
     Requirement,
@@ -131,10 +132,22 @@ def status_response(error: ApiError) -> web.Response:
                         headers=headers)
 
 
-def _json_response(body: bytes | dict[str, Any], status: int = 200) -> web.Response:
+def _json_response(body: bytes | dict[str, Any], status: int = 200,
+                   validation: FieldValidation | None = None) -> web.Response:
     if isinstance(body, dict):
         body = json.dumps(body, separators=(",", ":")).encode()
-    return web.Response(status=status, body=body, content_type=JSON)
+    response = web.Response(status=status, body=body, content_type=JSON)
+    for warning in validation.warnings if validation is not None else ():
+        response.headers.add("Warning", f"299 - {json.dumps(warning)}")  # kubectl prints "Warning: <text>"
+    return response
+
+
+def field_validation(request: web.Request) -> FieldValidation:
+    """The write's fieldValidation directive (Warn when absent, as kube-apiserver since 1.27); 400 if unknown."""
+    directive = request.query.get("fieldValidation") or "Warn"
+    if directive not in FIELD_VALIDATION:
+        raise apierror.bad_request(f"fieldValidation parameter unsupported: {directive}")
+    return FieldValidation(directive)
 
 
 class ApiServer:
@@ -388,8 +401,10 @@ class ApiServer:
             if parsed.name is not None:
                 raise apierror.method_not_allowed("the server does not allow this method on the requested resource")
             body = await self._body(request)
-            obj = self.store.create(rtype, body, parsed.namespace, dry_run=bool(dry_run), manager=_manager(request))
-            return _json_response(self._serialize(rtype, obj), 201)
+            validation = field_validation(request)
+            obj = self.store.create(rtype, body, parsed.namespace, dry_run=bool(dry_run), manager=_manager(request),
+                                    field_validation=validation)
+            return _json_response(self._serialize(rtype, obj), 201, validation)
         if verb == "update":
             return await self._update(request, parsed)
         if verb == "patch":
@@ -468,9 +483,11 @@ class ApiServer:
                 raise apierror.bad_request("the namespace of the provided object does not match the namespace sent "
                                            "on the request")
             metadata["namespace"] = parsed.namespace
+        validation = field_validation(request)
         obj = self.store.update(parsed.rtype, {**body, "metadata": metadata}, parsed.subresource,
-                                dry_run=request.query.get("dryRun") == "All", manager=_manager(request))
-        return _json_response(self._serialize(parsed.rtype, obj))
+                                dry_run=request.query.get("dryRun") == "All", manager=_manager(request),
+                                field_validation=validation)
+        return _json_response(self._serialize(parsed.rtype, obj), validation=validation)
 
     async def _patch(self, request: web.Request, parsed: _Request) -> web.Response:
         content_type = request.content_type
@@ -489,10 +506,11 @@ class ApiServer:
             manager = fieldmanager.require_manager(request.query.get("fieldManager"))
         else:
             manager = _manager(request)
+        validation = field_validation(request)
         obj = self.store.patch(parsed.rtype, parsed.namespace, parsed.name or "", patch, content_type,
                                parsed.subresource, dry_run=request.query.get("dryRun") == "All", manager=manager,
-                               force=request.query.get("force") == "true")
-        return _json_response(self._serialize(parsed.rtype, obj), 200 if existed else 201)
+                               force=request.query.get("force") == "true", field_validation=validation)
+        return _json_response(self._serialize(parsed.rtype, obj), 200 if existed else 201, validation)
 
     async def _delete_options(self, request: web.Request) -> tuple[str | None, dict[str, str] | None, bool]:
         """(propagationPolicy, preconditions, dry run) from the query and the DeleteOptions body."""

@@ -78,6 +78,7 @@ from .defaults import apply_create_defaults, check_kind, validate, validate_name
 from .discovery import api_service
 from .patch import APPLY_PATCH, apply_patch
 from .resources import BUILTIN_TYPES, ResourceType, types_from_crd
+from .schema import FieldValidation, Schema, admit, compile_schema, is_open, strict_error_message
 from .selectors import (
     FieldRequirement,
     Requirement,
@@ -138,6 +139,8 @@ class Store:
         self._watch_log_size = watch_log_size
         self._rv = 0
         self._types: dict[tuple[str, str, str], ResourceType] = {}
+        self._schemas: dict[tuple[str, str, str], Schema] = {}  # CRD-served (group, version, plural) -> its schema
+        self._compiled: dict[str, Schema | None] = {}  # openAPIV3Schema as JSON -> compiled (None: accepts all)
         self._preferred: dict[tuple[str, str], ResourceType] = {}
         self._tables: dict[tuple[str, str], _Table] = {}
         self._by_uid: dict[str, tuple[ResourceType, ObjKey]] = {}
@@ -208,6 +211,7 @@ class Store:
             name = (crd.get("metadata") or {}).get("name", "")
             causes = [("spec", str(error))]
             raise apierror.invalid("CustomResourceDefinition", "apiextensions.k8s.io", name, causes) from error
+        self._crd_schemas(crd)
         expected = f"{types[0].plural}.{types[0].group}"
         if crd["metadata"].get("name") != expected:
             raise apierror.invalid("CustomResourceDefinition", "apiextensions.k8s.io", crd["metadata"].get("name", ""),
@@ -215,12 +219,59 @@ class Store:
                                                       f'("{expected}")')])
         return types
 
+    def _crd_schemas(self, crd: Obj) -> dict[str, Schema | None]:
+        """The compiled schema of each version of a CRD (None: open, nothing to enforce), cached by its text."""
+        result: dict[str, Schema | None] = {}
+        for index, version in enumerate(crd["spec"].get("versions") or []):
+            raw = ((version.get("schema") or {}).get("openAPIV3Schema")) if isinstance(version, dict) else None
+            if raw is None:
+                result[str(version.get("name"))] = None
+                continue
+            text = json.dumps(raw, sort_keys=True)
+            if text not in self._compiled:
+                try:
+                    compiled = compile_schema(raw)
+                except ValueError as error:
+                    name = (crd.get("metadata") or {}).get("name", "")
+                    raise apierror.invalid("CustomResourceDefinition", "apiextensions.k8s.io", name, [
+                        (f"spec.versions[{index}].schema.{error}".rpartition(":")[0],
+                         f"Invalid value: {str(error).rpartition(': ')[2]}")]) from error
+                self._compiled[text] = None if is_open(compiled) else compiled
+            result[str(version["name"])] = self._compiled[text]
+        return result
+
     def _install_crd(self, crd: Obj) -> None:
         types = self._crd_types(crd)
         for rtype in [t for t in self._types.values() if t.key == types[0].key]:
             del self._types[(rtype.group, rtype.version, rtype.plural)]
+            self._schemas.pop((rtype.group, rtype.version, rtype.plural), None)
+        schemas = self._crd_schemas(crd)
         for index, rtype in enumerate(types):
             self._register_type(rtype, preferred=index == 0)
+            compiled = schemas.get(rtype.version)
+            if compiled is not None:
+                self._schemas[(rtype.group, rtype.version, rtype.plural)] = compiled
+
+    def schema_for(self, rtype: ResourceType) -> Schema | None:
+        """The compiled structural schema of a CRD-served version (None when open or built-in)."""
+        return self._schemas.get((rtype.group, rtype.version, rtype.plural))
+
+    def _admit(self, rtype: ResourceType, obj: Obj, validation: FieldValidation | None) -> Obj:
+        """Pruning, defaulting and schema validation of a custom resource, as kube-apiserver's (see schema.py):
+        unknown fields are dropped and, per the request's fieldValidation, warned about (Warn), refused with 400
+        (Strict) or passed over (Ignore; also for the simulator's own controllers: ``validation`` None)."""
+        schema = self._schemas.get((rtype.group, rtype.version, rtype.plural))
+        if schema is None:
+            return obj
+        result, unknown, causes = admit(schema, obj)
+        if unknown and validation is not None:
+            if validation.directive == "Strict":
+                raise apierror.bad_request(strict_error_message(rtype.kind, rtype.version, unknown))
+            if validation.directive == "Warn":
+                validation.warnings.extend(f'unknown field "{path}"' for path in unknown)
+        if causes:
+            raise apierror.invalid(rtype.kind, rtype.group, obj["metadata"].get("name", ""), causes)
+        return result
 
     def _sync_api_services(self) -> None:
         """One Local APIService per served group-version, as the apiserver's autoregistration keeps them."""
@@ -246,6 +297,7 @@ class Store:
                 self._remove(rtype, obj, gc_policy="Background")
         for served in [t for t in self._types.values() if t.key == key]:
             del self._types[(served.group, served.version, served.plural)]
+            self._schemas.pop((served.group, served.version, served.plural), None)
         self._preferred.pop(key, None)
         self._tables.pop(key, None)
         self.types_generation += 1
@@ -465,16 +517,19 @@ class Store:
 
     # ----------------------------------------------------------------- create
     def create(self, rtype: ResourceType, obj: Obj, namespace: str | None = None, *, dry_run: bool = False,
-               manager: str | None = None) -> Obj:
-        """``manager``: the field manager of an API request (managedFields are recorded), None for controllers."""
+               manager: str | None = None, field_validation: FieldValidation | None = None) -> Obj:
+        """``manager``: the field manager of an API request (managedFields are recorded), None for controllers;
+        ``field_validation``: the request's directive for unknown fields of custom resources (warnings are added
+        to it), None for controllers (unknown fields dropped silently)."""
         self._begin()
         try:
-            return self._create(rtype, obj, namespace, dry_run, (manager, "Update") if manager else None)
+            return self._create(rtype, obj, namespace, dry_run, (manager, "Update") if manager else None,
+                                field_validation)
         finally:
             self._end()
 
     def _create(self, rtype: ResourceType, obj: Obj, namespace: str | None, dry_run: bool = False,
-                managed_by: tuple[str, str] | None = None) -> Obj:
+                managed_by: tuple[str, str] | None = None, validation: FieldValidation | None = None) -> Obj:
         if not isinstance(obj, dict):
             raise apierror.bad_request("the body of the request is not a JSON object")
         table = self._table(rtype)
@@ -513,6 +568,9 @@ class Store:
         new.update((k, v) for k, v in obj.items() if k not in ("kind", "apiVersion", "metadata"))
         apply_create_defaults(rtype, new)
         validate(rtype, new)
+        if rtype.crd_name:
+            new = self._admit(rtype, new, validation)
+            metadata = new["metadata"]
         if rtype.key == CRDS:
             self._crd_types(new)
             new["status"] = _crd_status(new, format_time(now))
@@ -575,15 +633,16 @@ class Store:
 
     # ----------------------------------------------------------------- update
     def update(self, rtype: ResourceType, obj: Obj, subresource: str | None = None, *, dry_run: bool = False,
-               manager: str | None = None) -> Obj:
+               manager: str | None = None, field_validation: FieldValidation | None = None) -> Obj:
         self._begin()
         try:
-            return self._update(rtype, obj, subresource, dry_run, manager)
+            return self._update(rtype, obj, subresource, dry_run, manager, validation=field_validation)
         finally:
             self._end()
 
     def _update(self, rtype: ResourceType, obj: Obj, subresource: str | None, dry_run: bool = False,
-                manager: str | None = None, managed: builtins.list[Obj] | None = None) -> Obj:
+                manager: str | None = None, managed: builtins.list[Obj] | None = None,
+                validation: FieldValidation | None = None) -> Obj:
         """``manager``: record the fields this write changes as its (operation Update); ``managed``: the
         managedFields to store as they are (an apply computed them)."""
         if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
@@ -625,6 +684,9 @@ class Store:
             raise apierror.not_found(f"{rtype.plural}/{subresource}", rtype.group, name)
         metadata["resourceVersion"] = old["metadata"]["resourceVersion"]
         new["metadata"] = metadata
+        if rtype.crd_name:
+            new = self._admit(rtype, new, validation)
+            metadata = new["metadata"]
         if old["metadata"].get("deletionTimestamp"):
             _check_no_new_finalizers(rtype, old, metadata)
         if managed is not None:
@@ -669,7 +731,7 @@ class Store:
 
     def patch(self, rtype: ResourceType, namespace: str | None, name: str, patch: Any, patch_type: str,
               subresource: str | None = None, *, dry_run: bool = False, manager: str | None = None,
-              force: bool = False) -> Obj:
+              force: bool = False, field_validation: FieldValidation | None = None) -> Obj:
         """``manager``: the request's field manager (required by an apply through the API); ``force``: an apply
         takes conflicting fields from their managers."""
         self._begin()
@@ -679,7 +741,8 @@ class Store:
                 if patch_type == APPLY_PATCH and subresource is None and isinstance(patch, dict):
                     body = dict(patch)
                     body["metadata"] = {**(patch.get("metadata") or {}), "name": name}
-                    return self._create(rtype, body, namespace, dry_run, (manager, "Apply") if manager else None)
+                    return self._create(rtype, body, namespace, dry_run, (manager, "Apply") if manager else None,
+                                        field_validation)
                 raise apierror.not_found(rtype.plural, rtype.group, name)
             patched = apply_patch(old, patch, patch_type)
             managed = None
@@ -694,7 +757,7 @@ class Store:
                 if patched["metadata"].get(identity) != old["metadata"].get(identity):
                     raise apierror.invalid(rtype.kind, rtype.group, name, [(f"metadata.{identity}",
                                                                             "field is immutable")])
-            return self._update(rtype, patched, subresource, dry_run, manager, managed)
+            return self._update(rtype, patched, subresource, dry_run, manager, managed, field_validation)
         finally:
             self._end()
 

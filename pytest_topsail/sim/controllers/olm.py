@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pytest_topsail.sim.apierror import ApiError
 from pytest_topsail.sim.controllers.base import Controller, now_seconds, set_condition
+from pytest_topsail.sim.crd_schemas import openapi_schema
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +108,7 @@ OLM_CRDS = (
 
 
 def crd_manifest(group: str, version: str, kind: str, plural: str, scope: str) -> dict[str, Any]:
-    """A CustomResourceDefinition serving one version with a status subresource and an open schema."""
+    """A CustomResourceDefinition serving one version with a status subresource and its structural schema."""
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -118,7 +119,7 @@ def crd_manifest(group: str, version: str, kind: str, plural: str, scope: str) -
             "names": {"plural": plural, "singular": kind.lower(), "kind": kind, "listKind": f"{kind}List"},
             "versions": [{
                 "name": version, "served": True, "storage": True, "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                "schema": {"openAPIV3Schema": openapi_schema(group, kind, version)},
             }],
         },
     }

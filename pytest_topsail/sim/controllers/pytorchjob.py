@@ -33,6 +33,7 @@ from pytest_topsail.sim.controllers.completion import (
     replica_statuses,
 )
 from pytest_topsail.sim.controllers.workload import WorkloadController, owned_pods, owner_reference
+from pytest_topsail.sim.crd_schemas import openapi_schema
 
 GROUP = "kubeflow.org"
 PLURAL = "pytorchjobs"
@@ -42,7 +43,7 @@ MASTER_PORT = 23456
 
 
 def crd_manifest() -> dict[str, Any]:
-    """The PyTorchJob CRD: one served version (v1), status subresource, open schema."""
+    """The PyTorchJob CRD: one served version (v1), status subresource, structural schema."""
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -57,7 +58,7 @@ def crd_manifest() -> dict[str, Any]:
                     "served": True,
                     "storage": True,
                     "subresources": {"status": {}},
-                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                    "schema": {"openAPIV3Schema": openapi_schema(GROUP, "PyTorchJob", "v1")},
                 }
             ],
         },
