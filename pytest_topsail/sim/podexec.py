@@ -19,7 +19,7 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from . import apierror, spdy, streaming
+from . import apierror, nvidiasmi, spdy, streaming
 from .controllers.containers import ExecResult, run_exec
 
 PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io", "v3.channel.k8s.io", "v2.channel.k8s.io", "channel.k8s.io")
@@ -39,7 +39,7 @@ async def serve(request: web.Request, store: Any, pod: dict[str, Any], container
     route = {STDOUT: STDOUT if stdout else 0, STDERR: STDERR if stderr else 0}  # output stream -> channel, 0: none
     if streaming.query_flag(request, "tty"):
         route[STDERR] = route[STDOUT]  # a terminal merges stderr into stdout
-    result = run_exec([str(word) for word in command], environment(store, pod, container))
+    result = run_exec([str(word) for word in command], environment(store, pod, container), programs(store, pod))
     status = _not_found(command[0], container) if result is None else None
     if streaming.is_spdy_upgrade(request):
         return await _serve_spdy(request, command, result, status, route)
@@ -174,6 +174,14 @@ def _not_found(program: str, container: str) -> dict[str, Any]:
                f"executable file not found in $PATH: the simulated container runs only its mini-shell (sh -c with "
                f"echo, printf, env, printenv, sleep, exit, ...); tar, and so kubectl cp, is not simulated")
     return {"metadata": {}, "status": "Failure", "message": message, "reason": "InternalError", "code": 500}
+
+
+def programs(store: Any, pod: dict[str, Any]) -> dict[str, Callable[[list[str]], tuple[str, str, int]]]:
+    """The programs a container has besides the mini-shell's: nvidia-smi on a GPU node."""
+    gpus = nvidiasmi.gpus_of(store, pod)
+    if gpus is None:
+        return {}
+    return {"nvidia-smi": lambda args: nvidiasmi.run(args, gpus)}
 
 
 # ----------------------------------------------------------------- the container's environment

@@ -15,6 +15,7 @@ import math
 import os
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -175,7 +176,9 @@ class ExecResult:
 
 
 EXEC_PROGRAMS = {"echo", "printf", "env", "printenv", "true", "false", "exit", "sleep", "hostname", "pwd", "export",
-                 ":"}
+                 ":", "ls"}
+ROOT_LISTING = "".join(f"{name}\n" for name in ("bin", "dev", "etc", "home", "lib", "proc", "root", "run", "sys",
+                                                 "tmp", "usr", "var"))
 _VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*|\?))")
 _REDIRECTIONS = {">&2": (STDOUT, STDERR), "1>&2": (STDOUT, STDERR), "2>&1": (STDERR, STDOUT),
                  ">/dev/null": (STDOUT, 0), "1>/dev/null": (STDOUT, 0), "2>/dev/null": (STDERR, 0)}
@@ -184,17 +187,20 @@ MAX_LOOP_ITERATIONS = 10_000  # an exec'd endless loop is cut there (its output 
 MAX_LOOP_SECONDS = 3600.0
 
 
-def run_exec(argv: list[str], env: dict[str, str]) -> ExecResult | None:
+Program = Callable[[list[str]], tuple[str, str, int]]  # args -> (stdout, stderr, exit code)
+
+
+def run_exec(argv: list[str], env: dict[str, str], programs: dict[str, Program] | None = None) -> ExecResult | None:
     """Run `argv` as `kubectl exec` would in the container: a shell (`sh -c SCRIPT`) runs the mini-shell's
     statements (`;`, `&&`, `||`, `$VAR` expansion, echo, printf, env, printenv, exit, sleep, ...); a lone
     program runs when the mini-shell knows it. None when the program does not exist in a simulated container."""
     if not argv:
         return None
     program = os.path.basename(argv[0])
-    state = _ShellState(dict(env))
+    state = _ShellState(dict(env), programs=programs or {})
     if program in SHELLS:
         state.run_script(_script(tuple(argv)))
-    elif program in EXEC_PROGRAMS:
+    elif program in EXEC_PROGRAMS or program in state.programs:
         state.run(argv, shell=False)
     else:
         return None
@@ -208,6 +214,7 @@ class _ShellState:
     seconds: float = 0.0
     exited: bool = False
     output: list[tuple[float, int, str]] = field(default_factory=list)
+    programs: dict[str, Program] = field(default_factory=dict)  # what this container has besides the builtins
 
     redirect: dict[int, int] = field(default_factory=dict)  # of the running command: stream -> stream, 0 = discard
 
@@ -323,6 +330,12 @@ class _ShellState:
             self.write(STDOUT, self.env.get("HOSTNAME", "") + "\n")
         elif program == "pwd":
             self.write(STDOUT, "/\n")
+        elif program == "ls":
+            self.write(STDOUT, "" if args and args[-1] not in ("/", "-l") else ROOT_LISTING)
+        elif program in self.programs:
+            out, err, self.status = self.programs[program](args)
+            self.write(STDOUT, out)
+            self.write(STDERR, err)
         else:
             self.write(STDERR, f"sh: {words[0]}: not found\n")
             self.status = 127
