@@ -9,7 +9,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from .gpu_profiles import GPU_PROFILES, sanitize_label_value
+from pytest_topsail.hardware import profile_of_label
 
 DRIVER_VERSION = "550.127.05"
 CUDA_VERSION = "12.4"
@@ -37,8 +37,8 @@ def gpus_of(store: Any, pod: dict[str, Any]) -> list[Gpu] | None:
     product = labels.get("nvidia.com/gpu.product")
     if not product:
         return None
-    name = next((p.product for p in GPU_PROFILES.values() if p.product and sanitize_label_value(p.product) == product),
-                product.replace("-", " "))
+    profile = profile_of_label(product)
+    name = profile.product if profile is not None else product.replace("-", " ")
     memory = int(labels.get("nvidia.com/gpu.memory") or 0)
     count = 0
     for container in (pod.get("spec") or {}).get("containers") or []:

@@ -231,3 +231,24 @@ def test_every_manifest_template_we_ship_is_valid_under_strict_field_validation(
 def _plural(sim: InProcessSim, api_version: str, kind: str) -> str:
     resources = sim.raw("GET", f"/apis/{api_version}").json()["resources"]
     return next(r["name"] for r in resources if r["kind"] == kind and "/" not in r["name"])
+
+
+def test_nvidia_smi_in_a_pod_on_a_gpu_node_lists_the_pods_gpus(sim: InProcessSim, wait_until: Any) -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "smi"}, "spec": {"containers": [{
+        "name": "cuda", "image": "nvidia/cuda", "command": ["sleep", "infinity"],
+        "resources": {"limits": {"nvidia.com/gpu": 2}}}]}}
+    assert sim.raw("POST", "/api/v1/namespaces/default/pods", json.dumps(pod)).status_code == 201
+    wait_until(lambda: sim.raw("GET", "/api/v1/namespaces/default/pods/smi").json()["status"].get("phase")
+               == "Running", what="pod smi Running")
+    listed = sim.kubectl("exec", "smi", "--", "nvidia-smi", "-L").stdout.splitlines()
+    assert [line.split(" (UUID: GPU-")[0] for line in listed] == ["GPU 0: NVIDIA A100-SXM4-40GB",
+                                                                  "GPU 1: NVIDIA A100-SXM4-40GB"]
+    query = sim.kubectl("exec", "smi", "--", "nvidia-smi", "--query-gpu=index,name,memory.total",
+                        "--format=csv").stdout
+    assert query == ("index, name, memory.total [MiB]\n0, NVIDIA A100-SXM4-40GB, 40960 MiB\n"
+                     "1, NVIDIA A100-SXM4-40GB, 40960 MiB\n")
+    bare = sim.kubectl("exec", "smi", "--", "sh", "-c", "nvidia-smi --query-gpu=memory.total "
+                                                        "--format=csv,noheader,nounits").stdout
+    assert bare == "40960\n40960\n"
+    table = sim.kubectl("exec", "smi", "--", "nvidia-smi").stdout
+    assert "NVIDIA A100-SXM4-40GB" in table and "0MiB /  40960MiB" in table and "Driver Version:" in table
