@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import InProcessSim, start_in_process
 from pytest_topsail.sim.controllers.olm import PACKAGES
 
 WIDGETS = "/apis/example.com/v1/namespaces/default/widgets"
@@ -65,10 +64,10 @@ spec:
 
 
 @pytest.fixture(scope="module")
-def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessSim]:
+def sim(start_sim: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """Every controller (their CRDs installed), plus the CRDs of the operators OLM installs and a Widget CRD."""
     profile = {"seed": 3, "node_pools": [{"name": "gpu", "count": 1, "gpu_profile": "a100"}]}
-    for sim in start_in_process(tmp_path_factory, "schema-sim", profile=profile):
+    for sim in start_sim(tmp_path_factory, "schema-sim", profile=profile):
         crds = [WIDGET_CRD, *(crd.manifest() for package in PACKAGES.values() for crd in package.owned)]
         for crd in {crd["metadata"]["name"]: crd for crd in crds}.values():
             response = sim.raw("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json.dumps(crd))
@@ -80,11 +79,11 @@ def _isvc(name: str, model: str = "storageUri: pvc://models/flan", extra: str = 
     return ISVC.format(name=name, spec=PREDICTOR.format(model=model, extra=extra))
 
 
-def _apply(sim: InProcessSim, manifest: str, *args: str) -> Any:
+def _apply(sim: Any, manifest: str, *args: str) -> Any:
     return sim.kubectl("apply", "-f", "-", *args, stdin=manifest, check=False)
 
 
-def test_kubectl_refuses_a_misspelled_field_as_a_strict_apiserver(sim: InProcessSim) -> None:
+def test_kubectl_refuses_a_misspelled_field_as_a_strict_apiserver(sim: Any) -> None:
     result = _apply(sim, _isvc("typo", model="storageURI: pvc://models/flan", extra="minReplica: 1"))
     assert result.returncode == 1
     assert ('InferenceService in version "v1beta1" cannot be handled as a InferenceService: strict decoding error: '
@@ -94,7 +93,7 @@ def test_kubectl_refuses_a_misspelled_field_as_a_strict_apiserver(sim: InProcess
         == 404
 
 
-def test_with_validate_warn_the_field_is_dropped_and_kubectl_prints_the_warning(sim: InProcessSim) -> None:
+def test_with_validate_warn_the_field_is_dropped_and_kubectl_prints_the_warning(sim: Any) -> None:
     result = _apply(sim, _isvc("warned", model="storageUri: pvc://models/flan\n      storageURI: x"),
                     "--validate=warn")
     assert result.returncode == 0, result.stderr
@@ -104,7 +103,7 @@ def test_with_validate_warn_the_field_is_dropped_and_kubectl_prints_the_warning(
                                                     "storageUri": "pvc://models/flan"}
 
 
-def test_a_client_sending_no_directive_gets_warning_headers(sim: InProcessSim) -> None:
+def test_a_client_sending_no_directive_gets_warning_headers(sim: Any) -> None:
     body = yaml.safe_load(_isvc("python-client", extra="minReplica: 1"))
     response = sim.raw("POST", "/apis/serving.kserve.io/v1beta1/namespaces/default/inferenceservices",
                        json.dumps(body))
@@ -125,20 +124,20 @@ def test_a_client_sending_no_directive_gets_warning_headers(sim: InProcessSim) -
      'spec.pytorchReplicaSpecs.Master.replicas: Invalid value: "string": spec.pytorchReplicaSpecs.Master.replicas '
      'in body must be of type integer: "string"'),
 ])
-def test_values_of_the_wrong_type_or_missing_fields_get_422(sim: InProcessSim, manifest: str, message: str) -> None:
+def test_values_of_the_wrong_type_or_missing_fields_get_422(sim: Any, manifest: str, message: str) -> None:
     result = _apply(sim, manifest, "--validate=false")
     assert result.returncode == 1
     assert message in result.stderr
     assert "is invalid" in result.stderr
 
 
-def test_a_misspelled_run_policy_field_of_a_pytorchjob_is_refused(sim: InProcessSim) -> None:
+def test_a_misspelled_run_policy_field_of_a_pytorchjob_is_refused(sim: Any) -> None:
     result = _apply(sim, PYTORCHJOB.format(name="backof", run_policy="backofLimit: 0", replicas=1))
     assert 'strict decoding error: unknown field "spec.runPolicy.backofLimit"' in result.stderr
     assert _apply(sim, PYTORCHJOB.format(name="backoff", run_policy="backoffLimit: 0", replicas=1)).returncode == 0
 
 
-def test_a_pod_with_an_unknown_restart_policy_is_refused_by_kubectl(sim: InProcessSim) -> None:
+def test_a_pod_with_an_unknown_restart_policy_is_refused_by_kubectl(sim: Any) -> None:
     pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: sometimes}\nspec:\n  restartPolicy: Sometimes\n" \
           "  containers: [{name: c, image: i}]\n"
     result = _apply(sim, pod)
@@ -152,7 +151,7 @@ def _widget(object_name: str, **spec: Any) -> str:
                        "spec": spec})
 
 
-def test_a_crd_created_with_a_schema_enforces_it(sim: InProcessSim) -> None:
+def test_a_crd_created_with_a_schema_enforces_it(sim: Any) -> None:
     created = sim.raw("POST", WIDGETS, _widget("w1", size=2, port="http", tags=["a"], extra={"any": {"thing": 1}},
                                                labels={"a": "b"}, template={
                                                    "apiVersion": "v1", "kind": "ConfigMap",
@@ -209,7 +208,7 @@ def _templates() -> dict[str, dict[str, Any]]:
     }
 
 
-def test_every_manifest_template_we_ship_is_valid_under_strict_field_validation(sim: InProcessSim) -> None:
+def test_every_manifest_template_we_ship_is_valid_under_strict_field_validation(sim: Any) -> None:
     from fixtures.olm import MANIFESTS, render
 
     shipped = sorted(path.name for path in Path(MANIFESTS).glob("*.j2"))
@@ -228,12 +227,12 @@ def test_every_manifest_template_we_ship_is_valid_under_strict_field_validation(
                 assert "namespaces" in response.json()["message"], response.text
 
 
-def _plural(sim: InProcessSim, api_version: str, kind: str) -> str:
+def _plural(sim: Any, api_version: str, kind: str) -> str:
     resources = sim.raw("GET", f"/apis/{api_version}").json()["resources"]
     return next(r["name"] for r in resources if r["kind"] == kind and "/" not in r["name"])
 
 
-def test_nvidia_smi_in_a_pod_on_a_gpu_node_lists_the_pods_gpus(sim: InProcessSim, wait_until: Any) -> None:
+def test_nvidia_smi_in_a_pod_on_a_gpu_node_lists_the_pods_gpus(sim: Any, wait_until: Any) -> None:
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "smi"}, "spec": {"containers": [{
         "name": "cuda", "image": "nvidia/cuda", "command": ["sleep", "infinity"],
         "resources": {"limits": {"nvidia.com/gpu": 2}}}]}}
