@@ -54,6 +54,8 @@ class Schema:
     list_type: str = ""
     list_map_keys: tuple[str, ...] = ()
     has_defaults: bool = False  # this node or one below it has a default
+    defaulted: tuple[tuple[str, Schema], ...] = ()  # the properties with a default
+    checks_scalars: bool = True  # a scalar value can fail this node (it has a type, enum, pattern or limits)
 
 
 @dataclass
@@ -103,6 +105,9 @@ def _compile(raw: Any, path: str) -> Schema:
     if "default" in raw:
         node.default = raw["default"]
     node.limits = {key: raw[key] for key in _LIMIT_KEYS if raw.get(key) not in (None, False)}
+    node.checks_scalars = bool(node.type or node.int_or_string or node.enum is not None or node.pattern
+                               or node.limits)
+    node.defaulted = tuple((name, sub) for name, sub in (node.properties or {}).items() if sub.default is not UNSET)
     children = [*(node.properties or {}).values(), node.items, node.additional]
     node.has_defaults = node.default is not UNSET or any(child.has_defaults for child in children if child)
     return node
@@ -173,26 +178,19 @@ def _prune_object(schema: Schema, obj: dict[str, Any], path: str, unknown: list[
                 result[key] = copy.deepcopy(sub.default)
             continue  # a null in a field that is not nullable is dropped
         result[key] = _prune(sub, value, where, unknown)
-    if properties and schema.has_defaults:
-        for key, sub in properties.items():
-            if key not in result and sub.default is not UNSET:
-                result[key] = _prune(sub, copy.deepcopy(sub.default), _join(path, key), [])
+    for key, sub in schema.defaulted:
+        if key not in result:
+            result[key] = _prune(sub, copy.deepcopy(sub.default), _join(path, key), [])
     return result
 
 
 # ----------------------------------------------------------------- validation
+_TYPE_NAMES: dict[type, str] = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array",
+                                dict: "object", type(None): "null"}
+
+
 def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
+    return _TYPE_NAMES.get(type(value), "object")
 
 
 def _quote(value: Any) -> str:
@@ -205,26 +203,19 @@ def _quote(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-def _type_ok(schema: Schema, value: Any) -> bool:
-    kind = _json_type(value)
-    if schema.int_or_string:
-        return kind in ("integer", "string")
-    wanted = schema.type
-    if not wanted:
-        return True
-    if wanted == "number":
-        return kind in ("integer", "number")
-    return kind == wanted
-
-
 def _validate(schema: Schema, value: Any, path: str, causes: list[tuple[str, str]], root: bool = False) -> None:
-    if value is None:
-        if not schema.nullable and schema.type:
-            causes.append((path, f'Invalid value: "null": {path} in body must be of type {schema.type}: "null"'))
+    kind = _TYPE_NAMES.get(type(value), "object")
+    wanted = schema.type
+    if kind == "null":
+        if not schema.nullable and wanted:
+            causes.append((path, f'Invalid value: "null": {path} in body must be of type {wanted}: "null"'))
         return
-    if not _type_ok(schema, value):
-        wanted = "integer,string" if schema.int_or_string else schema.type
-        kind = _json_type(value)
+    if schema.int_or_string:
+        if kind != "integer" and kind != "string":
+            causes.append((path, f'Invalid value: "{kind}": {path} in body must be of type integer,string: '
+                                 f'"{kind}"'))
+            return
+    elif wanted and kind != wanted and not (wanted == "number" and kind == "integer"):
         causes.append((path, f'Invalid value: "{kind}": {path} in body must be of type {wanted}: "{kind}"'))
         return
     if schema.enum is not None and value not in schema.enum:
@@ -232,22 +223,33 @@ def _validate(schema: Schema, value: Any, path: str, causes: list[tuple[str, str
         causes.append((path, f"Unsupported value: {_quote(value)}: supported values: {choices}"))
     if schema.limits:
         _check_limits(schema, value, path, causes)
-    if isinstance(value, str) and schema.pattern is not None and not schema.pattern.search(value):
-        causes.append((path, f"Invalid value: {_quote(value)}: {path} in body should match '{schema.pattern_text}'"))
-    if isinstance(value, dict):
+    if kind == "string":
+        if schema.pattern is not None and not schema.pattern.search(value):
+            causes.append((path, f"Invalid value: {_quote(value)}: {path} in body should match "
+                                 f"'{schema.pattern_text}'"))
+    elif kind == "object":
         for name in schema.required:
             if name not in value:
                 causes.append((_join(path, name), "Required value"))
+        properties, additional = schema.properties, schema.additional
         for key, item in value.items():
             if root and key in _RESOURCE_FIELDS:
                 continue
-            sub = (schema.properties or {}).get(key) or schema.additional
-            if sub is not None:
-                _validate(sub, item, _join(path, key), causes)
-    elif isinstance(value, list) and schema.items is not None:
+            sub = properties.get(key) if properties is not None else None
+            if sub is None:
+                sub = additional
+            if sub is not None and (item.__class__ in _CONTAINERS or sub.checks_scalars):
+                _validate(sub, item, f"{path}.{key}" if path else key, causes)
+    elif kind == "array" and schema.items is not None:
+        items = schema.items
         for index, item in enumerate(value):
-            _validate(schema.items, item, f"{path}[{index}]", causes)
-        _check_list_type(schema, value, path, causes)
+            if item.__class__ in _CONTAINERS or items.checks_scalars:
+                _validate(items, item, f"{path}[{index}]", causes)
+        if schema.list_type:
+            _check_list_type(schema, value, path, causes)
+
+
+_CONTAINERS = (dict, list)
 
 
 def _check_limits(schema: Schema, value: Any, path: str, causes: list[tuple[str, str]]) -> None:

@@ -251,3 +251,18 @@ def test_nvidia_smi_in_a_pod_on_a_gpu_node_lists_the_pods_gpus(sim: Any, wait_un
     assert bare == "40960\n40960\n"
     table = sim.kubectl("exec", "smi", "--", "nvidia-smi").stdout
     assert "NVIDIA A100-SXM4-40GB" in table and "0MiB /  40960MiB" in table and "Driver Version:" in table
+
+
+def test_our_kube_client_sends_the_directive_of_topsail_field_validation(sim: Any,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_topsail.kube.client import KubeError, connect
+
+    widget = json.loads(_widget("from-kube", size=1, sise=2))
+    monkeypatch.setenv("TOPSAIL_FIELD_VALIDATION", "Strict")
+    with pytest.raises(KubeError) as refused:
+        connect(sim.kubeconfig_path).create({**widget, "metadata": {"name": "from-kube", "namespace": "default"}})
+    assert 'strict decoding error: unknown field "spec.sise"' in str(refused.value)
+    monkeypatch.delenv("TOPSAIL_FIELD_VALIDATION")
+    created = connect(sim.kubeconfig_path).create({**widget, "metadata": {"name": "from-kube",
+                                                                          "namespace": "default"}})
+    assert "sise" not in created["spec"]  # Warn (the server's default): dropped
