@@ -24,6 +24,7 @@ from .controllers.containers import ExecResult, run_exec
 
 PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io", "v3.channel.k8s.io", "v2.channel.k8s.io", "channel.k8s.io")
 STDOUT, STDERR, ERROR = 1, 2, 3
+CLOSE_CHANNEL = 255  # v5.channel.k8s.io: [255, channel] closes that channel
 STREAMS_TIMEOUT = 30.0  # how long a SPDY client may take to open the streams it asked for
 BASE_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root"}
 _FIELD = re.compile(r"^metadata\.(labels|annotations)\['(.+)'\]$")
@@ -39,7 +40,11 @@ async def serve(request: web.Request, store: Any, pod: dict[str, Any], container
     route = {STDOUT: STDOUT if stdout else 0, STDERR: STDERR if stderr else 0}  # output stream -> channel, 0: none
     if streaming.query_flag(request, "tty"):
         route[STDERR] = route[STDOUT]  # a terminal merges stderr into stdout
-    result = run_exec([str(word) for word in command], environment(store, pod, container), programs(store, pod))
+    env, tools = environment(store, pod, container), programs(store, pod)
+    interactive = streaming.query_flag(request, "stdin") and _reads_stdin([str(word) for word in command])
+    if interactive and not streaming.is_spdy_upgrade(request):
+        return await _serve_interactive(request, [str(word) for word in command], env, tools, route)
+    result = run_exec([str(word) for word in command], env, tools)
     status = _not_found(command[0], container) if result is None else None
     if streaming.is_spdy_upgrade(request):
         return await _serve_spdy(request, command, result, status, route)
@@ -61,6 +66,59 @@ async def serve(request: web.Request, store: Any, pod: dict[str, Any], container
     finally:
         reader.cancel()
         await socket.close()
+    return socket
+
+
+def _reads_stdin(command: list[str]) -> bool:
+    """`cat` (alone or as a shell's script) and a shell without a script read what the client types."""
+    if command[-1:] == ["cat"] and (len(command) == 1 or command[-2] == "-c"):
+        return True
+    return len(command) == 1 and command[0].rpartition("/")[2] in ("sh", "bash")
+
+
+async def _serve_interactive(request: web.Request, command: list[str], env: dict[str, str],
+                             tools: dict[str, Callable[[list[str]], tuple[str, str, int]]],
+                             route: dict[int, int]) -> web.StreamResponse:
+    """A command reading stdin over WebSocket: `cat` echoes each input, a shell runs each line it gets (`exit`
+    ends it); the end of input (a v5 close of channel 0, or the connection) ends them with exit code 0."""
+    socket = await streaming.accept(request, PROTOCOLS, "exec")
+    protocol = streaming.protocol_of(socket, PROTOCOLS)
+    echo = command[-1] == "cat"
+    pending, code = "", 0
+
+    async def send(channel: int, text: str) -> None:
+        if text and route[channel]:
+            await socket.send_bytes(bytes([route[channel]]) + text.encode())
+
+    async for message in socket:
+        if message.type not in (WSMsgType.BINARY, WSMsgType.TEXT):
+            break
+        data = message.data if isinstance(message.data, bytes) else message.data.encode()
+        if data[:2] == bytes([CLOSE_CHANNEL, 0]):
+            break
+        if data[:1] != b"\x00":
+            continue
+        if echo:
+            await send(STDOUT, data[1:].decode(errors="replace"))
+            continue
+        pending += data[1:].decode(errors="replace")
+        *lines, pending = pending.split("\n")
+        finished = False
+        for line in lines:
+            result = run_exec(["sh", "-c", line], env, tools)
+            if result is not None:
+                for _, stream, text in result.output:
+                    await send(stream, text)
+                code = result.exit_code
+                finished = line.strip().split()[:1] == ["exit"]
+            if finished:
+                break
+        if finished:
+            break
+    body = _status_body(protocol, _exit_status(command, code))
+    if not socket.closed and body is not None:
+        await socket.send_bytes(bytes([ERROR]) + body)
+    await socket.close()
     return socket
 
 

@@ -266,3 +266,31 @@ def test_our_kube_client_sends_the_directive_of_topsail_field_validation(sim: An
     created = connect(sim.kubeconfig_path).create({**widget, "metadata": {"name": "from-kube",
                                                                           "namespace": "default"}})
     assert "sise" not in created["spec"]  # Warn (the server's default): dropped
+
+
+def test_exec_of_cat_and_of_a_shell_read_stdin_as_the_official_client_writes_it(sim: Any, wait_until: Any) -> None:
+    from kubernetes import client
+    from kubernetes.stream import stream
+
+    pod = {"metadata": {"name": "stdin"}, "spec": {"containers": [{"name": "c", "image": "busybox",
+                                                                    "command": ["sleep", "infinity"]}]}}
+    assert sim.raw("POST", "/api/v1/namespaces/default/pods", json.dumps(pod)).status_code == 201
+    wait_until(lambda: sim.raw("GET", "/api/v1/namespaces/default/pods/stdin").json()["status"].get("phase")
+               == "Running", what="pod stdin Running")
+    core = client.CoreV1Api(sim.api_client())
+    cat = stream(core.connect_post_namespaced_pod_exec, "stdin", "default", command=["/bin/sh", "-c", "cat"],
+                 stderr=True, stdin=True, stdout=True, tty=False, _preload_content=False)
+    cat.write_stdin("test-close\n")
+    assert cat.readline_stdout(timeout=5) == "test-close"
+    cat.close_channel(0)
+    cat.run_forever(timeout=5)
+    assert not cat.is_open() and cat.returncode == 0
+    shell = stream(core.connect_post_namespaced_pod_exec, "stdin", "default", command=["/bin/sh"], stderr=True,
+                   stdin=True, stdout=True, tty=False, _preload_content=False)
+    shell.write_stdin("echo test string 1\n")
+    assert shell.readline_stdout(timeout=5) == "test string 1"
+    shell.write_stdin("echo test string 2 >&2\n")
+    assert shell.readline_stderr(timeout=5) == "test string 2"
+    shell.write_stdin("exit 4\n")
+    shell.run_forever(timeout=5)
+    assert shell.returncode == 4
