@@ -197,7 +197,7 @@ DSC_INITIALIZATION = _resource(obj({
     "monitoring": obj({"managementState": MANAGEMENT_STATE, "namespace": STRING}, open_=True),
     "serviceMesh": obj({"managementState": MANAGEMENT_STATE, "controlPlane": OPEN, "auth": OPEN}),
     "trustedCABundle": obj({"managementState": MANAGEMENT_STATE, "customCABundle": STRING}),
-    "devFlags": OPEN}, required=("applicationsNamespace",)),
+    "devFlags": OPEN}),
                                obj({"phase": STRING, "conditions": CONDITIONS, "release": OPEN}, open_=True))
 
 _SCHEMAS: dict[tuple[str, str], Schema] = {

@@ -65,8 +65,10 @@ def test_cluster_policy_is_ready_only_when_every_gpu_node_advertises_gpus():
         async with running_sim(prof, SPECS) as sim:
             kinds = _install(sim.store, "gpu-operator-certified", "nfd")
             policies = kinds["clusterpolicies"]
+            components = ("operator", "daemonsets", "driver", "toolkit", "devicePlugin", "dcgm", "dcgmExporter",
+                          "nodeStatusExporter", "gfd")  # what the CRD requires
             sim.store.create(policies, {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy",
-                                        "metadata": {"name": "policy"}, "spec": {}})
+                                        "metadata": {"name": "policy"}, "spec": {c: {} for c in components}})
             nfd = kinds["nodefeaturediscoveries"]
             sim.store.create(nfd, {"apiVersion": "nfd.openshift.io/v1", "kind": "NodeFeatureDiscovery",
                                    "metadata": {"name": "nfd-instance", "namespace": "default"}, "spec": {}})
