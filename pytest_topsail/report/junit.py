@@ -8,6 +8,11 @@
 - ``xunit1`` / ``legacy``: the same per testcase (``kpi.<name>``, ``kpi.<name>.unit``, ...), added to the teardown
   report's ``user_properties`` on the controller, so ``record_property``'s xunit2 warning is never triggered.
 Values are plain numbers; units are separate properties.
+
+Every family also gets, in each testcase's ``<system-out>`` (what Jenkins and GitLab show per test), one line per
+KPI in a stable format (docs/kpis-and-regressions.md):
+``topsail KPI <name> = <value> [<unit>] | verdict <state> | change <change or -> | reference <value or -> |
+history <n>`` (one line, `` | `` between fields; ``verdict -`` for a KPI not judged in this session).
 """
 
 from __future__ import annotations
@@ -50,6 +55,33 @@ def verdict_properties(verdicts: Iterable[Verdict], prefix: str = "") -> list[tu
     return properties
 
 
+def kpi_lines(kpis: Iterable[dict[str, Any]], verdicts: Iterable[Verdict]) -> list[str]:
+    by_name = {verdict.kpi: verdict for verdict in verdicts}
+    lines = []
+    for kpi in kpis:
+        verdict = by_name.get(kpi["name"])
+        value = f"{float(kpi['value']):g}" + (f" {kpi['unit']}" if kpi.get("unit") else "")
+        if verdict is None:
+            fields = ["verdict -", "change -", "reference -", "history -"]
+        else:
+            reference = "-" if verdict.reference is None else f"{verdict.reference:g}"
+            fields = [f"verdict {verdict.status}", f"change {verdict.change_text() or '-'}",
+                      f"reference {reference}", f"history {verdict.history_size}"]
+        lines.append(" | ".join([f"topsail KPI {kpi['name']} = {value}", *fields]))
+    return lines
+
+
+def add_system_out(writer: Any, report: pytest.TestReport, lines: list[str]) -> None:
+    """The item's KPI lines as a ``<system-out>`` of its testcase (the schema allows several)."""
+    from xml.etree import ElementTree
+
+    if not lines:
+        return
+    node = ElementTree.Element("system-out")
+    node.text = "\n".join(lines) + "\n"
+    writer.node_reporter(report).append(node)
+
+
 def logxml(config: pytest.Config) -> Any | None:
     """pytest's junitxml writer of this session, when ``--junitxml`` is given."""
     from _pytest.junitxml import xml_key
@@ -60,11 +92,13 @@ def logxml(config: pytest.Config) -> Any | None:
 def add_item(config: pytest.Config, report: pytest.TestReport, record: dict[str, Any],
              verdicts: list[Verdict]) -> None:
     """An item's KPIs and verdicts, where its junit family allows them."""
+    writer = logxml(config)
+    if writer is not None:
+        add_system_out(writer, report, kpi_lines(record.get("kpis") or [], verdicts))
     if per_testcase(config):
         report.user_properties.extend(kpi_properties(record.get("kpis") or []))
         report.user_properties.extend(verdict_properties(verdicts))
         return
-    writer = logxml(config)
     if writer is None:
         return
     prefix = f"{record['nodeid']}::"

@@ -91,6 +91,40 @@ def test_xunit2_junit_validates_against_pytests_schema_with_kpis_as_testsuite_pr
     assert suite[item + "verdict.avg_tokens"] == "ignored"
     assert suite["topsail.verdict"] == "2 KPI regressions"
     assert suite["topsail.report"].endswith("report.html")
+    lines = junit_system_out(project.path / "junit.xml")["test_train[run-size=2]"]
+    assert [line.split(" | ")[0] for line in lines] == ["topsail KPI throughput = 120 tokens/s",
+                                                        "topsail KPI latency = 10 ms",
+                                                        "topsail KPI avg_tokens = 512 tokens"], lines
+    assert re.fullmatch(r"topsail KPI throughput = 120 tokens/s \| verdict regression \| change -[34]\d\.\d% \| "
+                        r"reference 19\d\.?\d* \| history 20", lines[0]), lines[0]
+    assert " | verdict accepted | " in lines[1] and " | verdict ignored | " in lines[2]
+
+
+def junit_system_out(path: Path) -> dict[str, list[str]]:
+    """testcase name -> its topsail KPI lines (from its system-out elements)."""
+    tree = ElementTree.parse(path)
+    return {case.get("name"): [line for out in case.iter("system-out") for line in (out.text or "").splitlines()
+                               if line.startswith("topsail KPI ")] for case in tree.iter("testcase")}
+
+
+def test_every_kpi_of_an_item_is_in_its_testcase_under_each_junit_family(project: Project) -> None:
+    import xmlschema
+
+    seed_both(project)
+    for family in ("xunit2", "xunit1", "legacy"):
+        result = project.run(f"--junitxml=junit-{family}.xml", "-o", f"junit_family={family}", "-p", "no:benchmark")
+        assert result.ret == 0, result.stdout.str()
+        if family == "xunit2":
+            xmlschema.XMLSchema(SCHEMA).validate(project.path / "junit-xunit2.xml")
+        kpis = read_json(project.artifacts(f"s{project.sessions}") / "verdicts.json")
+        outputs = junit_system_out(project.path / f"junit-{family}.xml")
+        for verdict in kpis:
+            name = verdict["nodeid"].split("::")[-1]
+            assert [line for line in outputs[name] if line.startswith(f"topsail KPI {verdict['kpi']} = ")] == [
+                line for line in outputs[name] if f" | verdict {verdict['status']} | " in line
+                and line.startswith(f"topsail KPI {verdict['kpi']} = ")], (family, verdict["kpi"])
+        assert {name: len(lines) for name, lines in outputs.items()} == {
+            "test_train[run-size=1]": 3, "test_train[run-size=2]": 3}, family
 
 
 def test_xunit1_junit_carries_numeric_kpis_per_testcase(project: Project) -> None:
