@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -89,11 +90,13 @@ def start_local(*, binary: str, private_dir: Path, artifacts_dir: Path, target_u
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     log_path = artifacts_dir / "prometheus.log"
-    command = [binary, f"--config.file={config_path}", f"--storage.tsdb.path={private_dir / 'tsdb'}",
+    storage = Path(tempfile.mkdtemp(prefix="topsail-prometheus-"))  # removed by the watchdog once the server ends
+    command = [binary, f"--config.file={config_path}", f"--storage.tsdb.path={storage}",
                f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=1d",
                "--web.enable-lifecycle", "--log.level=warn"]
     (artifacts_dir / "command.txt").write_text(" ".join(command) + "\n", encoding="utf-8")
     watch = ["--watch-pid", str(watch_pid)] if watch_pid else []
+    watch += ["--remove", str(storage)]
     with open(log_path, "ab") as log:
         process = subprocess.Popen([sys.executable, "-m", "pytest_topsail.metrics.local", *watch, "--", *command],
                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -143,8 +146,9 @@ def alive(pid: int) -> bool:
         return True
 
 
-def watchdog(command: Sequence[str], watch_pid: int | None, grace_s: float = 5.0) -> int:
-    """Run ``command`` until it ends, SIGTERM/SIGINT arrives, or ``watch_pid`` is gone; then stop it."""
+def watchdog(command: Sequence[str], watch_pid: int | None, remove: Path | None = None, grace_s: float = 5.0) -> int:
+    """Run ``command`` until it ends, SIGTERM/SIGINT arrives, or ``watch_pid`` is gone; then stop it and remove
+    ``remove`` (its storage)."""
     stopping = False
 
     def on_signal(_signum: int, _frame: Any) -> None:
@@ -164,6 +168,8 @@ def watchdog(command: Sequence[str], watch_pid: int | None, grace_s: float = 5.0
                 child.wait()
             break
         time.sleep(WATCH_POLL_S)
+    if remove is not None:
+        shutil.rmtree(remove, ignore_errors=True)
     return 0 if stopping or child.returncode in (0, -signal.SIGTERM) else int(child.returncode or 0)
 
 
@@ -171,12 +177,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pytest_topsail.metrics.local",
                                      description="run Prometheus until the watched process ends")
     parser.add_argument("--watch-pid", type=int, default=None)
+    parser.add_argument("--remove", type=Path, default=None, help="a directory to remove once the command ended")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command given")
-    return watchdog(command, args.watch_pid)
+    return watchdog(command, args.watch_pid, args.remove)
 
 
 if __name__ == "__main__":

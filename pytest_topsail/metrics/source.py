@@ -59,7 +59,8 @@ def kube_token(kube: Any) -> str | None:
     configuration = kube.api_client.configuration
     if configuration.refresh_api_key_hook is not None:
         configuration.refresh_api_key_hook(configuration)
-    value = str((configuration.api_key or {}).get("authorization") or "")
+    keys = configuration.api_key or {}
+    value = str(keys.get("BearerToken") or keys.get("authorization") or "")  # the client's key name, old and new
     return value.removeprefix("Bearer ").strip() or None
 
 

@@ -51,7 +51,8 @@ def test_smoke_covers_both_backends_with_kpis_labels_and_sweep_figures(smoke_run
         labels = kpis["throughput"]["labels"]
         assert labels["virtual_users"] == summary["concurrency"] and labels["deployment_mode"] == "RawDeployment"
         assert labels["accelerator"].startswith("NVIDIA-A100") and labels["streaming"] is True
-    figures = sorted(p.name for p in (artifacts / "llm_load" / "figures").iterdir())  # the suite figures
+    figures = sorted(p.name for p in (artifacts / "llm_load" / "figures").iterdir()  # the suite figures
+                     if "_metrics_" not in p.name)  # GPU metrics over time: docs/metrics.md
     for sweep in ("openai_api_completions", "openai_api_chat", "tgis"):
         assert [name for name in figures if name[3:].startswith(sweep + "_")] != [], (sweep, figures)
     assert len(figures) == 3 * 5
@@ -69,7 +70,8 @@ def test_replot_recomputes_the_kpis_from_the_records(smoke_run, tmp_path: Path) 
     replot = run_pytest(tmp_path, "unused", f"--topsail-replot={artifacts}")
     assert replot.returncode == 0, replot.stdout[-3000:] + replot.stderr[-2000:]
     assert json.loads((first / "load" / "summary.json").read_text())[0]["succeeded"] > 0
-    assert len(list((artifacts / "llm_load" / "figures").iterdir())) == 3 * 5  # the sweep figures drawn again
+    drawn = [p for p in (artifacts / "llm_load" / "figures").iterdir() if "_metrics_" not in p.name]
+    assert len(drawn) == 3 * 5  # the sweep figures drawn again
     again = {k["name"]: k["value"] for k in json.loads((first / "kpis.json").read_text())}
     assert again["ttft_median_ms"] == pytest.approx(saved["ttft_median_ms"])
     assert again["throughput"] == pytest.approx(saved["throughput"])
