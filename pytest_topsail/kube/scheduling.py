@@ -14,14 +14,14 @@ import re
 from decimal import Decimal
 from typing import Any
 
+from pytest_topsail.kube.quantity import parse_quantity
+
 _PER_NODE_REASONS = re.compile(r"^\s*0/(?P<nodes>\d+) nodes are available:\s*(?P<reasons>.*)$", re.DOTALL)
 _SCHEDULING_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
 
 
 def pod_requests(pod: dict[str, Any]) -> dict[str, Decimal]:
     """Resources the pod asks for: the sum over its containers (requests, else limits, as the API server defaults)."""
-    from kubernetes.utils.quantity import parse_quantity
-
     total: dict[str, Decimal] = {}
     for container in (pod.get("spec") or {}).get("containers") or []:
         resources = container.get("resources") or {}
@@ -66,8 +66,6 @@ def never_schedulable(pod: dict[str, Any], nodes: list[dict[str, Any]], schedule
 
 
 def _allocatable(node: dict[str, Any], resource: str) -> Decimal:
-    from kubernetes.utils.quantity import parse_quantity
-
     status = node.get("status") or {}
     value = (status.get("allocatable") or status.get("capacity") or {}).get(resource)
     return parse_quantity(value) if value is not None else Decimal(0)
