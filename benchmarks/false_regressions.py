@@ -23,7 +23,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 SUITES = ("scale", "fine_tuning", "tgis", "llm_load")
 FIRST_JUDGED = 6  # runs 1-5 build the history (regression.min_history = 5)
-CI_ITEMS = {"scale": "distributed", "fine_tuning": "lora", "tgis": "bf16 and greedy", "llm_load": "tgis and not 1 and not 16"}
+CI_ITEMS = {"scale": "distributed", "fine_tuning": "lora", "tgis": "bf16 and greedy",  # -k: one worker or item
+            "llm_load": "tgis and not 1 and not 16"}
 RUN_TIMEOUT_S = 300
 
 
