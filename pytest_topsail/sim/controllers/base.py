@@ -143,7 +143,6 @@ class Controller:
         self._task: asyncio.Task[None] | None = None
         self._timers: dict[Hashable, asyncio.TimerHandle] = {}
         self._handlers: list[tuple[tuple[str, str], Handler]] = []
-        self._listeners: list[Callable[..., None]] = []  # raw store listeners a subclass added itself
         self._stopped = False
 
     # lifecycle -----------------------------------------------------------------------------------------------------
@@ -158,9 +157,6 @@ class Controller:
             if dispatch is not None:
                 dispatch.remove(key, handler)
         self._handlers.clear()
-        for listener in self._listeners:
-            self.store.remove_listener(listener)
-        self._listeners.clear()
         for handle in self._timers.values():
             handle.cancel()
         self._timers.clear()

@@ -126,22 +126,8 @@ def crd_manifest(group: str, version: str, kind: str, plural: str, scope: str) -
 
 
 class OperatorController(Controller):
-    """Shared machinery of the simulated operators (OLM here, the stages of stages.py): listening to kinds that may not
-    exist yet (CRDs registered at run time), reading the operator behaviour ConfigMap, writing a status."""
-
-    def listen(self, group: str, plural: str, handler: Callable[[str, dict[str, Any]], None]) -> None:
-        """Like `watch`, for a (group, plural) that may be registered later by a CRD."""
-        wanted = (group, plural)
-
-        def listener(event_type: str, changed_type: Any, obj: dict[str, Any]) -> None:
-            if changed_type.key == wanted and not self._stopped:
-                try:
-                    handler(event_type, obj)
-                except Exception:  # a bug here must not break the store's commit
-                    log.exception("sim %s: handling %s event failed", self.name, event_type)
-
-        self.store.add_listener(listener)
-        self._listeners.append(listener)
+    """Shared machinery of the simulated operators (OLM here, the stages of stages.py): reading the operator behaviour
+    ConfigMap, looking up kinds that may not exist yet (CRDs registered at run time), writing a status."""
 
     def behaviour(self) -> OperatorBehaviour:
         configmap = self.store.find(self.store.resource_type("configmaps"), BEHAVIOUR_NAMESPACE, BEHAVIOUR_CONFIGMAP)
@@ -191,10 +177,10 @@ class OlmController(OperatorController):
         self.csvs = self.store.resource_type("clusterserviceversions", OLM_GROUP)
         self.operatorgroups = self.store.resource_type("operatorgroups", OLM_GROUP)
         self.crds = self.store.resource_type("customresourcedefinitions", "apiextensions.k8s.io")
-        self.listen(OLM_GROUP, "subscriptions", self.enqueue_on("subscription"))
-        self.listen(OLM_GROUP, "installplans", self.enqueue_on("installplan"))
-        self.listen(OLM_GROUP, "clusterserviceversions", self.enqueue_on("csv"))
-        self.listen(OLM_GROUP, "operatorgroups", self._operatorgroup_changed)
+        self.watch_key((OLM_GROUP, "subscriptions"), self.enqueue_on("subscription"))
+        self.watch_key((OLM_GROUP, "installplans"), self.enqueue_on("installplan"))
+        self.watch_key((OLM_GROUP, "clusterserviceversions"), self.enqueue_on("csv"))
+        self.watch_key((OLM_GROUP, "operatorgroups"), self._operatorgroup_changed)
         self._create_default_catalogs()
 
     def _operatorgroup_changed(self, event_type: str, group: dict[str, Any]) -> None:
