@@ -160,15 +160,12 @@ class StagesController(OperatorController):
     async def on_start(self) -> None:
         self.stages = load_stages(self.stages_file)
         self.elapsed: set[tuple[str, str]] = set()  # (uid, stage name) whose delay is over
-        for key in dict.fromkeys(stage.key for stage in self.stages):
-            self.watch_key(key, self._changed(key))
+        self.functions = {"objects": self._objects, "condition": _condition, "advertises": advertises}
         for watched, owners in self._watchers().items():
             self.watch_key(watched, self._watched_changed(owners))
-        self.functions = {"objects": self._objects, "condition": _condition, "advertises": advertises}
-        for key in dict.fromkeys(stage.key for stage in self.stages):  # objects created before this controller
-            rtype = self.type_of(*key)
-            for obj in self.store.list(rtype) if rtype is not None else ():
-                self.enqueue((key, obj["metadata"].get("namespace") or "", obj["metadata"]["name"]))
+        for key in dict.fromkeys(stage.key for stage in self.stages):
+            self.watch_key(key, self._changed(key))
+            self._enqueue_all(key)  # the objects created before this controller started
 
     def _watchers(self) -> dict[tuple[str, str], list[tuple[str, str]]]:
         watchers: dict[tuple[str, str], list[tuple[str, str]]] = {}
@@ -191,10 +188,13 @@ class StagesController(OperatorController):
     def _watched_changed(self, owners: list[tuple[str, str]]) -> Any:
         def handler(event_type: str, obj: dict[str, Any]) -> None:
             for key in owners:
-                rtype = self.type_of(*key)
-                for owned in self.store.list(rtype) if rtype is not None else ():
-                    self.enqueue((key, owned["metadata"].get("namespace") or "", owned["metadata"]["name"]))
+                self._enqueue_all(key)
         return handler
+
+    def _enqueue_all(self, key: tuple[str, str]) -> None:
+        rtype = self.type_of(*key)
+        for obj in self.store.list(rtype) if rtype is not None else ():
+            self.enqueue((key, obj["metadata"].get("namespace") or "", obj["metadata"]["name"]))
 
     def _objects(self, resource: str, labels: dict[str, str] | None = None) -> list[dict[str, Any]]:
         rtype = self.type_of(*resource_key(resource))
