@@ -1,9 +1,10 @@
 """How long a model server took to load its model, in the cluster's own time (never the client's wall clock).
 
-- On the simulator, the pod carries the model-load stage the KServe/TGIS simulation gave it
-  (``sim.topsail.io/initialize-delay-ms``: the storage download, ``sim.topsail.io/ready-delay-ms``: the model load,
-  pytest_topsail.tgis.simulation): the simulated duration, the same for a model, config and GPU profile whatever the
-  load of the machine running the simulator.
+- On the simulator, the pod carries the simulated storage download and model load the KServe/TGIS simulation gave
+  it (``sim.topsail.io/model-download-seconds``, ``sim.topsail.io/model-load-seconds``; the stages themselves run on
+  the profile's time scale, pytest_topsail.tgis.simulation): the simulated duration, the same for a model, config
+  and GPU profile whatever the load of the machine running the simulator. A pod timed by hand
+  (``sim.topsail.io/initialize-delay-ms``, ``ready-delay-ms``) reads those.
 - On a real cluster: the pod's Ready condition time minus its creationTimestamp (the kubelet's and API server's
   clocks, 1 s resolution), not the time a client took to notice.
 """
@@ -13,12 +14,18 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+SIM_SECONDS = ("sim.topsail.io/model-download-seconds", "sim.topsail.io/model-load-seconds")
 SIM_STAGES = ("sim.topsail.io/initialize-delay-ms", "sim.topsail.io/ready-delay-ms")
 
 
 def pod_load_seconds(pod: dict[str, Any]) -> float | None:
     """Seconds from the pod's creation to its model served; None when the pod tells neither (not Ready yet)."""
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    if SIM_SECONDS[1] in annotations:
+        try:
+            return sum(float(annotations.get(key) or 0) for key in SIM_SECONDS)
+        except ValueError:
+            return None
     if SIM_STAGES[1] in annotations:
         try:
             return sum(float(annotations.get(key) or 0) for key in SIM_STAGES) / 1000.0

@@ -11,10 +11,13 @@ the Deployment and Service `<isvc>-predictor`: the runtime's containers with the
 (a new generation of the InferenceService replaces the pod template).
 The model (the last part of `storageUri`) and its ModelConfig (from the container's TGIS args and env:
 `--dtype-str`/DTYPE_STR, `--num-shard`/NUM_SHARD, MAX_BATCH_SIZE, ...; GPUs from the `nvidia.com/gpu` limit) time
-the pod: initialize = storage download at STORAGE_GBPS, ready = model load (pytest_topsail.tgis.sizing.load_seconds
-on the cluster's GPU profile). A model that does not fit the GPU memory crashes its container after the load time
-with the reason in its log, and the InferenceService reports
-`modelStatus` FailedToLoad with that reason.
+the pod: initialize = storage download of the weights (their size follows dtype and GPTQ quantization,
+pytest_topsail.tgis.sizing.weights_gb) at `storage_gbps`, ready = model load (sizing.load_seconds on the cluster's
+GPU profile). Both run on the profile's time scale (`plugins.kserve.time_scale`, default 0.02: a minute of download
+passes in 1.2 s) while the times reported stay simulated: the pod's `sim.topsail.io/model-download-seconds` and
+`model-load-seconds` (what pytest_topsail.tgis.load_time reads) and the ModelLoaded event. A model that does not
+fit the GPU memory crashes its container after the (scaled) load time with the reason in its log, and the
+InferenceService reports `modelStatus` FailedToLoad with that reason.
 
 A plain pod whose container runs `text-generation-launcher` or an image named text-generation-inference
 (tgis-tester's way, model from MODEL_NAME) gets the same load time and fit annotations as soon as it exists.
@@ -33,6 +36,8 @@ import copy
 import logging
 from collections.abc import Hashable
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.hardware import profile_of_label
@@ -54,7 +59,8 @@ MODEL_ANNOTATION = ANNOTATION_PREFIX + "model-name"
 FAILURE_ANNOTATION = ANNOTATION_PREFIX + "model-load-failure"
 GENERATION_ANNOTATION = ANNOTATION_PREFIX + "inferenceservice-generation"
 DEFAULT_GRPC_PORT = 8033
-STORAGE_GBPS = 1.0  # simulated download speed of the storage-initializer (GB/s)
+DOWNLOAD_SECONDS_ANNOTATION = ANNOTATION_PREFIX + "model-download-seconds"
+LOAD_SECONDS_ANNOTATION = ANNOTATION_PREFIX + "model-load-seconds"
 SOURCE = "kserve-controller"
 _SERVED_PORTS = ("port", "grpc_port")  # the container's ports say where it serves, not its config
 
@@ -135,23 +141,38 @@ def model_name(isvc: dict[str, Any]) -> str:
     return tail or isvc["metadata"]["name"]
 
 
-def model_annotations(container: dict[str, Any], model: str, gpu_profile: str, download: bool) -> dict[str, str]:
-    """The pod annotations that time a model server's start (download, load) or make it fail to load (the model does
-    not fit: exit 1 after the load time, the reason in its log); ValueError for an invalid config."""
-    from pytest_topsail.tgis.sizing import check_fit, load_seconds, params_billions
+class KServeSimSettings(BaseModel):
+    """The profile's ``plugins.kserve``: how fast simulated model servers start."""
 
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    time_scale: float = Field(0.02, gt=0, le=1)  # real seconds per simulated second of model download and load
+    storage_gbps: float = Field(1.0, gt=0)  # the storage-initializer's simulated download speed (GB/s)
+
+
+def model_annotations(container: dict[str, Any], model: str, gpu_profile: str, download: bool,
+                      settings: KServeSimSettings | None = None) -> dict[str, str]:
+    """The pod annotations that time a model server's start (download, load; scaled by ``settings.time_scale``, the
+    simulated seconds beside them) or make it fail to load (the model does not fit: exit 1 after the load time, the
+    reason in its log); ValueError for an invalid config."""
+    from pytest_topsail.tgis.sizing import check_fit, load_seconds, weights_gb
+
+    settings = settings or KServeSimSettings()
+    scale = settings.time_scale
     config = model_config(container)
     profile = gpu_profile if config.resources.gpu_count else "none"
     fit = check_fit(config, profile, model)
     load = load_seconds(config, profile, model)
-    annotations = {MODEL_ANNOTATION: model, ANNOTATION_PREFIX + "ready-delay-ms": f"{load * 1000:.0f}"}
+    fetch = weights_gb(config, model) / settings.storage_gbps if download else 0.0
+    annotations = {MODEL_ANNOTATION: model, ANNOTATION_PREFIX + "ready-delay-ms": f"{load * scale * 1000:.0f}",
+                   LOAD_SECONDS_ANNOTATION: f"{load:.1f}"}
     if download:
-        weights_gb = params_billions(model) * (4.0 if config.dtype_str == "float32" else 2.0) / config.num_shard
-        annotations[ANNOTATION_PREFIX + "initialize-delay-ms"] = f"{weights_gb / STORAGE_GBPS * 1000:.0f}"
+        annotations[ANNOTATION_PREFIX + "initialize-delay-ms"] = f"{fetch * scale * 1000:.0f}"
+        annotations[DOWNLOAD_SECONDS_ANNOTATION] = f"{fetch:.1f}"
     if not fit.fits:
         del annotations[ANNOTATION_PREFIX + "ready-delay-ms"]
         annotations.update({FAILURE_ANNOTATION: fit.reason, ANNOTATION_PREFIX + "exit-code": "1",
-                            ANNOTATION_PREFIX + "duration-seconds": f"{max(load, 0.1):.3f}",
+                            ANNOTATION_PREFIX + "duration-seconds": f"{max(load * scale, 0.1):.3f}",
                             ANNOTATION_PREFIX + "log": f"torch.cuda.OutOfMemoryError: CUDA out of memory: "
                                                        f"{fit.reason}"})
     return annotations
@@ -160,6 +181,7 @@ def model_annotations(container: dict[str, Any], model: str, gpu_profile: str, d
 # ----------------------------------------------------------------- the controller
 class KServeController(Controller):
     name = "kserve"
+    settings_model = KServeSimSettings
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -170,6 +192,10 @@ class KServeController(Controller):
         self.servers: dict[str, Any] = {}  # pod uid -> tgis RunningServer
         self.isvcs: Any = None
         self.runtimes: Any = None
+
+    @property
+    def _timing(self) -> KServeSimSettings:
+        return self.settings if isinstance(self.settings, KServeSimSettings) else KServeSimSettings()
 
     async def on_start(self) -> None:
         self.runtimes, self.isvcs = (self.store.register_crd(crd) for crd in crd_manifests())
@@ -243,7 +269,7 @@ class KServeController(Controller):
         metadata = pod["metadata"]
         try:
             wanted = model_annotations(container, model, self._node_profile(pod) if pod["spec"].get("nodeName")
-                                       else self._cluster_profile(), download=False)
+                                       else self._cluster_profile(), download=False, settings=self._timing)
         except ValueError as error:
             wanted = {MODEL_ANNOTATION: model, FAILURE_ANNOTATION: str(error), ANNOTATION_PREFIX + "exit-code": "1",
                       ANNOTATION_PREFIX + "log": str(error)}
@@ -277,8 +303,11 @@ class KServeController(Controller):
             return
         gpu_activity(self.store).report(metadata["uid"], Live(serving_usage(running.backend, settings),
                                                               str(container.get("name") or "")))
+        own = metadata.get("annotations") or {}
+        timing = ", ".join(f"{what} {own[key]} s" for what, key in (("download", DOWNLOAD_SECONDS_ANNOTATION),
+                                                                     ("load", LOAD_SECONDS_ANNOTATION)) if key in own)
         self.store.record_event(pod, "ModelLoaded", f"TGIS reference server for {model} serving on "
-                                f"{running.address}", source=SOURCE)
+                                f"{running.address}" + (f" (simulated {timing})" if timing else ""), source=SOURCE)
 
     def _node_profile(self, pod: dict[str, Any]) -> str:
         node = self.store.find(self.nodes, None, (pod.get("spec") or {}).get("nodeName") or "")
@@ -377,7 +406,7 @@ class KServeController(Controller):
         main["resources"] = resources
         try:
             annotations = model_annotations(main, model_name(isvc), self._cluster_profile(),
-                                            download=bool(model.get("storageUri")))
+                                            download=bool(model.get("storageUri")), settings=self._timing)
         except ValueError as error:
             return None, str(error)
         spec: dict[str, Any] = {"containers": containers}

@@ -46,10 +46,20 @@ class Fit:
     reason: str  # why it does not fit; empty when it fits
 
 
+def bytes_per_parameter(config: ModelConfig) -> float:
+    """Weight bytes per parameter: by dtype, or GPTQ's 4-bit packing when quantized."""
+    return GPTQ_BYTES_PER_PARAMETER if config.quantize else BYTES_PER_PARAMETER[config.dtype_str]
+
+
+def weights_gb(config: ModelConfig, model_name: str, params: float | None = None) -> float:
+    """Size of the model's weights (GB) as stored and downloaded: every shard's pod downloads the whole model."""
+    billions = params if params is not None else params_billions(model_name)
+    return billions * bytes_per_parameter(config)
+
+
 def check_fit(config: ModelConfig, gpu_profile: str, model_name: str, params: float | None = None) -> Fit:
     billions = params if params is not None else params_billions(model_name)
-    per_parameter = GPTQ_BYTES_PER_PARAMETER if config.quantize else BYTES_PER_PARAMETER[config.dtype_str]
-    required = billions * 1e9 * per_parameter * OVERHEAD / config.num_shard / 2**30
+    required = billions * 1e9 * bytes_per_parameter(config) * OVERHEAD / config.num_shard / 2**30
     if config.is_cpu_only:
         available = float(config.resources.limit_memory_gb)
         where = f"the container memory limit ({available:.0f} GiB)"
@@ -74,8 +84,6 @@ def check_fit(config: ModelConfig, gpu_profile: str, model_name: str, params: fl
 
 def load_seconds(config: ModelConfig, gpu_profile: str, model_name: str, params: float | None = None) -> float:
     """Seconds to load the weights: their size over the profile's load bandwidth (shards load in parallel)."""
-    billions = params if params is not None else params_billions(model_name)
-    per_parameter = GPTQ_BYTES_PER_PARAMETER if config.quantize else BYTES_PER_PARAMETER[config.dtype_str]
     profiles = coefficients()["gpu_profiles"]
     bandwidth = profiles["none" if config.is_cpu_only else gpu_profile]["load_gbps"]
-    return 2.0 + billions * per_parameter / config.num_shard / bandwidth
+    return 2.0 + weights_gb(config, model_name, params) / config.num_shard / bandwidth

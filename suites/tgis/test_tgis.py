@@ -93,7 +93,11 @@ def test_tgis(case: topsail.Case, tgis_workers: Any, worker_settings: Any, runne
         worker = tgis_workers.worker(request, settings["model"], config, worker_settings,
                                      worker_settings.env.get(config.name, {}))
     except topsail.TopsailError as error:
-        pytest.fail(str(error), pytrace=False)
+        failure = str(error)
+    else:
+        failure = ""
+    if failure:  # outside the except block: one message, not a second one "during handling of" the first
+        pytest.fail(failure, pytrace=False)
     outcome = asyncio.run(call(worker.target, settings["model"], tgis_case, runner_settings, stream))
     (artifact_dir / "answer.json").write_text(json.dumps(outcome, indent=1, default=str), encoding="utf-8")
     kpis.scope("worker", worker=worker.name, model=settings["model"], config_name=config.name)  # judged once

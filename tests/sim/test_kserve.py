@@ -259,7 +259,9 @@ def test_plain_tgis_pod_serves_until_deleted(sim: Any, core: client.CoreV1Api, w
 
     assert asyncio.run(info()).max_new_tokens == 77  # from the pod's env
     timing = core.read_namespaced_pod("tgis", "default").metadata.annotations
-    assert float(timing["sim.topsail.io/ready-delay-ms"]) > 2000  # model load of the latency model (2 s + weights)
+    load = float(timing["sim.topsail.io/model-load-seconds"])  # simulated: the latency model's 2 s + weights
+    assert load > 2  # waited on the default time scale (0.02), reported in simulated seconds
+    assert float(timing["sim.topsail.io/ready-delay-ms"]) == pytest.approx(load * 0.02 * 1000, abs=2)
     core.delete_namespaced_pod("tgis", "default", grace_period_seconds=0)
     wait_until(lambda: _refused(annotations), WAIT, "the model server of the deleted pod to stop")
 

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -94,6 +95,22 @@ def test_each_worker_is_deployed_once_under_xdist(tmp_path: Path) -> None:
     created = [entry for entry in audit if entry["verb"] == "create" and entry["resource"] == "inferenceservices"
                and entry["code"] == 201]
     assert len(created) == 3  # one per (model, config), whatever the number of xdist workers
+
+
+def test_a_model_that_does_not_fit_fails_within_seconds_naming_the_cause_once(tmp_path: Path) -> None:
+    spec = "tests.tgis=" + json.dumps([{"model": "EleutherAI/gpt-neox-20b", "configs": [REFERENCE],
+                                        "cases": ["cases/tgis/flan-t5-small/errors.yaml"]}])
+    began = time.monotonic()
+    result = run_pytest(tmp_path, "--var", spec, "--var", "worker.ready_timeout_s=180", timeout=120)
+    elapsed = time.monotonic() - began
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output[-3000:]
+    assert elapsed < 40, elapsed  # not the 180 s ready timeout: FailedToLoad is raced (the simulator starts in ~10 s)
+    cause = "FailedToLoad: ModelLoadFailed model gpt-neox-20b (20B parameters, float16) needs 44.7 GiB per GPU"
+    assert cause in output and "more than one NVIDIA A100-SXM4-40GB GPU" in output
+    assert "During handling of the above exception" not in output
+    failures = [path.read_text() for path in (tmp_path / "artifacts" / "tgis").glob("*/FAILURE")]
+    assert failures and all(text.count(cause) == 1 for text in failures), failures[:1]
 
 
 def test_secrets_in_worker_env_stay_out_of_saved_manifests_and_objects(tmp_path: Path) -> None:

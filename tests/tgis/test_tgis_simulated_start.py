@@ -1,0 +1,53 @@
+"""The simulated model server's start: download size by dtype and GPTQ, download and load on the profile's time
+scale while the times reported stay simulated."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_topsail.tgis.model_config import ModelConfig
+from pytest_topsail.tgis.simulation import (
+    DOWNLOAD_SECONDS_ANNOTATION,
+    FAILURE_ANNOTATION,
+    LOAD_SECONDS_ANNOTATION,
+    KServeSimSettings,
+    model_annotations,
+)
+from pytest_topsail.tgis.sizing import load_seconds, weights_gb
+
+MIXTRAL = "TheBloke/Mixtral-8x7B-Instruct-v0.1-GPTQ"
+
+
+def container(config: ModelConfig, model: str) -> dict:
+    return {"name": "kserve-container", "env": [{"name": k, "value": v} for k, v in config.worker_env(model).items()],
+            "resources": config.pod_resources()}
+
+
+@pytest.mark.parametrize(("dtype", "quantize", "expected_gb"), [
+    ("float32", None, 224.0), ("float16", None, 112.0), ("bfloat16", None, 112.0), ("float16", "gptq", 28.0)])
+def test_download_size_follows_dtype_and_quantization(dtype: str, quantize: str | None, expected_gb: float) -> None:
+    config = ModelConfig(dtype_str=dtype, quantize=quantize)
+    assert weights_gb(config, MIXTRAL) == pytest.approx(expected_gb)
+
+
+def test_download_and_load_run_scaled_and_are_reported_in_simulated_seconds() -> None:
+    config = ModelConfig(dtype_str="float16", quantize="gptq")
+    settings = KServeSimSettings(time_scale=0.01, storage_gbps=2.0)
+    annotations = model_annotations(container(config, MIXTRAL), MIXTRAL, "a100", download=True, settings=settings)
+    load = load_seconds(config, "a100", MIXTRAL)
+    assert float(annotations[DOWNLOAD_SECONDS_ANNOTATION]) == pytest.approx(14.0)  # 28 GB at 2 GB/s
+    assert float(annotations[LOAD_SECONDS_ANNOTATION]) == pytest.approx(load, abs=0.05)
+    assert float(annotations["sim.topsail.io/initialize-delay-ms"]) == pytest.approx(140, abs=1)  # 14 s x 0.01
+    assert float(annotations["sim.topsail.io/ready-delay-ms"]) == pytest.approx(load * 10, abs=1)
+    from pytest_topsail.tgis.load_time import pod_load_seconds
+
+    assert pod_load_seconds({"metadata": {"annotations": annotations}}) == pytest.approx(14.0 + load, abs=0.1)
+    assert FAILURE_ANNOTATION not in annotations  # 28 GB x 1.2 fits one 40 GB A100
+
+
+def test_a_model_that_does_not_fit_fails_after_the_scaled_load_time() -> None:
+    config = ModelConfig(dtype_str="float16")
+    annotations = model_annotations(container(config, MIXTRAL), MIXTRAL, "a100", download=True,
+                                    settings=KServeSimSettings(time_scale=0.02))
+    assert "needs" in annotations[FAILURE_ANNOTATION] and annotations["sim.topsail.io/exit-code"] == "1"
+    assert float(annotations["sim.topsail.io/duration-seconds"]) < 2.0
