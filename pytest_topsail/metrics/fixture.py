@@ -84,6 +84,18 @@ def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.Fix
     return result
 
 
+@pytest.fixture(scope="session")
+def topsail_prometheus(request: pytest.FixtureRequest, cluster: Any) -> Source:
+    """The run's Prometheus (docs/metrics.md): ``.prometheus`` (query, query_range, targets) and ``.description``,
+    or ``.problem`` saying why there is none."""
+    from pytest_topsail.metrics.settings import MetricsSettings
+
+    source = _run(request.config).source
+    if source is None:
+        source = open_source(request.config, _first_settings(request.config) or MetricsSettings(), cluster)
+    return source
+
+
 def _first_settings(config: pytest.Config) -> MetricsSettings | None:
     from pytest_topsail.errors import TopsailError
     from pytest_topsail.metrics.settings import metrics_settings

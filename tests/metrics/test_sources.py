@@ -57,7 +57,8 @@ def kill_prometheus(root):
 
 
 @pytest.mark.parametrize("step", [1, 2, 3])
-def test_gpu_pod(step, cluster, namespace, kpis, topsail_artifacts_root):
+def test_gpu_pod(step, cluster, namespace, kpis, topsail_artifacts_root, topsail_prometheus, artifact_dir):
+    (artifact_dir / "source.txt").write_text(topsail_prometheus.description)
     if step == 2 and os.environ.get("KILL_PROMETHEUS"):
         kill_prometheus(topsail_artifacts_root)
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"gpu-{step}", "namespace": namespace},
@@ -192,6 +193,8 @@ def test_openshift_querier_401_without_the_token_kpis_with_it(project: Path, ope
     for values in kpis.values():
         assert values["gpu_utilization_avg"] == 0  # the pods hold a GPU but do nothing on it
         assert values["gpu_memory_used_max"] == 0 and values["gpu_power_avg"] == 55  # an idle A100's draw
+    sources = {p.read_text() for p in (project / "artifacts").rglob("source.txt")}
+    assert len(sources) == 1 and sources.pop().startswith("http://127.0.0.1:")  # the route's host
     token = openshift.read_text().split("token:")[1].split()[0]
     for path in (project / "artifacts").rglob("*"):
         if path.is_file():
@@ -222,3 +225,11 @@ def test_without_the_binary_one_line_and_nothing_fails(project: Path) -> None:
     assert lines and "prometheus-not-installed" in lines[0], output[-3000:]
     assert all("gpu_utilization_avg" not in kpis for kpis in item_kpis(project).values())
     assert len(item_kpis(project)) == 3
+
+
+def test_bad_metrics_settings_stop_the_run_at_start_up(project: Path) -> None:
+    result = run_pytest(project, "--var", "metrics.prometheus.scrape_interval_s=fast")
+    assert result.returncode == 4, result.stdout[-2000:] + result.stderr[-2000:]
+    output = result.stdout + result.stderr
+    assert "suites/gpu/config.yaml: metrics: invalid metrics settings: key prometheus.scrape_interval_s" in output
+    assert "Traceback" not in output and not (project / "artifacts").exists()
