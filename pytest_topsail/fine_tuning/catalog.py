@@ -53,6 +53,13 @@ class FamilySpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     lora_target_modules: list[str] = Field(min_length=1)
+    modules: list[str] = Field(default_factory=list)  # every linear module name; empty: not checked
+
+    def missing(self, targets: list[str]) -> list[str]:
+        """The targets that name no module of this family (`all-linear` always matches)."""
+        if not self.modules or "all-linear" in targets:
+            return []
+        return [t for t in targets if t not in self.modules]
 
 
 class FormatSpec(BaseModel):

@@ -2,7 +2,7 @@
 "GPU" with torchrun (gloo on CPU), over every pod of the job (the training operator's PET_* or WORLD_SIZE/RANK).
 
 TOPSAIL_SFT_TRAINER picks the trainer: `trl` (default; pytest_topsail.fine_tuning.sft, plain TRL) or `fms`
-(fms-hf-tuning's `tuning.sft_trainer`). Without CUDA the configuration is copied with `use_cpu: true` (a 2-rank CPU
+(fms-hf-tuning's `tuning.sft_trainer`). Without GPUs the configuration is copied with `use_cpu: true` (a 2-rank CPU
 run needs it). The trainer's exit code is this process's; when the trainer left no termination message, the
 launcher writes one naming the exit code.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -34,10 +35,9 @@ def torchrun_command(module: str, env: dict[str, str]) -> list[str]:
 
 
 def cpu_config(path: str) -> str:
-    """A copy of the configuration with `use_cpu: true` (beside a temporary directory), or `path` with CUDA."""
-    import torch
-
-    if torch.cuda.is_available():
+    """A copy of the configuration with `use_cpu: true` (in a temporary directory), or `path` where GPUs are (an
+    nvidia-smi on the PATH: importing torch only to ask would cost seconds per pod)."""
+    if shutil.which("nvidia-smi"):
         return path
     config = json.loads(Path(path).read_text(encoding="utf-8"))
     config["use_cpu"] = True

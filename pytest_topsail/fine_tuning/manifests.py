@@ -168,3 +168,19 @@ def pytorchjob(job: str, namespace: str, point: PointSettings, storage_pvc: str,
         replicas["Worker"] = {"replicas": point.pods - 1, "restartPolicy": "Never", "template": template}
     return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": _metadata(job, namespace, labels),
             "spec": {"pytorchReplicaSpecs": replicas, "runPolicy": {"cleanPodPolicy": "None", "backoffLimit": 0}}}
+
+
+TINY_MODELS_LABEL = "topsail.fine-tuning/tiny-models"
+
+
+def storage_setup_pod(namespace: str, storage_pvc: str, image: str) -> dict[str, Any]:
+    """A pod that writes the catalog's tiny models and generated datasets onto the storage PVC
+    (`python -m pytest_topsail.fine_tuning.tiny /mnt/storage`): what TOPSAIL's download step does for real models."""
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "fine-tuning-storage-setup", "namespace": namespace,
+                         "labels": {"app.kubernetes.io/part-of": "topsail-fine-tuning"}},
+            "spec": {"restartPolicy": "Never", "containers": [{
+                "name": "setup", "image": image, "command": ["python", "-m", "pytest_topsail.fine_tuning.tiny",
+                                                             STORAGE_DIR],
+                "volumeMounts": [{"name": "storage", "mountPath": STORAGE_DIR}]}],
+                "volumes": [{"name": "storage", "persistentVolumeClaim": {"claimName": storage_pvc}}]}}

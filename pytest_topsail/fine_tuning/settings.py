@@ -99,6 +99,8 @@ class SuiteSettings(_Strict):
     keep: bool = False  # leave the job and its pods on the cluster
     progress: bool = True
     catalog: dict[str, Any] = Field(default_factory=dict)  # extra models/datasets ({models: {...}, datasets: {...}})
+    # an image with pytest_topsail: a pod of it writes the catalog's tiny models and datasets onto the storage PVC
+    storage_setup_image: str | None = None
 
 
 def validate_point(settings: dict[str, Any], where: str) -> PointSettings:

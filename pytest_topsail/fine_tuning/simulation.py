@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
@@ -192,11 +193,12 @@ def plan_training(job: Job, gpu: Gpu, model: FineTuningModel, seed: int) -> Work
         missing = f"model {job.model_name!r}" if spec is None else f"dataset {job.dataset_name!r}"
         return _plan_of(run_seconds=model.startup_s * scale, exit_code=1, logs=[
             (0.0, header[0]), (model.startup_s * scale, f"OSError: {missing} not found on /mnt/storage")])
-    return _plan(job, gpu, model, seed, spec, data, header)
+    family = catalog.families.get(spec.family or "")
+    return _plan(job, gpu, model, seed, spec, data, header, family.missing if family else None)
 
 
 def _plan(job: Job, gpu: Gpu, model: FineTuningModel, seed: int, spec: ModelSpec, data: DatasetSpec,
-          header: list[str]) -> WorkloadPlan:
+          header: list[str], missing_modules: Callable[[list[str]], list[str]] | None = None) -> WorkloadPlan:
     config, scale = job.config, model.time_scale
     batch = _int(config, "per_device_train_batch_size", 4)
     accumulation = _int(config, "gradient_accumulation_steps", 1)
@@ -218,7 +220,20 @@ def _plan(job: Job, gpu: Gpu, model: FineTuningModel, seed: int, spec: ModelSpec
                   bool(config.get("use_flash_attn")), bool(config.get("gradient_checkpointing")),
                   _int(config, "r", 4), module_count(target if isinstance(target, list) else [str(target)]))
     load_s = model.startup_s + spec.params_b * model.load_s_per_b
-    logs = [(0.0, header[0]), (0.0, dataset_line), (load_s * scale, f"Loaded {job.model_name} ({spec.params_b}B)")]
+    logs = [(0.0, header[0]), (0.0, dataset_line), *_startup_lines(job, config, model.startup_s * scale),
+            (load_s * scale, f"Loaded {job.model_name} ({spec.params_b}B)")]
+    targets = [str(t) for t in (target if isinstance(target, list) else [target])]
+    missing = missing_modules(targets) if missing_modules is not None and method != "full" else []
+    if missing:  # peft refuses it, as with the real trainer; the launcher's traceback comes last
+        when = load_s * scale
+        error = (f"ValueError: Target modules {set(missing)} not found in the base model. Please check the target "
+                 "modules and try again.")
+        return _plan_of(run_seconds=when, exit_code=1, preamble=3, logs=[
+            *logs, (when, "Traceback (most recent call last):"),
+            (when, '  File "/app/tuning/sft_trainer.py", line 402, in train'), (when, error),
+            (when, "Traceback (most recent call last):"),
+            (when, "subprocess.CalledProcessError: Command '['python', '-m', 'tuning.sft_trainer']' returned "
+                   "non-zero exit status 1.")])
     if job.memory_limit_bytes is not None and job.memory_limit_bytes < _host_bytes(spec, job):
         return _plan_of(run_seconds=load_s * scale, exit_code=137, reason="OOMKilled", logs=logs[:2], preamble=2)
     needed = memory_per_gpu(point, model.reserve_gib, model.memory_coefficients())
@@ -237,15 +252,21 @@ def _plan(job: Job, gpu: Gpu, model: FineTuningModel, seed: int, spec: ModelSpec
     micro_steps = max(1, math.ceil(micro_per_epoch * epochs))
     runtime = micro_steps * step_s
     optimizer_steps = max(1, math.ceil(micro_steps / accumulation))
+    seen = padded_per_sample * batch * micro_steps * world  # every rank's tokens, padding included
+    trained = float(lengths.sum()) * epochs
     logs += _progress(model, optimizer_steps, epochs, _float(config, "learning_rate", 1e-5), load_s, runtime, seed,
-                      noise_key)
+                      noise_key, (seen, trained), _int(config, "logging_steps", 0))
     summary = {"train_runtime": round(runtime, 4),
                "train_samples_per_second": round(len(lengths) * epochs / runtime, 3),
                "train_steps_per_second": round(optimizer_steps / runtime, 3),
                "train_tokens_per_second": round(padded_per_sample * batch * micro_steps / runtime, 3),
                "train_loss": round(_loss(1.0, seed, noise_key), 4), "epoch": round(epochs, 2)}
+    if config.get("include_num_input_tokens_seen"):
+        summary["num_input_tokens_seen"] = int(seen)
     end = (load_s + runtime) * scale
-    logs += [(end, repr(summary)), ((load_s + runtime + model.save_s) * scale, "Training completed, model saved")]
+    bar = _bar(optimizer_steps, optimizer_steps, runtime)
+    logs += [(end, f"{bar}{' ' * 47}{summary!r}"), (end, bar + bar),
+             ((load_s + runtime + model.save_s) * scale, "Training completed, model saved")]
     if job.rank != 0:  # the trainer logs from the main process only
         logs = logs[:1]
     usage = _usage(job, spec, model, needed, load_s, runtime)
@@ -293,17 +314,56 @@ def _loss(progress: float, seed: int, key: tuple[Any, ...]) -> float:
     return 0.9 + 1.2 * math.exp(-4 * progress) + 0.02 * _normal(seed, "loss", progress, *key)
 
 
+def _startup_lines(job: Job, config: dict[str, Any], when: float) -> list[tuple[float, str]]:
+    """What the real launcher and trainer print before training (recorded logs, tests/fine_tuning/data): the launch
+    command, fms-hf-tuning's argument dump, a deprecation warning, the rank-prefixed NCCL/DDP noise."""
+    world = job.world_size
+    lines = [f"launching: python -m torch.distributed.run --nnodes={job.pods} --node_rank={job.rank} "
+             f"--nproc_per_node={job.gpus_per_pod} -m tuning.sft_trainer",
+             "Rank-0 [INFO]:sft_trainer.py:main: fms-hf-tuning execution start",
+             "========================= Flat Arguments =========================",
+             *[f"{key}: {value}" for key, value in sorted(config.items()) if not isinstance(value, (dict, list))],
+             f"Num processes: {world}", "========================= Arguments Done =========================",
+             "/usr/lib/python3.11/site-packages/transformers/training_args.py:1541: FutureWarning: "
+             "`gradient_checkpointing` is deprecated and will be removed in v6.",
+             "  warnings.warn(f\"`{old}` is deprecated and will be removed in v6.\", FutureWarning)"]
+    if world > 1:
+        lines.append("[rank1]:[W reducer.cpp:1529] Warning: find_unused_parameters=True was specified in DDP "
+                     "constructor, but did not find any unused parameters in the forward pass.")
+    return [(when, line) for line in lines]
+
+
+def _bar(step: int, steps: int, runtime: float) -> str:
+    """A tqdm progress bar as the trainer draws it (no terminal: each update after a carriage return)."""
+    done = int(10 * step / steps)
+    elapsed = runtime * step / steps
+    return (f"\r{100 * step // steps:3d}%|{'█' * done}{' ' * (10 - done)}| {step}/{steps} "
+            f"[{int(elapsed) // 60:02d}:{int(elapsed) % 60:02d}<00:00, {steps / max(runtime, 1e-9):.2f}it/s]")
+
+
 def _progress(model: FineTuningModel, steps: int, epochs: float, learning_rate: float, start_s: float,
-              runtime: float, seed: int, key: tuple[Any, ...]) -> list[tuple[float, str]]:
+              runtime: float, seed: int, key: tuple[Any, ...], tokens: tuple[float, float] = (0.0, 0.0),
+              logging_steps: int = 0) -> list[tuple[float, str]]:
+    """One progress dict every `logging_steps` optimizer steps (else `progress_lines` over the run), after the tqdm
+    bar of its step, with the extra keys of TRL and include_num_input_tokens_seen (job-wide counts so far)."""
     lines = []
-    count = min(steps, model.progress_lines)
-    for index in range(1, count + 1):
-        progress = index / count
-        values = {"loss": round(_loss(progress, seed, key), 4),
-                  "grad_norm": round(0.5 + 2.5 * math.exp(-2 * progress) * (1 + 0.1 * _normal(seed, "g", index)), 4),
-                  "learning_rate": learning_rate * 0.5 * (1 + math.cos(math.pi * progress)),
-                  "epoch": round(epochs * progress, 4)}
-        lines.append(((start_s + runtime * progress * 0.999) * model.time_scale, repr(values)))
+    every = logging_steps if logging_steps > 0 else max(1, steps // model.progress_lines)
+    seen, trained = tokens
+    for step in range(every, steps + 1, every):
+        progress = step / steps
+        values: dict[str, Any] = {
+            "loss": round(_loss(progress, seed, key), 4),
+            "grad_norm": round(0.5 + 2.5 * math.exp(-2 * progress) * (1 + 0.1 * _normal(seed, "g", step)), 4),
+            "learning_rate": learning_rate * 0.5 * (1 + math.cos(math.pi * progress)),
+            "num_tokens": float(round(trained * progress)),
+            "mean_token_accuracy": round(0.3 + 0.5 * progress, 4),
+            "epoch": round(epochs * progress, 4)}
+        if seen:
+            elapsed = runtime * progress
+            values.update(num_input_tokens_seen=int(seen * progress), train_runtime=round(elapsed, 4),
+                          train_tokens_per_second=round(seen * progress / max(elapsed, 1e-9), 3))
+        bar = _bar(step, steps, runtime * progress)
+        lines.append(((start_s + runtime * progress * 0.999) * model.time_scale, f"{bar}{' ' * 47}{values!r}"))
     return lines
 
 

@@ -1,7 +1,8 @@
 """The real-workload runtime: a container whose image matches an entry of the profile's `runtime` table runs as a
 real local process, as a kubelet would run it (docs/simulator.md "Real workloads").
 
-- The process sees a container filesystem: a fresh mount and PID namespace (`unshare`), a root made of the host's
+- The process sees a container filesystem: fresh mount, PID and UTS namespaces (`unshare`; the hostname is the
+  pod's, as in Kubernetes), a root made of the host's
   top-level directories (bound) plus the pod's volumes at their mount paths: ConfigMap and Secret keys as files,
   emptyDir as a directory of the pod, a PersistentVolumeClaim as a directory kept per claim for the simulator's
   life, the entry's `files` (the image's own files, e.g. `/app/launcher.py`) and the termination-message file.
@@ -59,9 +60,11 @@ class RuntimeEntry(BaseModel):
     max_seconds: float = Field(600, gt=0)  # a process running longer is killed (DeadlineExceeded)
 
     def local(self, text: str) -> str:
-        """`{python}` -> this interpreter, `{package}` -> the pytest_topsail package directory."""
-        package = str(Path(__file__).resolve().parent.parent)
-        return text.replace("{python}", sys.executable).replace("{package}", package)
+        """`{python}` -> this interpreter, `{package}` -> the pytest_topsail package directory, `{source}` -> the
+        directory holding it (a PYTHONPATH entry that imports this very copy)."""
+        package = Path(__file__).resolve().parent.parent
+        return (text.replace("{python}", sys.executable).replace("{package}", str(package))
+                .replace("{source}", str(package.parent)))
 
 
 @dataclass(frozen=True)
@@ -176,7 +179,9 @@ class Runtime:
         shutil.rmtree(directory, ignore_errors=True)
         directory.mkdir(parents=True)
         (directory / "termination-log").write_bytes(b"")
-        (directory / "hosts").write_text(f"127.0.0.1 localhost {' '.join(dict.fromkeys(hosts))}\n::1 localhost\n")
+        hostname = ((pod.get("spec") or {}).get("hostname") or meta["name"])[:63]
+        names = " ".join(dict.fromkeys([hostname, *hosts]))
+        (directory / "hosts").write_text(f"127.0.0.1 localhost {names}\n::1 localhost\n")
         mounts = self._mounts(pod, container, entry, directory, get_object)
         mounts.append((str(directory / "hosts"), "/etc/hosts"))
         argv = [entry.local(a) for a in (container.get("command") or entry.command) + (container.get("args") or [])]
@@ -189,8 +194,8 @@ class Runtime:
         if unshare is None:
             raise RuntimeError_("the real-workload runtime needs `unshare` (util-linux) for mount/PID namespaces")
         process = await asyncio.create_subprocess_exec(
-            unshare, "--mount", "--pid", "--fork", "--kill-child", "--propagation", "private",
-            "/bin/bash", str(script), str(directory / "rootfs"), *argv,
+            unshare, "--mount", "--pid", "--uts", "--fork", "--kill-child", "--propagation", "private",
+            "/bin/bash", str(script), str(directory / "rootfs"), hostname, *argv,
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
             env=env, preexec_fn=_die_with_parent)
         fallback = container.get("terminationMessagePolicy") == "FallbackToLogsOnError"
@@ -325,7 +330,7 @@ def _write_keys(target: Path, data: dict[str, bytes], items: list[dict[str, Any]
 def _enter_script(mounts: list[tuple[str, str]], workdir: str) -> str:
     """Run by `unshare` inside the new namespaces: builds the container's root and execs the command in it."""
     lines = [
-        "set -eu", 'root="$1"; shift', 'mkdir -p "$root"', 'mount -t tmpfs topsail-rootfs "$root"',
+        "set -eu", 'root="$1"; hostname "$2"; shift 2', 'mkdir -p "$root"', 'mount -t tmpfs topsail-rootfs "$root"',
         "for top in /*; do",
         '  name="${top#/}"',
         f'  case "$name" in {"|".join(sorted(_SKIPPED_TOPS))}) continue;; esac',

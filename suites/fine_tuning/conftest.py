@@ -7,7 +7,11 @@ import pytest
 import pytest_topsail as topsail
 from pytest_topsail import Cluster
 from pytest_topsail.fine_tuning.catalog import Catalog, builtin_catalog
+from pytest_topsail.fine_tuning.manifests import TINY_MODELS_LABEL, storage_setup_pod
 from pytest_topsail.fine_tuning.settings import SuiteSettings
+from pytest_topsail.fine_tuning.trainer_log import tail
+from pytest_topsail.kube.events import pod_logs
+from pytest_topsail.kube.wait import wait_deleted, wait_for
 
 
 @pytest.fixture
@@ -31,8 +35,32 @@ def ft_storage(cluster: Cluster, namespace: str, ft_settings: SuiteSettings) -> 
              "spec": {"accessModes": ["ReadWriteOnce"],
                       "resources": {"requests": {"storage": ft_settings.storage_size}}}}
     try:
-        if cluster.kube.get(topsail.ObjectRef.of(claim)) is None:
-            cluster.kube.apply(claim)
+        existing = cluster.kube.get(topsail.ObjectRef.of(claim))
+        if existing is None:
+            existing = cluster.kube.apply(claim).object
+        labels = existing.get("metadata", {}).get("labels") or {}
+        if ft_settings.storage_setup_image and labels.get(TINY_MODELS_LABEL) != "yes":
+            setup_storage(cluster.kube, namespace, ft_settings)
     except topsail.TopsailError as error:
         pytest.fail(f"fine-tuning storage PVC {namespace}/{ft_settings.storage_pvc}: {error}", pytrace=False)
     return ft_settings.storage_pvc
+
+
+def setup_storage(kube: topsail.Kube, namespace: str, settings: SuiteSettings) -> None:
+    """Run the storage setup pod to its end (the tiny models and datasets written), then label the PVC."""
+    assert settings.storage_setup_image is not None
+    pod = storage_setup_pod(namespace, settings.storage_pvc, settings.storage_setup_image)
+    ref = topsail.ObjectRef.of(pod)
+    kube.delete(ref)
+    wait_deleted(kube, ref, timeout=settings.timeouts.cleanup)
+    kube.create(pod)
+    try:
+        done = wait_for(kube, ref, lambda o: (o or {}).get("status", {}).get("phase") in ("Succeeded", "Failed"),
+                        what="to build the tiny models", timeout=settings.timeouts.started)
+        if (done or {}).get("status", {}).get("phase") != "Succeeded":
+            log = pod_logs(kube, namespace, ref.name, container="setup")
+            raise topsail.TopsailError(f"pod {ref.name} ({settings.storage_setup_image}) failed:\n{tail(log)}")
+    finally:
+        kube.delete(ref)
+    kube.patch(topsail.ObjectRef("v1", "PersistentVolumeClaim", settings.storage_pvc, namespace),
+               {"metadata": {"labels": {TINY_MODELS_LABEL: "yes"}}})

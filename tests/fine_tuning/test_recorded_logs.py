@@ -110,3 +110,38 @@ def test_rank_prefixes_and_duplicate_summaries():
         parse_text(dataset + summary + "restarting\n" + summary.replace("2.0", "3.0"), "pod.log")
     assert "two trainer summaries, line 2 and line 4" in str(error.value)
     assert "train_runtime=2.0" in str(error.value) and "train_runtime=3.0" in str(error.value)
+
+
+def _modelled_log(config: dict, model: str = "bigscience/bloom-560m", pods: int = 1, gpus: int = 1) -> tuple[int, str]:
+    from pytest_topsail.fine_tuning.simulation import FineTuningModel, Gpu, Job, plan_training
+
+    settings = FineTuningModel()
+    gpu = Gpu("NVIDIA-A100-SXM4-80GB", 80.0, settings.gpus["a100-80gb"])
+    base = {"per_device_train_batch_size": 4, "num_train_epochs": 1, "max_seq_length": 512,
+            "include_num_input_tokens_seen": True, "peft_method": "none"}
+    plan = plan_training(Job({**base, **config}, model, "twitter_complaints_small", 1.0, gpus, pods, 0), gpu,
+                         settings, seed=1)
+    return plan.exit_code, "".join(line + "\n" for _, line in plan.logs)
+
+
+def test_the_modelled_log_has_the_real_logs_noise_and_reads_alike():
+    """The simulator's trainer log meets the parser with what real logs carry: the launcher line, an argument dump,
+    a FutureWarning, tqdm bars with carriage returns before each dict, extra keys, tokens seen in progress lines."""
+    code, log = _modelled_log({"logging_steps": 1}, gpus=2)
+    recorded = DATA / "full-llama-1rank-fms.log"
+    real = recorded.read_bytes().decode() if recorded.exists() else ""  # bytes: keep the carriage returns
+    for noise in ("launching: ", "Flat Arguments", "FutureWarning", "\r", "it/s]", "'num_tokens'",
+                  "'mean_token_accuracy'", "'num_input_tokens_seen'"):
+        assert noise in log, noise
+        assert not real or noise in real, noise  # the same noise is in a real log
+    assert code == 0
+    results = parse_text(log, "modelled")
+    assert results.tokens_scope == "device" and len(results.progress) == 13  # 100 samples / (4 x 2 GPUs) steps
+    assert results.trained_tokens == results.value("total_tokens")  # one epoch of the dataset
+
+
+def test_the_modelled_trainer_refuses_lora_modules_the_model_lacks():
+    code, log = _modelled_log({"peft_method": "lora", "target_modules": ["q_proj", "k_proj"]})
+    assert code == 1
+    assert "Target modules {" in log and "not found in the base model" in (last_exception(log) or "")
+    assert _modelled_log({"peft_method": "lora", "target_modules": ["query_key_value"]})[0] == 0

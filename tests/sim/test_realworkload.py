@@ -53,8 +53,9 @@ def wait_phase(core: client.CoreV1Api, name: str, timeout: float = 30) -> Any:
 
 def test_a_pod_runs_as_a_process_with_its_volumes_env_logs_and_termination_message(core):
     core.create_namespaced_config_map("default", {"metadata": {"name": "cm"}, "data": {"greeting": "hello"}})
-    script = ("cat /etc/config/greeting; echo; echo \"env $WHO\"; echo oops >&2; "
-              "echo shared > /data/file; printf 'the real cause' > /dev/termination-log; printf 'no newline'; exit 3")
+    script = ("cat /etc/config/greeting; echo; echo \"env $WHO\"; echo oops >&2; hostname; "
+              "echo shared > /data/file; getent hosts $(hostname) >/dev/null || echo unresolved; "
+              "printf 'the real cause' > /dev/termination-log; printf 'no newline'; exit 3")
     pod = shell_pod("real-fail", script, volumes=[{"name": "c", "configMap": {"name": "cm"}},
                                                   {"name": "d", "emptyDir": {}}],
                     container={"env": [{"name": "WHO", "value": "me"}],
@@ -66,7 +67,7 @@ def test_a_pod_runs_as_a_process_with_its_volumes_env_logs_and_termination_messa
     terminated = done.status.container_statuses[0].state.terminated
     assert (terminated.exit_code, terminated.reason, terminated.message) == (3, "Error", "the real cause")
     log = core.read_namespaced_pod_log("real-fail", "default")
-    assert log == "hello\nenv me\noops\nno newline\n"  # stdout and stderr merged, as kubectl logs shows them
+    assert log == "hello\nenv me\noops\nreal-fail\nno newline\n"  # stdout and stderr merged, as kubectl logs shows them
 
 
 def test_success_and_modelled_pods_side_by_side(core):

@@ -68,8 +68,8 @@ def test_a_trainer_job_writes_the_trainer_formats_and_succeeds():
     assert condition_status(job, "Succeeded") == "True"
     assert phase(master) == "Succeeded"
     results = parse_text(logs["ft-a-master-0"], "master log")
-    assert len(results.progress) == 20
-    assert results.progress[-1].epoch == 2.0
+    assert 15 <= len(results.progress) <= 25  # one line every logging_steps (chosen for about 20 lines)
+    assert 1.8 <= results.progress[-1].epoch <= 2.0
     assert results.progress[0].loss > results.progress[-1].loss  # the loss goes down
     assert results.value("train_runtime") > 60  # simulated seconds, far more than the run took
     # a 10% subset of alpaca, samples longer than max_seq_length dropped (replication != 1)
