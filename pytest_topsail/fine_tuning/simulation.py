@@ -228,7 +228,7 @@ def _plan(job: Job, gpu: Gpu, model: FineTuningModel, seed: int, spec: ModelSpec
         when = load_s * scale
         error = (f"ValueError: Target modules {set(missing)} not found in the base model. Please check the target "
                  "modules and try again.")
-        return _plan_of(run_seconds=when, exit_code=1, preamble=3, logs=[
+        return _plan_of(run_seconds=when, exit_code=1, preamble=len(logs), logs=[
             *logs, (when, "Traceback (most recent call last):"),
             (when, '  File "/app/tuning/sft_trainer.py", line 402, in train'), (when, error),
             (when, "Traceback (most recent call last):"),
@@ -242,7 +242,7 @@ def _plan(job: Job, gpu: Gpu, model: FineTuningModel, seed: int, spec: ModelSpec
                f"{max(0.02, needed.activations_gib / spec.layers):.2f} GiB. GPU 0 has a total capacity of "
                f"{gpu.memory_gib:.2f} GiB of which {max(0.0, gpu.memory_gib - needed.model_states_gib) * 0.05:.2f} "
                f"GiB is free. (estimated need {needed.total_gib:.1f} GiB)")
-        return _plan_of(run_seconds=(load_s + 5) * scale, exit_code=1, preamble=3,
+        return _plan_of(run_seconds=(load_s + 5) * scale, exit_code=1, preamble=len(logs),
                             logs=[*logs, ((load_s + 5) * scale, "[rank0]: Traceback (most recent call last):"),
                                   ((load_s + 5) * scale, "[rank0]: " + oom)])
     step_s = _micro_step_seconds(point, padded_per_sample * batch, gpu, model)
@@ -252,6 +252,7 @@ def _plan(job: Job, gpu: Gpu, model: FineTuningModel, seed: int, spec: ModelSpec
     micro_steps = max(1, math.ceil(micro_per_epoch * epochs))
     runtime = micro_steps * step_s
     optimizer_steps = max(1, math.ceil(micro_steps / accumulation))
+    preamble = len(logs)  # what a hung trainer writes: everything before the first step
     seen = padded_per_sample * batch * micro_steps * world  # every rank's tokens, padding included
     trained = float(lengths.sum()) * epochs
     logs += _progress(model, optimizer_steps, epochs, _float(config, "learning_rate", 1e-5), load_s, runtime, seed,
@@ -267,10 +268,10 @@ def _plan(job: Job, gpu: Gpu, model: FineTuningModel, seed: int, spec: ModelSpec
     bar = _bar(optimizer_steps, optimizer_steps, runtime)
     logs += [(end, f"{bar}{' ' * 47}{summary!r}"), (end, bar + bar),
              ((load_s + runtime + model.save_s) * scale, "Training completed, model saved")]
-    if job.rank != 0:  # the trainer logs from the main process only
-        logs = logs[:1]
+    if job.rank != 0:  # the metric dicts come from the main process only; start-up lines from every pod
+        logs = logs[:preamble]
     usage = _usage(job, spec, model, needed, load_s, runtime)
-    return _plan_of(run_seconds=(load_s + runtime + model.save_s) * scale, logs=logs, preamble=3, usage=usage)
+    return _plan_of(run_seconds=(load_s + runtime + model.save_s) * scale, logs=logs, preamble=preamble, usage=usage)
 
 
 def gpu_utilization(model: FineTuningModel, params_b: float, gpus_per_pod: int, pods: int) -> float:

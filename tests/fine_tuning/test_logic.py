@@ -103,3 +103,36 @@ def test_scaling_figure_draws_perfect_scaling_in_the_kpis_direction():
     assert perfect["y"] == [100.0, 25.0]  # a time divides by the GPU ratio
     assert measured["text"] == ["efficiency 100%", "efficiency 62%"]
     assert "lower is better" in runtime["layout"]["title"]["text"]
+
+
+def test_lora_target_modules_come_from_the_model_family_and_an_unknown_family_is_one_error():
+    catalog = builtin_catalog()
+    bloom = validate_point({"model": "bigscience/bloom-560m", "method": "lora"}, "cases/x.yaml: case a")
+    assert bloom.resolved(catalog, "where").lora.target_modules == ["query_key_value"]
+    given = validate_point({"model": "bigscience/bloom-560m", "method": "lora", "lora": {"target_modules": "dense"}},
+                           "w")
+    assert given.resolved(catalog, "w").lora.target_modules == ["dense"]
+    odd = catalog.extended({"models": {"acme/odd": {"params_b": 1, "layers": 2, "hidden": 64, "heads": 4}}}, "suite")
+    point = validate_point({"model": "acme/odd", "method": "lora"}, "cases/x.yaml (case odd)")
+    with pytest.raises(TopsailError) as error:
+        point.resolved(odd, "cases/x.yaml (case odd)")
+    message = str(error.value)
+    assert message.startswith("cases/x.yaml (case odd): lora.target_modules is not given")
+    assert "models.acme/odd.family" in message and "known families: bloom, gpt_bigcode, llama" in message
+    assert validate_point({"model": "acme/odd"}, "w").resolved(odd, "w").method == "full"  # full needs none
+
+
+def test_trainer_config_has_a_loss_curve_interval_and_the_dataset_template():
+    from pytest_topsail.fine_tuning.manifests import trainer_config
+
+    catalog = builtin_catalog()
+    smoke = validate_point({"dataset": {"name": "twitter_complaints_small"}, "per_device_batch_size": 4}, "w")
+    assert trainer_config(smoke, 100)["logging_steps"] == 1  # 25 steps: every step, not HF's 500
+    dgx = validate_point({"dataset": {"name": "alpaca", "replication": 0.5}, "per_device_batch_size": 8,
+                          "gpus_per_pod": 2, "epochs": 2}, "w")
+    config = trainer_config(dgx, 52002, catalog.dataset_format("alpaca"))
+    steps = 2 * -(-26001 // 16)
+    assert 18 <= steps // config["logging_steps"] <= 22
+    assert "{{instruction}}" in config["data_formatter_template"] and config["response_template"]
+    assert trainer_config(validate_point({"logging_steps": 7}, "w"), 100)["logging_steps"] == 7
+    assert config["include_num_input_tokens_seen"] is True
