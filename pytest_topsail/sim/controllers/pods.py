@@ -249,7 +249,7 @@ class PodLifecycle(Controller):
             if entry is None:
                 raise RuntimeError_(f"image {container.get('image')!r} left the runtime table")
             await self.real.start(pod, container, entry, self._object, self._hosts(pod), on_line, on_exit)
-        except (RuntimeError_, OSError) as error:
+        except Exception as error:  # noqa: BLE001 - whatever stops the start is the container's StartError
             on_line(f"failed to start the container: {error}\n")
             now = time.time()
             on_exit(Exit(128, "StartError", str(error), now, now))
