@@ -52,16 +52,17 @@ def scaling_figure(points: Iterable[Mapping[str, Any]], kpi: str, higher_better:
         perfect = [base * g / base_gpus if higher_better else base * base_gpus / g for g, _ in values]
         perfect_trace: dict[str, Any] = {"type": "scatter", "mode": "lines", "name": f"{name} (perfect scaling)",
                                          "legendgroup": name, "x": [g for g, _ in values], "y": perfect,
-                                         "line": {"dash": "dot"}}
+                                         "line": {"dash": "dot"}, "showlegend": False}
         traces.append(perfect_trace)
     direction = "higher is better" if higher_better else "lower is better"
     # the legend (long series names) under the plot, where it has the figure's width
-    return {"data": traces, "layout": {"title": {"text": f"{kpi} vs GPU count ({direction})"},
+    return {"data": traces, "layout": {"title": {"text": f"{kpi} vs GPU count ({direction}; dotted: perfect "
+                                                         "scaling)"},
                                        "xaxis": {"title": {"text": "GPUs (pods x GPUs per pod)"}, "type": "log",
                                                  "dtick": math.log10(2)},
                                        "yaxis": {"title": {"text": kpi}},
                                        "legend": {"orientation": "h", "x": 0, "y": -0.2, "yanchor": "top"},
-                                       "height": 420 + 22 * len(traces)}}
+                                       "height": 460 + 24 * len(by_series)}}
 
 
 def by_dimension_figure(points: Iterable[Mapping[str, Any]], dimension: str, kpi: str) -> dict[str, Any]:

@@ -47,7 +47,7 @@ def latency_figure(summaries: Sequence[dict[str, Any]]) -> go.Figure:
     x, title = load_axis(summaries)
     # spacing leaves room for the right column's y-axis title and the first row's x-axis titles
     figure = make_subplots(rows=2, cols=2, subplot_titles=[name for _, name in LATENCY_PANELS],
-                           horizontal_spacing=0.12, vertical_spacing=0.2)
+                           horizontal_spacing=0.14, vertical_spacing=0.2)
     for number, (key, name) in enumerate(LATENCY_PANELS):
         row, col = number // 2 + 1, number % 2 + 1
         for statistic, line in QUANTILE_LINES:
@@ -56,7 +56,8 @@ def latency_figure(summaries: Sequence[dict[str, Any]]) -> go.Figure:
                                         legendgroup=line), row=row, col=col)
         figure.update_yaxes(title_text="ms", row=row, col=col)
         figure.update_xaxes(title_text=title, row=row, col=col)
-    figure.update_layout(title="Latency quantiles against load", template="plotly_white", height=700)
+    figure.update_layout(title="Latency quantiles against load", template="plotly_white", height=760,
+                         legend={"orientation": "h", "x": 0, "y": -0.12, "yanchor": "top"})
     return figure
 
 

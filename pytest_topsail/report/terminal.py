@@ -88,15 +88,10 @@ def table_width(terminal: Any) -> int:
 
 
 def details_line(summary: dict[str, Any], count: int) -> str:
-    """``158 KPIs: 150 accepted, 4 insufficient_history (3 of 5 comparable runs), 0 no_history, 4 ignored``."""
+    """``158 KPIs: 150 accepted, 4 insufficient_history, 0 no_history, 4 ignored``."""
     counts = summary.get("verdicts") or {}
-    parts = []
-    for state in (State.ACCEPTED, State.INSUFFICIENT_HISTORY, State.NO_HISTORY, State.IGNORED):
-        text = f"{counts.get(state.value, 0)} {state.value}"
-        runs = summary.get("comparable_runs")
-        if state == State.INSUFFICIENT_HISTORY and runs and counts.get(state.value):
-            text += f" ({runs['found']} of {runs['needed']} comparable runs)"
-        parts.append(text)
+    parts = [f"{counts.get(state.value, 0)} {state.value}"
+             for state in (State.ACCEPTED, State.INSUFFICIENT_HISTORY, State.NO_HISTORY, State.IGNORED)]
     return f"{summary.get('kpis_count', count)} KPIs: " + ", ".join(parts)
 
 

@@ -44,6 +44,8 @@ def figures(records: list[dict[str, Any]]) -> dict[str, Any]:
         z=z, x=cases, y=workers, text=text, texttemplate="%{text}", zmin=0, zmax=2, showscale=False,
         colorscale=[[0, "#d62728"], [0.5, "#bbbbbb"], [1, "#2ca02c"]],
         hovertemplate="%{y}<br>%{x}: %{text}<extra></extra>"))
-    figure.update_layout(title="TGIS run table: configs x cases", xaxis={"title": "case"},
-                         yaxis={"title": "model/config"}, height=200 + 30 * len(workers))
+    # room under the cells for the slanted case names (at 200 px they ran out of the figure)
+    figure.update_layout(title="TGIS run table: configs x cases",
+                         xaxis={"title": "case", "tickangle": -45, "automargin": True},
+                         yaxis={"title": "model/config", "automargin": True}, height=360 + 30 * len(workers))
     return {"TGIS run table (configs x cases)": figure}
