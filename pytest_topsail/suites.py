@@ -8,6 +8,8 @@ controller, which does not collect).
 from __future__ import annotations
 
 import functools
+import itertools
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -167,6 +169,9 @@ class Suite:
             return str(path)
 
 
+MAX_FREE_MARKERS = 10  # markers of a -m expression tried in every combination (2**10 evaluations at most)
+
+
 def discover_suites(suites_root: Path) -> dict[str, Path]:
     """Suite name -> directory, for each direct subdirectory of ``suites_root`` holding a config.yaml."""
     if not suites_root.is_dir():
@@ -179,15 +184,37 @@ def discover_suites(suites_root: Path) -> dict[str, Path]:
 
 
 def suites_in_scope(pytest_config: pytest.Config) -> list[str]:
-    """Names of the suites the command-line paths reach (a path inside a suite, or a suite inside a path)."""
+    """Names of the suites the command-line paths reach (a path inside a suite, or a suite inside a path) and the
+    ``-m`` expression can select: a deselected suite shapes nothing (cluster, fixtures, node pools, start-up checks),
+    so ``pytest -m tgis`` from the rootdir runs as ``pytest suites/tgis`` does."""
     state = state_of(pytest_config)
     args = [arg.split("::", 1)[0] for arg in pytest_config.args]
     invocation = Path(pytest_config.invocation_params.dir)
     paths = [(invocation / arg).resolve() for arg in args if arg]
     if not any(_related(path, state.suites_root) for path in paths):
         return []
-    return [name for name, suite_path in discover_suites(state.suites_root).items()
-            if any(_related(path, suite_path) for path in paths)]
+    reached = [name for name, suite_path in discover_suites(state.suites_root).items()
+               if any(_related(path, suite_path) for path in paths)]
+    markexpr = str(pytest_config.getoption("markexpr", "") or "")
+    return [name for name in reached if not markexpr or may_select(markexpr, name, reached)]
+
+
+def may_select(markexpr: str, suite: str, suites: list[str]) -> bool:
+    """Whether ``-m markexpr`` can select an item of ``suite``: its items carry the suite's marker and no other
+    suite's; any other marker the expression names may be on an item or not, so every combination is tried."""
+    from _pytest.mark.expression import Expression
+
+    try:
+        expression = Expression.compile(markexpr)
+    except SyntaxError:
+        return True  # pytest reports the expression itself
+    names = set(re.findall(r"[A-Za-z_][A-Za-z0-9_.-]*", markexpr)) - set(suites) - {"and", "or", "not"}
+    others = sorted(names)[:MAX_FREE_MARKERS]
+    for present in itertools.product((False, True), repeat=len(others)):
+        markers = {suite, *(name for name, on in zip(others, present, strict=True) if on)}
+        if expression.evaluate(lambda name, /, _markers=markers, **_: name in _markers):
+            return True
+    return False
 
 
 def _related(a: Path, b: Path) -> bool:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from pytest_topsail.tgis.latency import LatencyModel
 from pytest_topsail.tgis.model_config import ModelConfig
-from pytest_topsail.tgis.sizing import params_billions
+from pytest_topsail.tgis.sizing import active_params_billions
 from pytest_topsail.tgis.tokenizer import Piece, tokenize
 from pytest_topsail.tgis.toymodel import DecodingSettings, Generation, Step, ToyModel
 from pytest_topsail.tgis.validation import InvalidRequest, Limits, check_input_length
@@ -48,7 +48,7 @@ class ModelServer:
         if zero_latency:
             self.latency = LatencyModel.zero(self.config.max_batch_size, self.config.max_concurrent_requests)
         else:
-            self.latency = LatencyModel.for_config(self.config, gpu_profile, params_billions(model_name))
+            self.latency = LatencyModel.for_config(self.config, gpu_profile, active_params_billions(model_name))
         self.prefixes = {key: [p.text for p in tokenize(text)] for key, text in (prefixes or {}).items()}
         self.in_server = 0
         self.running = 0

@@ -38,6 +38,19 @@ def params_billions(model_name: str) -> float:
     return experts * value
 
 
+ACTIVE_EXPERTS = 2  # top-2 routing (Mixtral): each token runs through two experts
+
+
+def active_params_billions(model_name: str) -> float:
+    """Parameters (billions) that compute each token: all of a dense model's; for a mixture of experts named
+    ``<experts>x<size>`` (mixtral-8x7b), the routed experts' only — what decode speed follows, while memory and
+    download follow :func:`params_billions`."""
+    match = _SIZE.search(model_name.rsplit("/", 1)[-1].lower())
+    if match and match.group(1) and int(match.group(1)) > ACTIVE_EXPERTS:
+        return params_billions(model_name) * ACTIVE_EXPERTS / int(match.group(1))
+    return params_billions(model_name)
+
+
 @dataclass(frozen=True)
 class Fit:
     fits: bool

@@ -51,3 +51,10 @@ def test_a_model_that_does_not_fit_fails_after_the_scaled_load_time() -> None:
                                     settings=KServeSimSettings(time_scale=0.02))
     assert "needs" in annotations[FAILURE_ANNOTATION] and annotations["sim.topsail.io/exit-code"] == "1"
     assert float(annotations["sim.topsail.io/duration-seconds"]) < 2.0
+
+
+def test_a_mixture_of_experts_decodes_at_its_active_size_and_stores_its_full_size() -> None:
+    from pytest_topsail.tgis.sizing import active_params_billions, params_billions
+
+    assert params_billions(MIXTRAL) == 56 and active_params_billions(MIXTRAL) == 14  # top-2 of 8 experts
+    assert active_params_billions("EleutherAI/gpt-neox-20b") == params_billions("EleutherAI/gpt-neox-20b") == 20

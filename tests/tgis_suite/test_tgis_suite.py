@@ -19,8 +19,9 @@ REFERENCE = {"deployment_framework": "tgis_native", "dtype_str": "float16"}
 BF16 = {"deployment_framework": "tgis_native", "dtype_str": "bfloat16"}
 
 
-def run_pytest(tmp: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "pytest", "suites/tgis", "-p", "no:cacheprovider", "-q", "-rfs",
+def run_pytest(tmp: Path, *args: str, timeout: float = 300, where: tuple[str, ...] = ("suites/tgis",)
+               ) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "pytest", *where, "-p", "no:cacheprovider", "-q", "-rfs",
                "--artifacts", str(tmp / "artifacts"), "--topsail-history", str(tmp / "history.sqlite"), *args]
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("ARTIFACT_DIR", None)
@@ -111,6 +112,23 @@ def test_a_model_that_does_not_fit_fails_within_seconds_naming_the_cause_once(tm
     assert "During handling of the above exception" not in output
     failures = [path.read_text() for path in (tmp_path / "artifacts" / "tgis").glob("*/FAILURE")]
     assert failures and all(text.count(cause) == 1 for text in failures), failures[:1]
+
+
+def test_deselected_suites_shape_nothing_the_same_cluster_and_failure_under_m_tgis(tmp_path: Path) -> None:
+    """`pytest -m tgis` from the rootdir collects every suite but only the TGIS suite may shape the run: the same
+    simulated cluster as `pytest suites/tgis`, so a model too big for the suite's 40 GB A100s fails the same way."""
+    spec = "tests.tgis=" + json.dumps([{"model": "EleutherAI/gpt-neox-20b", "configs": [REFERENCE],
+                                        "cases": ["cases/tgis/flan-t5-small/errors.yaml"]}])
+    runs = {}
+    for label, where in (("suite", ("suites/tgis",)), ("marker", ("-m", "tgis"))):
+        result = run_pytest(tmp_path / label, "--var", spec, where=where, timeout=120)
+        runs[label] = (result, (tmp_path / label / "artifacts" / "001__cluster" / "profile.yaml").read_text())
+        assert result.returncode == 1, result.stdout[-3000:]
+        assert "needs 44.7 GiB per GPU with num_shard=1, more than one NVIDIA A100-SXM4-40GB GPU" in result.stdout
+        assert "3 failed" in result.stdout
+    assert runs["marker"][1] == runs["suite"][1]  # the same simulated cluster: node pools, GPUs, plugins
+    assert yaml.safe_load(runs["marker"][1])["node_pools"][0]["count"] == 2  # the TGIS suite's own 2 nodes
+    assert "deselected" in runs["marker"][0].stdout  # the other suites were collected, then deselected
 
 
 def test_secrets_in_worker_env_stay_out_of_saved_manifests_and_objects(tmp_path: Path) -> None:

@@ -1,0 +1,88 @@
+"""Benchmark of the TGIS suite's product run (not part of the test run).
+
+    python benchmarks/tgis_product.py [--rounds 2] [--output FILE]
+
+`pytest suites/tgis --preset product` (seven models x 2 configs, 14 TGIS workers, 252 items on the simulator), run
+serially and with `-n 2` back to back in each round. Figures: the wall time of each (median over rounds), the ratio
+-n 2 / serial (median of the rounds' ratios), and the deployments' overlap: the sum of the deployments' durations
+over the time at least one was running (1.0: one after another; up to max_parallel_workers when they overlap),
+from each worker's `deployment.json` (written by fixtures/tgis_workers.py). Goals: serial <= 90 s, -n 2 <= 0.6x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+TIMEOUT_S = 900
+
+
+def run(mode: list[str], directory: Path) -> dict[str, Any]:
+    command = [sys.executable, "-m", "pytest", "suites/tgis", "--preset", "product", "-q", "-p", "no:randomly",
+               "-p", "no:cacheprovider", "--artifacts", str(directory / "artifacts"), "--topsail-history",
+               str(directory / "history.sqlite"), *mode]
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("ARTIFACT_DIR", None)
+    began = time.monotonic()
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
+    wall = time.monotonic() - began
+    if result.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed ({result.returncode}):\n{result.stdout[-3000:]}")
+    windows = [json.loads(path.read_text()) for path in (directory / "artifacts").glob("*/deployment.json")]
+    return {"wall_s": wall, "deployments": len(windows), "overlap": overlap(windows),
+            "summary": result.stdout.strip().splitlines()[-1]}
+
+
+def overlap(windows: list[dict[str, Any]]) -> float:
+    """Sum of the deployment durations / their union (1.0 = strictly one after another)."""
+    spans = sorted((w["began"], w["ready"]) for w in windows)
+    total = sum(end - start for start, end in spans)
+    union, current_start, current_end = 0.0, None, None
+    for start, end in spans:
+        if current_end is None or start > current_end:
+            union += (current_end - current_start) if current_end is not None else 0.0
+            current_start, current_end = start, end
+        else:
+            current_end = max(current_end, end)
+    union += (current_end - current_start) if current_end is not None else 0.0
+    return total / union if union else 0.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--output", type=Path)
+    args = parser.parse_args()
+    rounds = []
+    for number in range(args.rounds):
+        with tempfile.TemporaryDirectory() as serial_dir, tempfile.TemporaryDirectory() as parallel_dir:
+            serial = run([], Path(serial_dir))
+            parallel = run(["-n", "2"], Path(parallel_dir))
+        rounds.append({"serial": serial, "n2": parallel, "ratio": parallel["wall_s"] / serial["wall_s"]})
+        print(f"round {number + 1}: serial {serial['wall_s']:.1f} s (overlap {serial['overlap']:.2f}), -n 2 "
+              f"{parallel['wall_s']:.1f} s (overlap {parallel['overlap']:.2f}), ratio {rounds[-1]['ratio']:.2f}; "
+              f"{serial['summary']}", flush=True)
+    figures = {
+        "serial_s": statistics.median(r["serial"]["wall_s"] for r in rounds),
+        "n2_s": statistics.median(r["n2"]["wall_s"] for r in rounds),
+        "ratio": statistics.median(r["ratio"] for r in rounds),
+        "overlap_serial": statistics.median(r["serial"]["overlap"] for r in rounds),
+        "overlap_n2": statistics.median(r["n2"]["overlap"] for r in rounds),
+        "goals": {"serial_s": 90, "ratio": 0.6},
+    }
+    print(json.dumps(figures, indent=1))
+    if args.output:
+        args.output.write_text(json.dumps({"figures": figures, "rounds": rounds}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
