@@ -1,6 +1,7 @@
 """KPIs of the fine-tuning suite, computed from a ``PointMetrics`` (pytest_topsail.fine_tuning.metrics).
 
-G = pods x GPUs per pod. The trainer reports train_tokens_per_second per device; dataset tokens count every epoch.
+G = pods x GPUs per pod. transformers 4.x reports train_tokens_per_second per device (x G here), 5.x gives the job's
+tokens seen (no x G); dataset tokens are those of the trained text, every epoch (docs/fine-tuning.md "KPIs").
 """
 
 from __future__ import annotations
