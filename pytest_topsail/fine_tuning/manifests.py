@@ -29,14 +29,31 @@ exec python /app/accelerate_launch.py
 """
 
 PREPARE_DATASET = """import json, os, random, re
-from transformers import AutoTokenizer
 
 config = json.load(open(os.environ["CONFIG_JSON_PATH"]))
 source = f"/mnt/storage/dataset/{os.environ['DATASET_SOURCE'].removesuffix('.json')}.json"
 target, factor = config["training_data_path"], float(os.environ.get("DATASET_REPLICATION", "1"))
 samples = json.load(open(source))
-tokenizer = AutoTokenizer.from_pretrained(config["model_name_or_path"])
-limit = min(int(config["max_seq_length"]), tokenizer.model_max_length)
+model = config["model_name_or_path"]
+
+
+def load_tokenizer():  # (encode, eos id, model_max_length); the tokenizers library alone when it can (fast start)
+    if os.path.exists(f"{model}/tokenizer.json"):
+        from tokenizers import Tokenizer
+        fast = Tokenizer.from_file(f"{model}/tokenizer.json")
+        settings = json.load(open(f"{model}/tokenizer_config.json")) if os.path.exists(
+            f"{model}/tokenizer_config.json") else {}
+        eos = settings.get("eos_token")
+        eos = eos.get("content") if isinstance(eos, dict) else eos
+        return (lambda text: fast.encode(text).ids), (fast.token_to_id(eos) if eos else None), int(
+            settings.get("model_max_length") or 10**9)
+    from transformers import AutoTokenizer
+    slow = AutoTokenizer.from_pretrained(model)
+    return (lambda text: slow(text)["input_ids"]), slow.eos_token_id, slow.model_max_length
+
+
+encode, eos, model_max_length = load_tokenizer()
+limit = min(int(config["max_seq_length"]), model_max_length)
 template = config.get("data_formatter_template")
 
 
@@ -46,15 +63,18 @@ def text(sample):  # the trainer's text: the template filled in, else input and 
     return f"{sample.get('input') or ''} {sample.get('output') or ''}".strip()
 
 
-def tokens(sample):  # as the trainer tokenizes it: with the end-of-sequence token, truncated to the limit
-    ids = tokenizer(text(sample))["input_ids"]
-    eos = tokenizer.eos_token_id
-    return min(len(ids) + (eos is not None and (not ids or ids[-1] != eos)), limit)
+def raw_tokens(sample):  # as the trainer tokenizes it: with the end-of-sequence token
+    ids = encode(text(sample))
+    return len(ids) + (eos is not None and (not ids or ids[-1] != eos))
+
+
+def tokens(sample):  # ... truncated to the limit
+    return min(raw_tokens(sample), limit)
 
 
 chosen = samples * int(factor) + random.Random(42).sample(samples, round((factor % 1) * len(samples)))
 if factor != 1:  # as TOPSAIL: samples longer than max_seq_length are dropped from a replicated dataset
-    chosen = [s for s in chosen if tokens(s) < limit]
+    chosen = [s for s in chosen if raw_tokens(s) <= limit]
 if not os.path.exists(target):
     json.dump(chosen, open(target, "w"))
 counts = [tokens(s) for s in chosen]
