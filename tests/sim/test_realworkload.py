@@ -54,7 +54,8 @@ def wait_phase(core: client.CoreV1Api, name: str, timeout: float = 30) -> Any:
 def test_a_pod_runs_as_a_process_with_its_volumes_env_logs_and_termination_message(core):
     core.create_namespaced_config_map("default", {"metadata": {"name": "cm"}, "data": {"greeting": "hello"}})
     core.create_namespaced_secret("default", {"metadata": {"name": "sec"}, "stringData": {"token": "s3"}})
-    script = ("cat /etc/config/greeting; echo; test \"$(cat /etc/secret/key)\" = s3 || echo wrong secret; echo \"env $WHO\"; echo oops >&2; hostname; "
+    script = ("cat /etc/config/greeting; echo; test \"$(cat /etc/secret/key)\" = s3 || echo wrong secret; "
+              "echo \"env $WHO\"; echo oops >&2; hostname; "
               "echo shared > /data/file; getent hosts $(hostname) >/dev/null || echo unresolved; "
               "printf 'the real cause' > /dev/termination-log; printf 'no newline'; exit 3")
     pod = shell_pod("real-fail", script, volumes=[{"name": "c", "configMap": {"name": "cm"}},
