@@ -130,3 +130,27 @@ def test_lts_payload_never_carries_secrets_of_the_config() -> None:
     assert payload["metadata"]["config"]["history"]["opensearch"]["username"] == "perf"
     assert payload["metadata"]["config"]["history"]["opensearch"]["url"] == "https://os"
     assert payload["metadata"]["config"]["max_tokens"] == 512
+
+
+def test_scope_and_sample_size_travel_with_the_record() -> None:
+    with pytest.raises(TopsailError, match="scope 'deployment' is not one of item, worker, run"):
+        kpi(unit="s", help="h", lower_better=True, scope="deployment")
+    @kpi(unit="s", help="Model load", lower_better=True, scope="worker")
+    def load_s(data: dict) -> float:
+        return data["load"]
+
+    @kpi(unit="ms", help="P99", lower_better=True, samples=lambda data: len(data["latencies"]))
+    def p99_ms(data: dict) -> float:
+        return 9.0
+
+    specs = {"load_s": load_s.topsail_kpi, "p99_ms": p99_ms.topsail_kpi}  # type: ignore[attr-defined]
+    record = {"suite": "s", "nodeid": "n", "case": {"settings": {"concurrency": 8}}}
+    recorder = KpiRecorder(record, SuiteKpis(None, specs), hook_labels=lambda: {"gpu": "a100"})
+    with pytest.raises(TopsailError, match=r"measured per worker .*kpis.scope\('worker', ...\)"):
+        recorder.record("load_s", 3.0)
+    recorder.scope("worker", model="m")
+    recorder.record_from({"load": 3.0, "latencies": [1, 2, 3]})
+    by_name = {k["name"]: k for k in record["kpis"]}
+    assert by_name["load_s"]["scope"] == "worker"
+    assert by_name["load_s"]["labels"] == {"gpu": "a100", "model": "m"}, "no case setting: shared by every item"
+    assert by_name["p99_ms"]["samples"] == 3 and by_name["p99_ms"]["labels"]["concurrency"] == 8
