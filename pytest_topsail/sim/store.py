@@ -68,7 +68,6 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -76,9 +75,10 @@ from . import apierror, fieldmanager
 from .apierror import ApiError
 from .defaults import apply_create_defaults, check_kind, validate, validate_name
 from .discovery import api_service
+from .logstore import LogRun, PodLogs
 from .patch import APPLY_PATCH, apply_patch
-from .resources import BUILTIN_TYPES, ResourceType, types_from_crd
-from .schema import FieldValidation, Schema, admit, compile_schema, is_open, strict_error_message
+from .resources import ResourceType
+from .schema import FieldValidation, Schema
 from .selectors import (
     FieldRequirement,
     Requirement,
@@ -87,20 +87,20 @@ from .selectors import (
     parse_field_selector,
     parse_label_selector,
 )
+from .storetable import ObjKey, Table
+from .typeregistry import TypeRegistry, crd_status
 
-__all__ = ["ApiError", "ResourceType", "Store"]
+__all__ = ["ApiError", "LogRun", "ResourceType", "Store"]
 
 logger = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 Listener = Callable[..., None]
-ObjKey = tuple[str, str]  # (namespace or "", name)
 
 NAMESPACES = ("", "namespaces")
 CRDS = ("apiextensions.k8s.io", "customresourcedefinitions")
 INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-_LOG_LIMIT = 1 << 20  # bytes kept per container
 # Per-resource defaults of the real apiserver when a delete names no propagationPolicy.
 _ORPHAN_BY_DEFAULT = {("batch", "jobs"), ("batch", "cronjobs"), ("", "replicationcontrollers")}
 ROOT_CA_CONFIGMAP = "kube-root-ca.crt"
@@ -117,18 +117,6 @@ def format_micro_time(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-@dataclass
-class _Table:
-    """All objects of one (group, plural) with their indexes and watch event log."""
-
-    objects: dict[ObjKey, Obj] = field(default_factory=dict)
-    by_namespace: dict[str, dict[str, Obj]] = field(default_factory=dict)
-    by_label: dict[str, dict[str, set[ObjKey]]] = field(default_factory=dict)
-    raw: dict[ObjKey, tuple[Obj, bytes]] = field(default_factory=dict)
-    log: collections.deque = field(default_factory=collections.deque)
-    log_floor: int = 0  # events with a resourceVersion above this are all in `log`
-
-
 class Store:
     """Objects, indexes, resource versions, watch event log, garbage collection and namespace lifecycle."""
 
@@ -138,11 +126,8 @@ class Store:
         self._random = random.Random(seed)
         self._watch_log_size = watch_log_size
         self._rv = 0
-        self._types: dict[tuple[str, str, str], ResourceType] = {}
-        self._schemas: dict[tuple[str, str, str], Schema] = {}  # CRD-served (group, version, plural) -> its schema
-        self._compiled: dict[str, Schema | None] = {}  # openAPIV3Schema as JSON -> compiled (None: accepts all)
-        self._preferred: dict[tuple[str, str], ResourceType] = {}
-        self._tables: dict[tuple[str, str], _Table] = {}
+        self._registry = TypeRegistry()
+        self._tables: dict[tuple[str, str], Table] = {rtype.key: Table() for rtype in self._registry.types()}
         self._by_uid: dict[str, tuple[ResourceType, ObjKey]] = {}
         self._dependents: dict[str, set[tuple[tuple[str, str], ObjKey]]] = {}
         self._listeners: list[tuple[Listener, bool]] = []  # (callback, wants the previous version)
@@ -150,11 +135,8 @@ class Store:
         self._ownerless: list[tuple[ResourceType, ObjKey]] = []  # dependents to check once the commit is done
         self._root_ca = root_ca
         self._depth = 0
-        self._logs: dict[ObjKey, dict[str, list[LogRun]]] = {}
+        self._logs = PodLogs(clock)
         self._event_counter = 0
-        self.types_generation = 0  # bumped whenever the set of resource types changes (discovery caches)
-        for rtype in BUILTIN_TYPES:  # the first version listed of a resource is its preferred one
-            self._register_type(rtype, preferred=rtype.key not in self._preferred)
         for name in INITIAL_NAMESPACES:
             self.create(self.resource_type("namespaces"), {"metadata": {"name": name}})
         self.create(self.resource_type("services"), _kubernetes_service(), "default")
@@ -164,36 +146,33 @@ class Store:
         finally:
             self._end()
 
-    # ----------------------------------------------------------------- types
-    def _register_type(self, rtype: ResourceType, preferred: bool = True) -> None:
-        self._types[(rtype.group, rtype.version, rtype.plural)] = rtype
-        if preferred or rtype.key not in self._preferred:
-            self._preferred[rtype.key] = rtype
-        self._tables.setdefault(rtype.key, _Table())
-        self.types_generation += 1
+    # ----------------------------------------------------------------- types (typeregistry.py)
+    @property
+    def types_generation(self) -> int:
+        """Bumped whenever the set of resource types changes (discovery caches)."""
+        return self._registry.generation
 
     def resource_type(self, plural: str, group: str = "") -> ResourceType:
         """The preferred version of a known resource; 404 ApiError if unknown."""
-        rtype = self._preferred.get((group, plural))
-        if rtype is None:
-            raise ApiError(404, "NotFound", f"the server could not find the requested resource ({plural}.{group})")
-        return rtype
+        return self._registry.resource_type(plural, group)
 
     def type_for(self, group: str, version: str, plural: str) -> ResourceType | None:
         """The resource type served at /apis/{group}/{version}/{plural} (or /api/v1/...), if any."""
-        return self._types.get((group, version, plural))
+        return self._registry.type_for(group, version, plural)
 
     def type_for_kind(self, api_version: str, kind: str) -> ResourceType | None:
-        group, _, version = api_version.rpartition("/")
-        return next((t for t in self._types.values() if t.group == group and t.version == version and t.kind == kind),
-                    None)
+        return self._registry.type_for_kind(api_version, kind)
 
     def types(self) -> list[ResourceType]:
         """Every served (group, version, resource), built-ins first."""
-        return list(self._types.values())
+        return self._registry.types()
 
     def preferred_types(self) -> list[ResourceType]:
-        return list(self._preferred.values())
+        return self._registry.preferred_types()
+
+    def schema_for(self, rtype: ResourceType) -> Schema | None:
+        """The compiled structural schema of a CRD-served version (None when open or built-in)."""
+        return self._registry.schema_for(rtype)
 
     def register_crd(self, crd: Obj) -> ResourceType:
         """Create the CRD unless one of that name exists; returns the preferred (storage) ResourceType."""
@@ -204,80 +183,15 @@ class Store:
         spec = crd["spec"]
         return self.resource_type(spec["names"]["plural"], spec["group"])
 
-    def _crd_types(self, crd: Obj) -> list[ResourceType]:
-        try:
-            types = types_from_crd(crd)
-        except (ValueError, KeyError, TypeError, AttributeError) as error:
-            name = (crd.get("metadata") or {}).get("name", "")
-            causes = [("spec", str(error))]
-            raise apierror.invalid("CustomResourceDefinition", "apiextensions.k8s.io", name, causes) from error
-        self._crd_schemas(crd)
-        expected = f"{types[0].plural}.{types[0].group}"
-        if crd["metadata"].get("name") != expected:
-            raise apierror.invalid("CustomResourceDefinition", "apiextensions.k8s.io", crd["metadata"].get("name", ""),
-                                   [("metadata.name", f'Invalid value: must be spec.names.plural+"."+spec.group '
-                                                      f'("{expected}")')])
-        return types
-
-    def _crd_schemas(self, crd: Obj) -> dict[str, Schema | None]:
-        """The compiled schema of each version of a CRD (None: open, nothing to enforce), cached by its text."""
-        result: dict[str, Schema | None] = {}
-        for index, version in enumerate(crd["spec"].get("versions") or []):
-            raw = ((version.get("schema") or {}).get("openAPIV3Schema")) if isinstance(version, dict) else None
-            if raw is None:
-                result[str(version.get("name"))] = None
-                continue
-            text = json.dumps(raw, sort_keys=True)
-            if text not in self._compiled:
-                try:
-                    compiled = compile_schema(raw)
-                except ValueError as error:
-                    name = (crd.get("metadata") or {}).get("name", "")
-                    raise apierror.invalid("CustomResourceDefinition", "apiextensions.k8s.io", name, [
-                        (f"spec.versions[{index}].schema.{error}".rpartition(":")[0],
-                         f"Invalid value: {str(error).rpartition(': ')[2]}")]) from error
-                self._compiled[text] = None if is_open(compiled) else compiled
-            result[str(version["name"])] = self._compiled[text]
-        return result
-
     def _install_crd(self, crd: Obj) -> None:
-        types = self._crd_types(crd)
-        for rtype in [t for t in self._types.values() if t.key == types[0].key]:
-            del self._types[(rtype.group, rtype.version, rtype.plural)]
-            self._schemas.pop((rtype.group, rtype.version, rtype.plural), None)
-        schemas = self._crd_schemas(crd)
-        for index, rtype in enumerate(types):
-            self._register_type(rtype, preferred=index == 0)
-            compiled = schemas.get(rtype.version)
-            if compiled is not None:
-                self._schemas[(rtype.group, rtype.version, rtype.plural)] = compiled
-
-    def schema_for(self, rtype: ResourceType) -> Schema | None:
-        """The compiled structural schema of a CRD-served version (None when open or built-in)."""
-        return self._schemas.get((rtype.group, rtype.version, rtype.plural))
-
-    def _admit(self, rtype: ResourceType, obj: Obj, validation: FieldValidation | None) -> Obj:
-        """Pruning, defaulting and schema validation of a custom resource, as kube-apiserver's (see schema.py):
-        unknown fields are dropped and, per the request's fieldValidation, warned about (Warn), refused with 400
-        (Strict) or passed over (Ignore; also for the simulator's own controllers: ``validation`` None)."""
-        schema = self._schemas.get((rtype.group, rtype.version, rtype.plural))
-        if schema is None:
-            return obj
-        result, unknown, causes = admit(schema, obj)
-        if unknown and validation is not None:
-            if validation.directive == "Strict":
-                raise apierror.bad_request(strict_error_message(rtype.kind, rtype.version, unknown))
-            if validation.directive == "Warn":
-                validation.warnings.extend(f'unknown field "{path}"' for path in unknown)
-        if causes:
-            raise apierror.invalid(rtype.kind, rtype.group, obj["metadata"].get("name", ""), causes)
-        return result
+        for rtype in self._registry.install(crd):
+            self._tables.setdefault(rtype.key, Table())
 
     def _sync_api_services(self) -> None:
         """One Local APIService per served group-version, as the apiserver's autoregistration keeps them."""
-        api_services = self._preferred[("apiregistration.k8s.io", "apiservices")]
+        api_services = self.resource_type("apiservices", "apiregistration.k8s.io")
         table = self._tables[api_services.key]
-        served = {(t.group, t.version) for t in self._types.values()}
+        served = self._registry.served_group_versions()
         for group, version in sorted(served):
             if ("", f"{version}.{group}") not in table.objects:
                 self._create(api_services, api_service(group, version, format_time(self._clock())), None)
@@ -286,21 +200,15 @@ class Store:
                 self._remove(api_services, obj, gc_policy=None)
 
     def _uninstall_crd(self, crd: Obj) -> None:
-        try:
-            key = types_from_crd(crd)[0].key
-        except (ValueError, KeyError, TypeError, AttributeError):
-            return
+        spec = crd.get("spec") or {}
+        key = (spec.get("group") or "", (spec.get("names") or {}).get("plural") or "")
         table = self._tables.get(key)
-        rtype = self._preferred.get(key)
+        rtype = self._registry.preferred(key)
         if table and rtype:
             for obj in list(table.objects.values()):
                 self._remove(rtype, obj, gc_policy="Background")
-        for served in [t for t in self._types.values() if t.key == key]:
-            del self._types[(served.group, served.version, served.plural)]
-            self._schemas.pop((served.group, served.version, served.plural), None)
-        self._preferred.pop(key, None)
+        self._registry.uninstall(key)
         self._tables.pop(key, None)
-        self.types_generation += 1
         self._sync_api_services()
 
     def object_counts(self) -> list[tuple[str, int]]:
@@ -320,7 +228,7 @@ class Store:
     def _uid(self) -> str:
         return str(uuid.UUID(int=self._random.getrandbits(128), version=4))
 
-    def _table(self, rtype: ResourceType) -> _Table:
+    def _table(self, rtype: ResourceType) -> Table:
         table = self._tables.get(rtype.key)
         if table is None:
             raise ApiError(404, "NotFound", f"the server could not find the requested resource ({rtype})")
@@ -355,11 +263,8 @@ class Store:
         finally:
             self._depth -= 1
 
-    def _emit(self, event_type: str, rtype: ResourceType, obj: Obj, table: _Table, old: Obj | None) -> None:
-        rv = int(obj["metadata"]["resourceVersion"])
-        if len(table.log) >= self._watch_log_size:
-            table.log_floor = table.log.popleft()[0]
-        table.log.append((rv, event_type, obj, old))
+    def _emit(self, event_type: str, rtype: ResourceType, obj: Obj, table: Table, old: Obj | None) -> None:
+        table.record(int(obj["metadata"]["resourceVersion"]), event_type, obj, old, self._watch_log_size)
         self._pending.append((event_type, rtype, obj, old))
 
     def add_listener(self, callback: Listener, with_old: bool = False) -> None:
@@ -369,30 +274,12 @@ class Store:
         self._listeners = [entry for entry in self._listeners if entry[0] != callback]
 
     # ----------------------------------------------------------------- indexes
-    def _index(self, rtype: ResourceType, table: _Table, key: ObjKey, obj: Obj) -> None:
-        table.objects[key] = obj
-        table.by_namespace.setdefault(key[0], {})[key[1]] = obj
-        metadata = obj["metadata"]
-        for label, value in (metadata.get("labels") or {}).items():
-            table.by_label.setdefault(label, {}).setdefault(value, set()).add(key)
-        self._by_uid[metadata["uid"]] = (rtype, key)
+    def _index(self, rtype: ResourceType, table: Table, key: ObjKey, obj: Obj) -> None:
+        table.add(key, obj)
+        self._by_uid[obj["metadata"]["uid"]] = (rtype, key)
 
-    def _unindex(self, table: _Table, key: ObjKey, obj: Obj, keep_uid: bool = False) -> None:
-        table.objects.pop(key, None)
-        table.raw.pop(key, None)
-        names = table.by_namespace.get(key[0])
-        if names is not None:
-            names.pop(key[1], None)
-            if not names:
-                del table.by_namespace[key[0]]
-        for label, value in (obj["metadata"].get("labels") or {}).items():
-            values = table.by_label.get(label)
-            if values and value in values:
-                values[value].discard(key)
-                if not values[value]:
-                    del values[value]
-                if not values:
-                    del table.by_label[label]
+    def _unindex(self, table: Table, key: ObjKey, obj: Obj, keep_uid: bool = False) -> None:
+        table.discard(key, obj)
         if not keep_uid:
             self._by_uid.pop(obj["metadata"]["uid"], None)
 
@@ -438,7 +325,7 @@ class Store:
                 namespace = requirement.value
         objects = table.objects
         if resource_version is None:
-            keys = self._candidate_keys(table, namespace, labels, fields)
+            keys = table.candidate_keys(namespace, labels, fields)
         else:
             objects = self.objects_at(rtype, resource_version)
             keys = objects.keys()
@@ -453,28 +340,6 @@ class Store:
                 continue
             result.append(obj)
         return result
-
-    def _candidate_keys(self, table: _Table, namespace: str | None, labels: builtins.list[Requirement],
-                        fields: builtins.list[FieldRequirement]) -> Iterable[ObjKey]:
-        for requirement in fields:
-            if requirement.path == ("metadata", "name") and not requirement.negate:
-                if namespace is not None:
-                    return [(namespace, requirement.value)]
-        best: set[ObjKey] | None = None
-        for label in labels:
-            if not label.indexable:
-                continue
-            values = table.by_label.get(label.key, {})
-            matched: set[ObjKey] = set()
-            for value in label.values:
-                matched |= values.get(value, set())
-            if best is None or len(matched) < len(best):
-                best = matched
-        if best is not None:
-            return best
-        if namespace is not None:
-            return [(namespace, name) for name in table.by_namespace.get(namespace, {})]
-        return table.objects.keys()
 
     def to_json(self, rtype: ResourceType, obj: Obj) -> bytes:
         """The object serialized as JSON, cached while it is the stored version."""
@@ -493,27 +358,13 @@ class Store:
     def events_since(self, rtype: ResourceType, resource_version: int) -> builtins.list[tuple[str, Obj, Obj | None]]:
         """Watch events of ``rtype`` with a resourceVersion above ``resource_version``, oldest first, each with the
         object's previous version."""
-        table = self._table(rtype)
-        if resource_version < table.log_floor:
-            raise apierror.gone(f"too old resource version: {resource_version} ({table.log_floor + 1})")
-        return [(event_type, obj, old) for rv, event_type, obj, old in table.log if rv > resource_version]
+        return self._table(rtype).events_since(resource_version)
 
     def objects_at(self, rtype: ResourceType, resource_version: int) -> dict[ObjKey, Obj]:
         """The objects of ``rtype`` as they were at ``resource_version``: the current ones with the logged events
         after it undone. 410 when the event log no longer reaches back that far."""
-        table = self._table(rtype)
-        if resource_version < table.log_floor:
-            raise apierror.gone("The resourceVersion for the provided list is too old.")
-        state = dict(table.objects)
-        for rv, event_type, obj, old in reversed(table.log):
-            if rv <= resource_version:
-                break
-            key = self._obj_key(rtype, obj["metadata"].get("namespace"), obj["metadata"]["name"])
-            if event_type == "ADDED":
-                state.pop(key, None)
-            else:
-                state[key] = old
-        return state
+        return self._table(rtype).objects_at(resource_version, lambda obj: self._obj_key(
+            rtype, obj["metadata"].get("namespace"), obj["metadata"]["name"]))
 
     # ----------------------------------------------------------------- create
     def create(self, rtype: ResourceType, obj: Obj, namespace: str | None = None, *, dry_run: bool = False,
@@ -564,16 +415,17 @@ class Store:
         metadata["generation"] = 1
         for transient in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
             metadata.pop(transient, None)
-        new: Obj = {"kind": rtype.kind, "apiVersion": self._preferred[rtype.key].api_version, "metadata": metadata}
+        new: Obj = {"kind": rtype.kind, "apiVersion": self.resource_type(rtype.plural, rtype.group).api_version,
+                    "metadata": metadata}
         new.update((k, v) for k, v in obj.items() if k not in ("kind", "apiVersion", "metadata"))
         apply_create_defaults(rtype, new)
         validate(rtype, new)
         if rtype.crd_name:
-            new = self._admit(rtype, new, validation)
+            new = self._registry.admit(rtype, new, validation)
             metadata = new["metadata"]
         if rtype.key == CRDS:
-            self._crd_types(new)
-            new["status"] = _crd_status(new, format_time(now))
+            self._registry.crd_types(new)
+            new["status"] = crd_status(new, format_time(now))
         if managed_by is not None:
             manager, operation = managed_by
             metadata["managedFields"] = [fieldmanager.entry_for(manager, operation, new["apiVersion"],
@@ -685,7 +537,7 @@ class Store:
         metadata["resourceVersion"] = old["metadata"]["resourceVersion"]
         new["metadata"] = metadata
         if rtype.crd_name:
-            new = self._admit(rtype, new, validation)
+            new = self._registry.admit(rtype, new, validation)
             metadata = new["metadata"]
         if old["metadata"].get("deletionTimestamp"):
             _check_no_new_finalizers(rtype, old, metadata)
@@ -704,12 +556,12 @@ class Store:
         if new == old:
             return old
         if rtype.key == CRDS and subresource is None:
-            self._crd_types(new)
+            self._registry.crd_types(new)
         if dry_run:
             return new
         return self._commit_update(rtype, table, key, old, new)
 
-    def _commit_update(self, rtype: ResourceType, table: _Table, key: ObjKey, old: Obj, new: Obj) -> Obj:
+    def _commit_update(self, rtype: ResourceType, table: Table, key: ObjKey, old: Obj, new: Obj) -> Obj:
         metadata = new["metadata"]
         deleting = bool(metadata.get("deletionTimestamp"))
         if deleting and not metadata.get("finalizers") and rtype.key != NAMESPACES:
@@ -840,7 +692,7 @@ class Store:
         final = {**obj, "metadata": {**metadata, "resourceVersion": self._next_rv()}}
         self._emit("DELETED", rtype, final, table, obj)
         if rtype.key == ("", "pods"):
-            self._logs.pop(key, None)
+            self._logs.forget(*key)
         if rtype.key == CRDS:
             self._uninstall_crd(obj)
         policy = gc_policy or ("Orphan" if rtype.key in _ORPHAN_BY_DEFAULT else "Background")
@@ -858,7 +710,7 @@ class Store:
     def _dependent_objects(self, owner_uid: str) -> builtins.list[tuple[ResourceType, Obj]]:
         result = []
         for type_key, key in sorted(self._dependents.get(owner_uid, ())):
-            rtype = self._preferred.get(type_key)
+            rtype = self._registry.preferred(type_key)
             obj = self._tables[type_key].objects.get(key) if rtype else None
             if rtype is not None and obj is not None:
                 result.append((rtype, obj))
@@ -909,7 +761,7 @@ class Store:
             terminating = {**ns, "metadata": metadata, "status": {**(ns.get("status") or {}), "phase": "Terminating"}}
             self._commit_update(rtype, self._tables[NAMESPACES], ("", name), ns, terminating)
         for type_key, table in list(self._tables.items()):
-            content_type = self._preferred.get(type_key)
+            content_type = self._registry.preferred(type_key)
             if content_type is None or not content_type.namespaced:
                 continue
             for obj in list(table.by_namespace.get(name, {}).values()):
@@ -933,7 +785,7 @@ class Store:
             return
         if ns["metadata"].get("finalizers"):
             return  # waits for whoever owns the metadata finalizers; their update calls back here
-        self._remove(self._preferred[NAMESPACES], ns, gc_policy="Background")
+        self._remove(self.resource_type("namespaces"), ns, gc_policy="Background")
 
     # ----------------------------------------------------------------- events and logs
     def record_event(self, involved_object: Obj, reason: str, message: str, type: str = "Normal",
@@ -973,51 +825,18 @@ class Store:
 
     def start_log_run(self, namespace: str, pod: str, container: str) -> None:
         """A container (re)starts: its output so far becomes the previous run's."""
-        runs = self._logs.setdefault((namespace, pod), {}).setdefault(container, [])
-        runs.append(LogRun())
-        del runs[:-2]
+        self._logs.start_run(namespace, pod, container)
 
     def append_log(self, namespace: str, pod: str, container: str, text: str) -> None:
         """Append simulated output of a container's current run (up to 1 MiB per run, oldest lines dropped)."""
-        runs = self._logs.setdefault((namespace, pod), {}).setdefault(container, [])
-        if not runs:
-            runs.append(LogRun())
-        runs[-1].add(self._clock(), text)
+        self._logs.append(namespace, pod, container, text)
 
     def log_run(self, namespace: str, pod: str, container: str, previous: bool = False) -> LogRun | None:
-        runs = self._logs.get((namespace, pod), {}).get(container, [])
-        wanted = -2 if previous else -1
-        return runs[wanted] if len(runs) >= -wanted else None
+        return self._logs.run(namespace, pod, container, previous)
 
     def read_log(self, namespace: str, pod: str, container: str, previous: bool = False) -> str:
         run = self.log_run(namespace, pod, container, previous)
         return "" if run is None else "".join(line for _, line in run.lines)
-
-
-@dataclass
-class LogRun:
-    """The output of one run of a container: (epoch seconds, line with its newline); ``dropped`` counts the lines
-    removed from the front to keep the run under the size limit (positions stay stable for followers)."""
-
-    lines: list[tuple[float, str]] = field(default_factory=list)
-    dropped: int = 0
-    size: int = 0
-
-    def add(self, when: float, text: str) -> None:
-        for line in text.splitlines(keepends=True):
-            self.lines.append((when, line))
-            self.size += len(line)
-        while self.size > _LOG_LIMIT and self.lines:
-            self.size -= len(self.lines.pop(0)[1])
-            self.dropped += 1
-
-    @property
-    def end(self) -> int:
-        """The position after the last line written so far."""
-        return self.dropped + len(self.lines)
-
-    def since(self, position: int) -> list[tuple[float, str]]:
-        return self.lines[max(0, position - self.dropped):]
 
 
 def _as_label_requirements(selector: Any) -> list[Requirement]:
@@ -1055,18 +874,3 @@ def _spec_changed(old: Obj, new: Obj) -> bool:
     old_rest = {k: v for k, v in old.items() if k not in ignored}
     new_rest = {k: v for k, v in new.items() if k not in ignored}
     return old_rest != new_rest
-
-
-def _crd_status(crd: Obj, timestamp: str) -> Obj:
-    spec = crd["spec"]
-    names = dict(spec["names"])
-    names.setdefault("singular", names["kind"].lower())
-    names.setdefault("listKind", names["kind"] + "List")
-    conditions = [
-        {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found",
-         "lastTransitionTime": timestamp},
-        {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
-         "message": "the initial names have been accepted", "lastTransitionTime": timestamp},
-    ]
-    stored = [v["name"] for v in spec.get("versions") or [] if v.get("storage")]
-    return {"acceptedNames": names, "conditions": conditions, "storedVersions": stored}

@@ -202,7 +202,6 @@ def _templates() -> dict[str, dict[str, Any]]:
         "clusterpolicy.yaml.j2": dict(gpu_operator.DEFAULTS["cluster_policy"]),
         "datasciencecluster.yaml.j2": {"name": "default-dsc", "components": rhoai.DEFAULTS["components"]},
         "dscinitialization.yaml.j2": dict(dsci),
-        "namespace.yaml.j2": {"name": "suite-ns", "suite": "tgis"},
         "nodefeaturediscovery.yaml.j2": {"name": "nfd-instance", "namespace": "openshift-nfd"},
         "olm_operator.yaml.j2": {**rhoai.DEFAULTS["operator"], "operator_group": "og", "starting_csv": "x.v1"},
     }
