@@ -79,6 +79,19 @@ def judge(case: TgisCase, outcome: dict[str, Any], runner: Any) -> list[str]:
     return problems + [f"stream (merged) {difference}" for difference in merged]
 
 
+def workers_to_run(session: pytest.Session, recording: bool) -> list[tuple[str, ModelConfig]]:
+    """The (model, config) of the selected items, in their order (record mode: the reference configs only)."""
+    found: dict[tuple[str, str], tuple[str, ModelConfig]] = {}
+    for item in session.items:
+        case = getattr(getattr(item, "callspec", None), "params", {}).get("case")
+        settings = getattr(case, "settings", None) or {}
+        if "config" in settings and (settings["reference"] or not recording):
+            key = (settings["model"], settings["config_name"])
+            if key not in found:
+                found[key] = (settings["model"], ModelConfig.model_validate(settings["config"]))
+    return list(found.values())
+
+
 def test_tgis(case: topsail.Case, tgis_workers: Any, worker_settings: Any, runner_settings: Any,
               request: pytest.FixtureRequest, artifact_dir: Path, kpis: topsail.KpiRecorder) -> None:
     settings = case.settings
@@ -89,6 +102,7 @@ def test_tgis(case: topsail.Case, tgis_workers: Any, worker_settings: Any, runne
     reason = skip_reason(config, tgis_case, settings["reference"], recording, stream)
     if reason:
         pytest.skip(reason)
+    tgis_workers.prefetch(request, workers_to_run(request.session, recording), worker_settings)
     try:
         worker = tgis_workers.worker(request, settings["model"], config, worker_settings,
                                      worker_settings.env.get(config.name, {}))
