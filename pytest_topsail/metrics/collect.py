@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_topsail.metrics.client import Prometheus, PrometheusError
+from pytest_topsail.metrics.client import Prometheus
 from pytest_topsail.metrics.settings import Query, render
 
 SERIES_DIR = "metrics"
@@ -198,10 +198,6 @@ def suite_figures(records: list[dict[str, Any]]) -> dict[str, Any]:
                         y=[v for _, v in points], mode="lines",
                         name=f"{record.get('test_id')}: {_series_name(item.get('metric') or {})}"))
     return {title: figure for title, figure in built.items() if figure.data}
-
-
-def query_failure(error: PrometheusError) -> str:
-    return f"metrics: {error}; metric KPIs absent"
 
 
 def replot(record: dict[str, Any], saved_kpis: list[dict[str, Any]], suite_kpis: Any) -> None:

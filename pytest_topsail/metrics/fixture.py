@@ -187,7 +187,8 @@ def _wait_scraping(item: pytest.Item, source: Source) -> None:
     from pytest_topsail.metrics.client import PrometheusError
 
     assert source.prometheus is not None
-    deadline = time.monotonic() + 15.0
+    started = time.monotonic()
+    deadline = started + 15.0
     while time.monotonic() < deadline:
         try:
             targets = source.prometheus.targets()
@@ -198,6 +199,10 @@ def _wait_scraping(item: pytest.Item, source: Source) -> None:
             if source.local_artifacts and Path(source.local_artifacts).is_dir():
                 (Path(source.local_artifacts) / "targets.json").write_text(json.dumps(targets, indent=1),
                                                                            encoding="utf-8")
+            from pytest_topsail.progress import Progress
+
+            Progress(item.config)(f"metrics: {source.description}: {len(targets)} targets up (waited "
+                                  f"{time.monotonic() - started:.1f} s for the first scrapes)")
             return
         time.sleep(0.1)
     tell(item.config, item, f"metrics: the targets of Prometheus {source.url} are not all up after 15 s")
@@ -255,7 +260,8 @@ def collect_item(item: pytest.Item, settings: MetricsSettings, source: Source, r
     # the local server: two steps per scrape, so that every sample is seen; the step after the end sees the last one
     local = source.local_interval_s
     step = settings.step_s or (local / 2 if local else max(1.0, (end - start) / 200))
-    window = Window(start, end, namespace, settings.pod, step, settings.rate_window_s)
+    rate_window = settings.rate_window_s or (4 * local if local else 120.0)
+    window = Window(start, end, namespace, settings.pod, step, rate_window)
     try:
         if source.local_interval_s:
             _settle(source, end)

@@ -75,7 +75,8 @@ class MetricsSettings(Settings):
     namespace: str | None = None  # $namespace: default the suite's namespace (namespace.name, else topsail-<suite>)
     pod: str = ".+"  # $pod: a regular expression
     step_s: float | None = pydantic.Field(None, gt=0)  # query resolution; default the scrape interval (local) or 15 s
-    rate_window_s: float = pydantic.Field(4.0, gt=0)  # $rate_window, for rate() of counters
+    # $rate_window, for rate() of counters: default 4 scrapes of the local server, else 2 minutes
+    rate_window_s: float | None = pydantic.Field(None, gt=0)
     defaults: bool = True
     queries: list[Query] = []
 
