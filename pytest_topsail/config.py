@@ -22,6 +22,7 @@ from pytest_topsail.tree import has_path, paths, set_path
 PRESETS_KEY = "ci_presets"
 TO_APPLY_KEY = "to_apply"
 EXTENDS_KEY = "extends"
+DESCRIPTION_KEY = "description"  # a preset's one-line description (what it runs, how long): shown, never applied
 # Keys a preset may set even when the base configuration does not define them.
 RESERVED_KEYS = frozenset({"cases"})
 REFERENCE_PREFIX = "@"
@@ -338,6 +339,12 @@ def preset_names(presets: Mapping[str, Any]) -> list[str]:
     return [name for name in presets if name != TO_APPLY_KEY]
 
 
+def preset_descriptions(presets: Mapping[str, Any]) -> dict[str, str]:
+    """Each preset's ``description`` ("" when it has none)."""
+    return {name: str(body.get(DESCRIPTION_KEY, "")) if isinstance(body, Mapping) else ""
+            for name, body in presets.items() if name != TO_APPLY_KEY}
+
+
 def _as_name_list(value: Any, what: str, source: str) -> list[str]:
     if value is None:
         return []
@@ -370,6 +377,10 @@ def _apply_preset(data: dict[str, Any], presets: Mapping[str, Any], name: str, s
     if not isinstance(body, Mapping):
         raise TopsailError(f"{source}: preset {name!r} must be a mapping of keys to values, got {type(body).__name__}")
     for key, value in body.items():
+        if key == DESCRIPTION_KEY:
+            if not isinstance(value, str):
+                raise TopsailError(f"{source}: preset {name!r}: description must be text, got {value!r}")
+            continue
         if key == EXTENDS_KEY:
             for parent in _as_name_list(value, f"preset {name!r}: extends", source):
                 _apply_preset(data, presets, parent, [*stack, name], applied, source)

@@ -21,13 +21,16 @@ from pytest_topsail.suites import Suite, discover_suites, load_suite, load_suite
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("topsail", "pytest-topsail (performance and scale suites)")
     group.addoption("--preset", action="append", dest="topsail_presets", default=[], metavar="NAME",
-                    help="apply preset NAME (repeatable or comma-separated) in each collected suite that defines it")
+                    help="apply preset NAME (repeatable or comma-separated) in each collected suite that defines it; "
+                         "presets live under ci_presets: in each suite's config.yaml (suites/<suite>/config.yaml), "
+                         "--topsail-show-config lists them with what they run and how long they take")
     group.addoption("--var", action="append", dest="topsail_vars", default=[], metavar="KEY=VALUE",
                     help="override a configuration key after presets (VALUE parsed as YAML; repeatable)")
     group.addoption("--artifacts", dest="topsail_artifacts", default=None, metavar="DIR",
                     help="artifacts root (default: $ARTIFACT_DIR, else ./artifacts/<run-id>)")
     group.addoption("--topsail-show-config", action="store_true", dest="topsail_show_config", default=False,
-                    help="print the effective configuration of each collected suite and exit")
+                    help="print the effective configuration of each collected suite, its presets and the case ids "
+                         "of its items, and exit (runs nothing)")
     parser.addini("topsail_suites", "directory whose subdirectories holding a config.yaml are suites",
                   default="suites")
     parser.addini("topsail_presets", "presets applied when no --preset is given and $TOPSAIL_PRESET is not set "
@@ -38,9 +41,10 @@ def usage_error(exc: TopsailError) -> pytest.UsageError:
     return pytest.UsageError(str(exc))
 
 
-def show_config(config: pytest.Config) -> int:
-    from pytest_topsail.config import dump_yaml
-
+def show_config(config: pytest.Config) -> int | pytest.ExitCode:
+    """Print each suite's effective configuration, its presets (with their descriptions) and the case ids its
+    items would run with (collected as pytest would, so a suite parametrizing its own cases shows them too);
+    run nothing."""
     try:
         suites = load_suites_in_scope(config)
         for suite in suites:
@@ -48,26 +52,57 @@ def show_config(config: pytest.Config) -> int:
             config.hook.pytest_topsail_check_suite(suite=suite)
     except TopsailError as exc:
         raise usage_error(exc) from None
-    out = sys.stdout
     if not suites:
-        out.write("no topsail suite collected\n")
+        sys.stdout.write("no topsail suite collected\n")
+        return 0
+    from _pytest.main import wrap_session
+
+    # pytest's own session header, "collected N items" and summary would only add noise to the listing
+    config.option.no_header = config.option.no_summary = True
+    config.option.verbose = min(config.option.verbose, -2)
+    return wrap_session(config, lambda config, session: _show_collected(config, session, suites))
+
+
+def _show_collected(config: pytest.Config, session: pytest.Session, suites: list[Suite]) -> int:
+    from pytest_topsail.config import dump_yaml
+    from pytest_topsail.items import case_of_item
+    from pytest_topsail.suites import suite_of_item
+
+    config.hook.pytest_collection(session=session)
+    ids: dict[str, list[str]] = {suite.name: [] for suite in suites}
+    for item in session.items:
+        suite_of = suite_of_item(item)
+        case = case_of_item(item)
+        if suite_of is not None:
+            ids.setdefault(suite_of.name, []).append(case.id if case else item.name)
+    out = sys.stdout
     for suite in suites:
         out.write(f"# suite {suite.name} ({suite.config.source}); presets applied: "
                   f"{', '.join(suite.presets_applied) or 'none'}\n")
         out.write(dump_yaml(effective_document(suite)))
-        out.write(_cases_comment(suite))
+        out.write(_presets_comment(suite))
+        out.write(_cases_comment(list(dict.fromkeys(ids.get(suite.name, [])))))
         out.write("\n")
     out.flush()
-    return 0
+    return pytest.ExitCode.INTERRUPTED if session.testsfailed else 0
 
 
-def _cases_comment(suite: Suite, shown: int = 20) -> str:
-    """``# N cases: id, id, ...`` (the first ``shown`` ids): what the presets selected, at a glance."""
-    if not suite.has_cases:
+def _presets_comment(suite: Suite) -> str:
+    """``# presets (suites/x/config.yaml ci_presets): smoke: <description>; dgx; ...``."""
+    if not suite.presets_defined:
+        return f"# presets: none defined (ci_presets in {suite.config.source})\n"
+    lines = [f"# presets (ci_presets in {suite.config.source}):"]
+    for name in suite.presets_defined:
+        description = suite.preset_descriptions.get(name, "")
+        lines.append(f"#   {name}{': ' + description if description else ''}")
+    return "\n".join(lines) + "\n"
+
+
+def _cases_comment(ids: list[str]) -> str:
+    """``# N cases: id, id, ...``: every case id the items of the suite would run with."""
+    if not ids:
         return ""
-    ids = [case.id for case in suite.cases]
-    more = f", ... ({len(ids) - shown} more)" if len(ids) > shown else ""
-    return f"# {len(ids)} case{'s' if len(ids) != 1 else ''}: {', '.join(ids[:shown])}{more}\n"
+    return f"# {len(ids)} case{'s' if len(ids) != 1 else ''}: {', '.join(ids)}\n"
 
 
 def effective_document(suite: Suite) -> dict[str, Any]:

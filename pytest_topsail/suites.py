@@ -26,6 +26,7 @@ from pytest_topsail.config import (
     closest_keys,
     has_key,
     load_yaml,
+    preset_descriptions,
     preset_names,
 )
 from pytest_topsail.errors import TopsailError
@@ -50,6 +51,7 @@ class Suite:
     presets_applied: list[str]
     presets_defined: list[str]
     rootdir: Path
+    preset_descriptions: dict[str, str] = field(default_factory=dict)
     cache_dir: Path | None = None  # where parsed case files are kept between runs (pytest's cache), if anywhere
     validated: dict[tuple[str, Any], Any] = field(default_factory=dict, repr=False)
 
@@ -256,7 +258,8 @@ def build_suite(name: str, path: Path, state: TopsailState) -> Suite:
     applied = apply_presets(document, presets, requested, shown)
     apply_vars(document, state.overrides)
     return Suite(name=name, path=path, config=Config(document, source=shown), presets_applied=applied,
-                 presets_defined=preset_names(presets), rootdir=state.rootdir, cache_dir=_yaml_cache_dir(state))
+                 presets_defined=preset_names(presets), rootdir=state.rootdir, cache_dir=_yaml_cache_dir(state),
+                 preset_descriptions=preset_descriptions(presets))
 
 
 def _yaml_cache_dir(state: TopsailState) -> Path | None:

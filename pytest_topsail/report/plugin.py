@@ -33,7 +33,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("topsail", "pytest-topsail (performance and scale suites)")
     group.addoption("--topsail-history", dest="topsail_history", default=None, metavar="PATH",
                     help="KPI history: a SQLite file (default: the suite's history.location, else "
-                         f"<rootdir>/{DEFAULT_HISTORY}) or 'opensearch' (settings under history.opensearch)")
+                         f"<rootdir>/{DEFAULT_HISTORY}) or 'opensearch' (settings under history.opensearch). A KPI "
+                         "gets a verdict once the history holds regression.min_history (default 5) comparable "
+                         "earlier runs of it (same labels except the suite's comparison and ignored keys); before "
+                         "that it is insufficient_history or no_history")
     group.addoption("--topsail-report", dest="topsail_report", default=None, metavar="PATH",
                     help=f"write the HTML report here (default: <artifacts>/{REPORT_FILE})")
     group.addoption("--topsail-replot", dest="topsail_replot", default=None, metavar="ARTIFACTS_DIR",
