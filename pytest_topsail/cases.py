@@ -342,8 +342,7 @@ def with_variant(cases: Iterable[Case], variant: str, settings: Mapping[str, Any
 
 
 def parametrize_cases(metafunc: Any, cases: Iterable[Case], argname: str = "case") -> None:
-    """Prefer ``variants:`` in config.yaml (pytest_topsail.variants): they are checked when pytest starts.
-    ``metafunc.parametrize(argname, ...)`` with ``cases`` (ids checked to be unique): for a suite's own
+    """``metafunc.parametrize(argname, ...)`` with ``cases`` (ids checked to be unique): for a suite's own
     ``pytest_generate_tests``. The engine then leaves ``case`` alone for that test."""
     cases = list(cases)
     check_unique_ids(cases)

@@ -35,7 +35,6 @@ from pytest_topsail.run import TopsailState, state_of
 CONFIG_FILE = "config.yaml"
 SETTINGS_FILE = "settings.py"
 CASES_KEY = "cases"
-VARIANTS_KEY = "variants"  # see pytest_topsail.variants
 REGRESSION_KEY = "regression"
 LTS_STRICT_KEY = "lts.strict"
 HISTORY_LOCATION_KEY = "history.location"
@@ -61,8 +60,8 @@ class Suite:
 
     @property
     def has_cases(self) -> bool:
-        """True when the suite's items take their `case` from `cases:` or `variants:`."""
-        return CASES_KEY in self.config or VARIANTS_KEY in self.config
+        """True when the suite's items take their `case` from `cases:`."""
+        return CASES_KEY in self.config
 
     @property
     def case_files(self) -> list[str] | None:
@@ -83,11 +82,6 @@ class Suite:
         from pytest_topsail.cases import load_cases
 
         globs = self.case_files
-        if VARIANTS_KEY in self.config:
-            from pytest_topsail.variants import variant_cases
-
-            return variant_cases(self.config.get(VARIANTS_KEY), globs, self.rootdir, self._shown(self.config_file),
-                                 cache_dir=self.cache_dir)
         if globs is None:
             return []
         return load_cases(globs, self.rootdir, source=f"{self._shown(self.config_file)}: cases",
