@@ -6,6 +6,8 @@ list the regressions waiting for an acknowledgement, acknowledge them (the chang
     python -m pytest_topsail.history pending --history .topsail/history.sqlite --suite S
     python -m pytest_topsail.history ack --history .topsail/history.sqlite --suite S [--run RUN_ID]
         [--test-uuid UUID] [--kpi GLOB ...] --reason TEXT
+    python -m pytest_topsail.history report --history .topsail/history.sqlite --suite S [--kpi GLOB ...]
+        [-o FILE]   (an offline HTML page: each KPI's runs over time, level changes, acknowledgements)
 
 ``--history opensearch`` uses the OpenSearch settings of ``--opensearch-config FILE`` (YAML: url, index_prefix, ...)
 or of the ``TOPSAIL_OPENSEARCH_*`` environment variables.
@@ -27,7 +29,7 @@ from pytest_topsail.history.acks import Ack, acknowledge, pending
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m pytest_topsail.history", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    for name in ("export", "import", "pending", "ack"):
+    for name in ("export", "import", "pending", "ack", "report"):
         command = commands.add_parser(name)
         command.add_argument("--history", required=True, metavar="PATH",
                              help="SQLite history file, or 'opensearch'")
@@ -37,6 +39,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     commands.choices["export"].add_argument("-o", "--output", type=Path, help="output file (default: stdout)")
     commands.choices["import"].add_argument("files", nargs="+", type=Path, metavar="FILE")
     commands.choices["pending"].add_argument("--suite", required=True, help="the suite whose regressions to list")
+    report = commands.choices["report"]
+    report.add_argument("--suite", required=True, help="the suite whose KPI history to draw")
+    report.add_argument("--kpi", action="append", default=[], metavar="GLOB",
+                        help="only these KPIs (name or glob pattern; repeatable)")
+    report.add_argument("-o", "--output", type=Path, help="output file (default: history-<suite>.html)")
     ack = commands.choices["ack"]
     ack.add_argument("--suite", required=True, help="the suite whose regressions to acknowledge")
     ack.add_argument("--run", help="only the records of this run id (shown in the report and by 'pending')")
@@ -57,7 +64,8 @@ def opensearch_settings(path: Path | None) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> str:
-    if args.command in ("pending", "ack") and args.history != "opensearch" and not Path(args.history).is_file():
+    reads = args.command in ("pending", "ack", "report")
+    if reads and args.history != "opensearch" and not Path(args.history).is_file():
         raise TopsailError(f"{args.command}: KPI history {args.history} does not exist")
     store = open_history(args.history, opensearch_settings(args.opensearch_config))
     try:
@@ -72,6 +80,8 @@ def run(args: argparse.Namespace) -> str:
             return pending_text(store, args.suite)
         if args.command == "ack":
             return ack_text(store, args)
+        if args.command == "report":
+            return report_text(store, args)
         missing = [str(path) for path in args.files if not path.is_file()]
         if missing:
             raise TopsailError(f"not found: {', '.join(missing)}")
@@ -99,6 +109,19 @@ def ack_text(store: Any, args: argparse.Namespace) -> str:
                            "(python -m pytest_topsail.history pending lists them)")
     runs = sorted({str(r.get("run_id")) for r in changed})
     return f"acknowledged {len(changed)} regression record(s) of suite {args.suite} (runs: {', '.join(runs)})"
+
+
+def report_text(store: Any, args: argparse.Namespace) -> str:
+    from pytest_topsail.report.history_view import render_history
+
+    records = store.records(args.suite)
+    if not records:
+        raise TopsailError(f"report: the history {args.history} holds no KPI record of suite {args.suite}")
+    output = args.output or Path(f"history-{args.suite}.html")
+    path, drawn = render_history(records, args.suite, output, kpis=args.kpi)
+    if not drawn:
+        raise TopsailError(f"report: no KPI of suite {args.suite} matches {', '.join(args.kpi)}")
+    return f"wrote {path}: {drawn} KPI(s) of suite {args.suite} over {len(records)} stored record(s)"
 
 
 def main(argv: list[str] | None = None) -> int:

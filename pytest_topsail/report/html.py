@@ -209,15 +209,13 @@ def build_context(report: ReportInput, report_dir: Path) -> dict[str, Any]:
               for r in report.records if r.get("outcome") == "failed"]
     changes = {state: _grouped([v for v in report.verdicts if v.status == state], names)
                for state in (State.REGRESSION.value, State.IMPROVEMENT.value)}
-    bundle, version = plotly_bundle()
     return {
+        **figure_context(figures.items),
         "title": report.title, "summary": report.summary, "run_info": report.run_info, "suites": suites,
         "banner": banner(report.summary, outcomes), "failed": failed, "changes": changes,
         "change_counts": {state: sum(len(g["rows"]) for g in groups) for state, groups in changes.items()},
         "interrupted": _interrupted(report), "outcomes": dict(sorted(outcomes.items())), "problems": problems,
-        "figures": figures.items, "figures_json": {f.id: script_json(f.spec) for f in figures.items},
-        "plotly_bundle": bundle, "plotly_version": version, "colors": VERDICT_COLORS, "states": list(State),
-        "byte_map": script_json(CP1252_BYTES), "escape": ESCAPE_JS,
+        "colors": VERDICT_COLORS, "states": list(State),
     }
 
 
@@ -405,9 +403,22 @@ def _environment() -> jinja2.Environment:
 def render_report(report: ReportInput, path: Path) -> Path:
     """Write the report to ``path`` and return it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    context = build_context(report, path.parent.resolve())
+    return write_page("report.html.j2", build_context(report, path.parent.resolve()), path)
+
+
+def figure_context(figures: Sequence[Figure]) -> dict[str, Any]:
+    """What figures_script.html.j2 needs to draw ``figures``."""
+    bundle, version = plotly_bundle()
+    return {"figures": list(figures), "figures_json": {f.id: script_json(f.spec) for f in figures},
+            "plotly_bundle": bundle, "plotly_version": version, "byte_map": script_json(CP1252_BYTES),
+            "escape": ESCAPE_JS}
+
+
+def write_page(template: str, context: dict[str, Any], path: Path) -> Path:
+    """Render ``template`` as a windows-1252 page with plotly.js as raw bytes (see ESCAPED) and write it."""
+    context = dict(context)
     bundle = context.pop("plotly_bundle")
-    html = _environment().get_template("report.html.j2").render(**context, bundle_mark=BUNDLE_MARK)
+    html = _environment().get_template(template).render(**context, bundle_mark=BUNDLE_MARK)
     page = html.encode(PAGE_ENCODING, errors="xmlcharrefreplace")  # text outside scripts: character references
     path.write_bytes(page.replace(BUNDLE_MARK.encode("ascii"), bundle, 1))
     return path
