@@ -120,8 +120,9 @@ def open_source(config: pytest.Config, settings: MetricsSettings, cluster: Any) 
             source = _local_source(config, settings, cluster)
         else:
             source = remote_source(settings.prometheus, url, cluster.kube, "metrics.prometheus")
-    except TopsailError as error:
-        source = Source(description="none", problem=f"{error}; metric KPIs absent")
+    except (TopsailError, OSError) as error:  # metrics never stop a run
+        source = Source(description="none", problem=f"metrics: {error}; metric KPIs absent"
+                        if not str(error).startswith("metrics:") else f"{error}; metric KPIs absent")
     _run(config).source = source
     return source
 
@@ -131,11 +132,11 @@ def _local_source(config: pytest.Config, settings: MetricsSettings, cluster: Any
     from pytest_topsail.metrics.client import Prometheus
     from pytest_topsail.metrics.source import Source
 
-    interval = settings.prometheus.scrape_interval_s
     shared = run_once(config, "prometheus", lambda: _start_local(config, settings, cluster),
                       wait_timeout=settings.prometheus.start_timeout_s + 60)
     if shared.get("problem"):
         return Source(description="none", problem=shared["problem"])
+    interval = float(shared["interval_s"])  # the server's, whichever process started it
     return Source(description=f"{shared['url']} (Prometheus scraping the simulator every {interval:g} s)",
                   prometheus=Prometheus(shared["url"], timeout_s=settings.prometheus.timeout_s),
                   local_interval_s=interval, local_pid=shared["pid"], local_artifacts=shared["artifacts"])
@@ -163,7 +164,8 @@ def _start_local(config: pytest.Config, settings: MetricsSettings, cluster: Any)
                             watch_pid=cluster.sim_pid or os.getpid(), timeout_s=options.start_timeout_s)
     except TopsailError as error:
         return {"problem": f"{error}; metric KPIs absent"}
-    return {"url": local.url, "pid": local.pid, "artifacts": str(local.config_path.parent)}
+    return {"url": local.url, "pid": local.pid, "artifacts": str(local.config_path.parent),
+            "interval_s": options.scrape_interval_s}
 
 
 # ------------------------------------------------------------------ each item
