@@ -93,7 +93,8 @@ def render_history(records: Sequence[dict[str, Any]], suite: str, path: Path, kp
         latest[str(record.get("nodeid") or "-")] = {**record, "case": {"name": suite,
                                                                        "settings": record.get("labels") or {}}}
     names = build_matrix(suite, list(latest.values()), {}, []).names if len(latest) > 1 else {}
-    figures, sections = [], []
+    figures: list[Figure] = []
+    sections: list[dict[str, Any]] = []
     for name, items in grouped.items():
         spec, changes = kpi_figure(name, items, settings, names)
         figure = Figure(title=name, spec=spec, id=f"fig-{len(figures)}")
