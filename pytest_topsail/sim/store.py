@@ -420,7 +420,7 @@ class Store:
         new.update((k, v) for k, v in obj.items() if k not in ("kind", "apiVersion", "metadata"))
         apply_create_defaults(rtype, new)
         validate(rtype, new)
-        if rtype.crd_name:
+        if rtype.crd_name or validation is not None:
             new = self._registry.admit(rtype, new, validation)
             metadata = new["metadata"]
         if rtype.key == CRDS:
@@ -536,7 +536,7 @@ class Store:
             raise apierror.not_found(f"{rtype.plural}/{subresource}", rtype.group, name)
         metadata["resourceVersion"] = old["metadata"]["resourceVersion"]
         new["metadata"] = metadata
-        if rtype.crd_name:
+        if rtype.crd_name or validation is not None:
             new = self._registry.admit(rtype, new, validation)
             metadata = new["metadata"]
         if old["metadata"].get("deletionTimestamp"):

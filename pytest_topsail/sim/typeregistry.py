@@ -8,6 +8,7 @@ from typing import Any
 
 from . import apierror
 from .apierror import ApiError
+from .builtinfields import prune_unknown
 from .resources import BUILTIN_TYPES, ResourceType, types_from_crd
 from .schema import FieldValidation, Schema, admit, compile_schema, is_open, strict_error_message
 
@@ -131,13 +132,18 @@ class TypeRegistry:
         return self._schemas.get(_key(rtype))
 
     def admit(self, rtype: ResourceType, obj: Obj, validation: FieldValidation | None) -> Obj:
-        """Pruning, defaulting and schema validation of a custom resource, as kube-apiserver's (see schema.py):
-        unknown fields are dropped and, per the request's fieldValidation, warned about (Warn), refused with 400
-        (Strict) or passed over (Ignore; also for the simulator's own controllers: ``validation`` None)."""
+        """Pruning, defaulting and schema validation of a custom resource, as kube-apiserver's (see schema.py), and
+        the unknown fields of a built-in kind written through the API (builtinfields.py): unknown fields are dropped
+        and, per the request's fieldValidation, warned about (Warn), refused with 400 (Strict) or passed over
+        (Ignore; also for the simulator's own controllers: ``validation`` None, built-in kinds not looked at)."""
         schema = self._schemas.get(_key(rtype))
-        if schema is None:
+        causes: list[tuple[str, str]] = []
+        if schema is not None:
+            result, unknown, causes = admit(schema, obj)
+        elif not rtype.crd_name and validation is not None:
+            result, unknown = prune_unknown(rtype, obj)  # built-in kinds: what their decoder would not know
+        else:
             return obj
-        result, unknown, causes = admit(schema, obj)
         if unknown and validation is not None:
             if validation.directive == "Strict":
                 raise apierror.bad_request(strict_error_message(rtype.kind, rtype.version, unknown))

@@ -293,3 +293,22 @@ def test_exec_of_cat_and_of_a_shell_read_stdin_as_the_official_client_writes_it(
     shell.write_stdin("exit 4\n")
     shell.run_forever(timeout=5)
     assert shell.returncode == 4
+
+
+def test_unknown_fields_of_built_in_kinds_are_warned_about_dropped_or_refused(sim: Any) -> None:
+    deployment = ("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: typo}\nspec:\n  replica: 2\n"
+                  "  selector: {matchLabels: {app: typo}}\n  template:\n    metadata: {labels: {app: typo}}\n"
+                  "    spec: {containers: [{name: c, image: i, comand: [sleep]}]}\n")
+    refused = _apply(sim, deployment)
+    assert refused.returncode == 1
+    assert ('Deployment in version "v1" cannot be handled as a Deployment: strict decoding error: unknown field '
+            '"spec.replica", unknown field "spec.template.spec.containers[0].comand"') in refused.stderr
+    warned = _apply(sim, deployment, "--validate=warn")
+    assert warned.returncode == 0, warned.stderr
+    assert 'Warning: unknown field "spec.replica"' in warned.stderr
+    stored = json.loads(sim.kubectl("get", "deployment", "typo", "-o", "json").stdout)
+    assert "replica" not in stored["spec"] and stored["spec"]["replicas"] == 1
+    pod = {"metadata": {"name": "extra", "bogus": 1}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    created = sim.raw("POST", "/api/v1/namespaces/default/pods", json.dumps(pod))
+    assert created.status_code == 201
+    assert created.headers["Warning"] == '299 - "unknown field \\"metadata.bogus\\""'
