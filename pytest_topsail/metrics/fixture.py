@@ -11,8 +11,9 @@ Problems (no binary, Prometheus unreachable, 401/403) are one line each, shown o
 from __future__ import annotations
 
 import json
+import re
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from pytest_topsail.suites import Suite
 
 CALL_WINDOW_KEY = pytest.StashKey[tuple[float, float]]()
+POD_KEY = pytest.StashKey[str]()  # the item's own $pod (topsail_metric_pods)
 SETTLE_MARGIN_S = 0.5
 
 
@@ -210,6 +212,22 @@ def _wait_scraping(item: pytest.Item, source: Source) -> None:
     tell(item.config, item, f"metrics: the targets of Prometheus {source.url} are not all up after 15 s")
 
 
+@pytest.fixture
+def topsail_metric_pods(request: pytest.FixtureRequest) -> Callable[[str], None]:
+    """Call it with a regular expression of this item's pods (``$pod``): items running at the same time in one
+    namespace (xdist) then each see only their own."""
+    def select(pattern: str) -> None:
+        try:
+            re.compile(pattern)
+        except re.error as error:
+            from pytest_topsail.errors import TopsailError
+
+            raise TopsailError(f"topsail_metric_pods({pattern!r}): not a regular expression ({error})") from None
+        request.node.stash[POD_KEY] = pattern
+
+    return select
+
+
 @pytest.fixture(autouse=True)
 def _topsail_metrics(request: pytest.FixtureRequest) -> Iterator[None]:
     """After the call of an item of a suite with metrics that used the cluster: its metric KPIs, series, figures."""
@@ -263,7 +281,8 @@ def collect_item(item: pytest.Item, settings: MetricsSettings, source: Source, r
     local = source.local_interval_s
     step = settings.step_s or (local / 2 if local else max(1.0, (end - start) / 200))
     rate_window = settings.rate_window_s or (4 * local if local else 120.0)
-    window = Window(start, end, namespace, settings.pod, step, rate_window)
+    pod = item.stash.get(POD_KEY, settings.pod)
+    window = Window(start, end, namespace, pod, step, rate_window)
     try:
         if source.local_interval_s:
             _settle(source, end)
@@ -276,7 +295,7 @@ def collect_item(item: pytest.Item, settings: MetricsSettings, source: Source, r
     if directory is not None:
         save(directory, document)
     if not record_kpis(recorder, document):
-        note(directory, f"metrics: no samples of namespace {namespace} pods {settings.pod} between {start:.1f} and "
+        note(directory, f"metrics: no samples of namespace {namespace} pods {pod} between {start:.1f} and "
                         f"{end:.1f} in {source.description}")
     if directory is not None:
         for title, figure in figures(document, f"{record.get('test_id')}: ").items():

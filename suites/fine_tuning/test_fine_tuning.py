@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,8 +24,9 @@ POINT_FILE = "point.yaml"
 
 def test_fine_tuning(case: topsail.Case, cluster: Cluster, namespace: str, ft_settings: SuiteSettings,
                      ft_catalog: Catalog, ft_storage: str, progress: topsail.Progress, artifact_dir: Path,
-                     kpis: topsail.KpiRecorder) -> None:
+                     kpis: topsail.KpiRecorder, topsail_metric_pods: Callable[[str], None]) -> None:
     where = f"{case.source} (case {case.id})"
+    topsail_metric_pods(f"{job_name(case.id)}-.+")  # GPU metrics of this point's pods only (docs/metrics.md)
     try:
         point = validate_point(case.settings, where).resolved(ft_catalog, where)
         estimate = estimate_memory(point, ft_catalog, ft_settings, where)

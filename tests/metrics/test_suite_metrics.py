@@ -168,6 +168,22 @@ def test_replot_recomputes_the_metric_kpis_without_cluster_or_prometheus(
     assert after == before
 
 
+def test_points_running_at_once_each_see_their_own_pods(tmp_path: Path) -> None:
+    """-n 2: both points train at the same time in one namespace; each point's GPU memory is its own (full
+    fine-tuning needs ~3x LoRA's), one Prometheus for the run."""
+    root = tmp_path / "artifacts"
+    result = run_pytest("suites", "-m", "fine_tuning", "--preset", "smoke", "-n", "2", f"--artifacts={root}",
+                        f"--topsail-history={tmp_path / 'history.sqlite'}")
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert len(list(root.glob("*__prometheus"))) == 1
+    records = items(root)
+    assert len(records) == 2
+    for test_id, record in records.items():
+        _, memory, _ = expected_use(Path(record["artifact_dir"]))
+        measured = kpi(record, "gpu_memory_used_max")
+        assert measured is not None and abs(measured - memory) <= 0.05 * memory, (test_id, measured, memory)
+
+
 # ------------------------------------------------------------------ llm_load
 def test_serving_utilization_rises_with_concurrency_and_the_idle_node_reads_zero(tmp_path: Path) -> None:
     root = tmp_path / "artifacts"
