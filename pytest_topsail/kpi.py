@@ -53,7 +53,7 @@ class KpiSpec:
     function: Callable[..., Any] | None = None
     scope: str = "item"  # one of SCOPES
     why: str = ""  # why the KPI is informational (ignored_for_regression), shown in its verdict row
-    samples: Callable[..., Any] | None = None  # a tail statistic (p99): samples(data) -> the size of its sample
+    samples: Callable[..., Any] | None = None  # a tail statistic or a rate: samples(data) -> its sample size
 
     def render(self, value: float) -> str:
         return format_value(value, self.format)
@@ -84,8 +84,8 @@ def kpi(
 
     ``scope``: where it is measured, ``item`` (default), ``worker`` or ``run`` (judged once per scope key);
     ``why``: the reason an ``ignored_for_regression`` KPI is informational, shown in its verdict row;
-    ``samples``: for a tail statistic (p99), a function of the same data giving the size of the sample it was taken
-    from: with fewer than ``regression.TAIL_MIN_SAMPLES`` (100) the value is informational, not judged."""
+    ``samples``: for a tail statistic (P95, P99) or a rate, a function of the same data giving the size of the sample
+    it was taken from: with fewer than ``regression.TAIL_MIN_SAMPLES`` (100) the value is informational, not judged."""
     if higher_better == lower_better:
         raise TopsailError(
             f"KPI declared with unit {unit!r}: give exactly one of higher_better=True or lower_better=True")
