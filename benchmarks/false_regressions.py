@@ -46,16 +46,21 @@ def run_suite(suite: str, number: int, root: Path, ci: bool) -> tuple[float, lis
     return seconds, json.loads((root / f"run{number}" / "verdicts.json").read_text(encoding="utf-8"))
 
 
-def check_suite(suite: str, runs: int, ci: bool) -> tuple[int, list[str], float]:
-    """(judged KPI values in the judged runs, false alarms as lines, seconds)."""
+def check_suite(suite: str, runs: int, ci: bool, keep: Path | None) -> tuple[int, list[str], float]:
+    """(judged KPI values in the judged runs, false alarms and unjudged runs as lines, seconds)."""
     judged, alarms, total = 0, [], 0.0
     with tempfile.TemporaryDirectory(prefix=f"false-regressions-{suite}-") as tmp:
+        root = keep / suite if keep else Path(tmp)
         for number in range(1, runs + 1):
-            seconds, verdicts = run_suite(suite, number, Path(tmp), ci)
+            seconds, verdicts = run_suite(suite, number, root, ci)
             total += seconds
             if number < FIRST_JUDGED:
                 continue
-            judged += sum(v["status"] in ("accepted", "regression", "improvement") for v in verdicts)
+            counted = sum(v["status"] in ("accepted", "regression", "improvement") for v in verdicts)
+            judged += counted
+            if not counted:
+                statuses = sorted({v["status"] for v in verdicts})
+                alarms.append(f"run {number}: nothing judged ({len(verdicts)} verdicts: {', '.join(statuses)})")
             alarms += [f"run {number} {v['nodeid'].split('::')[-1]} {v['kpi']}: {v['status']} "
                        f"{v['value']:g} {v['unit']} vs {v['reference']:g} ({v.get('explanation', '')})"
                        for v in verdicts if v["status"] in ("regression", "improvement")]
@@ -68,6 +73,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=8)
     parser.add_argument("--busy", type=int, default=0, help="background busy processes during the runs")
     parser.add_argument("--ci", action="store_true", help="CI-sized: a few items per suite")
+    parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
+                        help="keep each suite's runs and history under DIR/<suite> (default: a temporary directory)")
     args = parser.parse_args()
     if args.runs < FIRST_JUDGED:
         sys.exit(f"--runs {args.runs}: at least {FIRST_JUDGED} (5 to build the history, then judged runs)")
@@ -81,9 +88,10 @@ def main() -> None:
     failed = False
     try:
         for suite in args.suites.split(","):
-            judged, alarms, seconds = check_suite(suite, args.runs, args.ci)
-            failed = failed or bool(alarms) or judged == 0
-            print(f"{suite}: {len(alarms)} false regressions/improvements in runs {FIRST_JUDGED}-{args.runs} "
+            judged, alarms, seconds = check_suite(suite, args.runs, args.ci, args.keep)
+            failed = failed or bool(alarms)
+            print(f"{suite}: {len(alarms)} false alarms (regression, improvement, run not judged) in runs "
+                  f"{FIRST_JUDGED}-{args.runs} "
                   f"({judged} judged KPI values, {args.runs} runs in {seconds:.0f} s, busy {args.busy})", flush=True)
             for line in alarms:
                 print(f"  {line}", flush=True)

@@ -12,7 +12,10 @@ OUTCOME_CODES = {"passed": 2, "skipped": 1, "failed": 0}
 
 
 @topsail.kpi(unit="ms", lower_better=True, format="{:.1f}",
-             help="Latency of the case's request: Generate (whole batch), or GenerateStream to its last message")
+             help="Latency of the case's request: Generate (whole batch), or GenerateStream to its last message",
+             ignored_for_regression=True,
+             why="one request's round trip: a sample of one moves with any hiccup of this machine (the suite judges "
+                 "answers; llm_load measures latency over many requests)")
 def request_latency_ms(data: dict[str, Any]) -> float:
     return float(data["latency_ms"])
 
