@@ -26,14 +26,13 @@ def link(target: Path, base: Path, text: str) -> str:
 
 
 def item_verdict(verdicts: Sequence[Verdict]) -> str:
-    """``2 regressions (throughput, latency)``, ``1 improvement (...)``, else ``pass`` or ``not judged``."""
+    """``2 regressions (throughput, latency)``, ``1 improvement (...)``, else the states of its KPIs by their one
+    name (``accepted``, ``insufficient_history``, ...)."""
     for status in ("regression", "improvement"):
         names = [v.kpi for v in verdicts if v.status == status]
         if names:
             return f"{len(names)} {status}{'s' if len(names) > 1 else ''} ({', '.join(names)})"
-    if any(v.status == "accepted" for v in verdicts):
-        return "pass"
-    return "not judged (history too short)" if verdicts else ""
+    return ", ".join(sorted({v.status for v in verdicts}))
 
 
 def row_cells(record: dict[str, Any] | None, verdicts: Sequence[Verdict], html_dir: Path,
