@@ -159,8 +159,10 @@ def test_plugin_settings_are_checked_by_their_plugin_when_the_profile_is_built(t
     assert str(info.value).startswith(f"simulator profile {path}: invalid plugins.fine_tuning: key time_scale: ")
     with pytest.raises(TopsailError) as info:
         Profile.from_dict({"plugins": {"fine_tunning": {}}}, source="cluster.sim")
-    assert str(info.value) == ("cluster.sim: plugins.fine_tunning: no simulator controller of this run takes "
-                               "settings called 'fine_tunning'; known: fine_tuning")
+    message = str(info.value)
+    assert message.startswith("cluster.sim: plugins.fine_tunning: no simulator controller of this run takes "
+                              "settings called 'fine_tunning'; known: ")
+    assert "fine_tuning" in message.rsplit("known: ", 1)[1].split(", ")
 
 
 def test_a_domain_section_at_the_top_lists_the_known_keys():
