@@ -57,6 +57,7 @@ _EXPORTS = {
     "add_cleanup": "pytest_topsail.cluster.fixture",
     "shared_dir": "pytest_topsail.cluster.fixture",
     "opened_cluster": "pytest_topsail.cluster.fixture",
+    "ComponentSettings": "pytest_topsail.cluster.settings",
     "Prep": "pytest_topsail.cluster.components",
     "prepare_component": "pytest_topsail.cluster.components",
     "KubeStep": "pytest_topsail.cluster.steps",
@@ -68,8 +69,8 @@ _EXPORTS = {
 }
 
 __all__ = [
-    "Case", "Cluster", "Config", "KpiRecorder", "Kube", "KubeError", "KubeStep", "ObjectRef", "Ownership",
-    "Parallel", "Prep", "Progress", "Settings", "Suite", "TopsailError", "WaitTimeout", "add_cleanup",
+    "Case", "Cluster", "ComponentSettings", "Config", "KpiRecorder", "Kube", "KubeError", "KubeStep", "ObjectRef",
+    "Ownership", "Parallel", "Prep", "Progress", "Settings", "Suite", "TopsailError", "WaitTimeout", "add_cleanup",
     "artifacts_root", "connect", "create_namespace", "current_artifact_dir", "delete_namespaces", "delete_refs",
     "kpi", "kube_step", "load_suite", "opened_cluster", "or_fail", "parametrize_cases", "prepare_component",
     "report_leftover", "resolve_case_files", "rollback", "run_once", "shared_dir", "shared_plotly_js", "step",
@@ -81,6 +82,7 @@ if TYPE_CHECKING:
     from pytest_topsail.cases import Case, parametrize_cases, resolve_case_files
     from pytest_topsail.cluster.components import Prep, prepare_component
     from pytest_topsail.cluster.fixture import Cluster, add_cleanup, opened_cluster, run_once, shared_dir
+    from pytest_topsail.cluster.settings import ComponentSettings
     from pytest_topsail.cluster.steps import KubeStep, Ownership, delete_refs, kube_step, or_fail, rollback
     from pytest_topsail.config import Config
     from pytest_topsail.errors import TopsailError

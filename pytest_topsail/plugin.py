@@ -13,15 +13,13 @@ import pytest
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     from pytest_topsail import engine_fixtures, hookspec
-    from pytest_topsail.cluster import fixture as cluster_plugin
-    from pytest_topsail.cluster import namespaces as namespace_plugin
+    from pytest_topsail.cluster import plugin as cluster_plugin
     from pytest_topsail.metrics import fixture as metrics_plugin
     from pytest_topsail.report import plugin as report_plugin
 
     pluginmanager.add_hookspecs(hookspec)
     pluginmanager.register(engine_fixtures, "topsail-engine-fixtures")
     pluginmanager.register(cluster_plugin, "topsail-cluster")
-    pluginmanager.register(namespace_plugin, "topsail-namespace")
     pluginmanager.register(report_plugin, "topsail-report")
     pluginmanager.register(metrics_plugin, "topsail-metrics")
 

@@ -1,43 +1,41 @@
 """The sequence of one cluster component, once per run: ``cleanup.before``, ``prepare`` (or use the cluster as it is),
 then ``cleanup.after`` at the end of the run unless ``keep``; a failed preparation removes what it created.
 
-Product fixtures (fixtures/gpu_operator.py, rhoai.py) give ``prepare_component`` their defaults and their
-``prepare``/``cleanup_before`` functions; each works with a :class:`Prep` whose ``step(name)`` is a ``kube_step``
-numbered inside the component's ``NNN__<name>/`` directory.
+Product fixtures (fixtures/gpu_operator.py, rhoai.py) give ``prepare_component`` their settings model (a subclass
+of ``topsail.ComponentSettings``) and their ``prepare``/``cleanup_before`` functions; each works with a
+:class:`Prep` whose ``step(name)`` is a ``kube_step`` numbered inside the component's ``NNN__<name>/`` directory.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import pytest
 import yaml
 
 from pytest_topsail.artifacts import step
 from pytest_topsail.cluster.fixture import Cluster, ClusterSession, cluster_session
-from pytest_topsail.cluster.settings import flag, number, section_settings
-from pytest_topsail.cluster.steps import Ownership, kube_step, rollback
+from pytest_topsail.cluster.settings import ComponentSettings, section_settings, source_suite, where
+from pytest_topsail.cluster.steps import KubeStep, Ownership, kube_step, rollback
 from pytest_topsail.kube.client import Kube
 from pytest_topsail.progress import Progress
 from pytest_topsail.run import artifacts_root
 
 WAITS_PER_COMPONENT = 8  # the most timed waits one component does (gpu_operator: 7)
-SEQUENCE_DEFAULTS: dict[str, Any] = {
-    "prepare": True,
-    "cleanup": {"before": False, "after": True},
-    "keep": False,
-}
+C = TypeVar("C", bound=ComponentSettings)
 
 
 @dataclass
-class Prep:
+class Prep(Generic[C]):
     """What a component's preparation works with."""
 
     cluster: Cluster
-    settings: dict[str, Any]
+    settings: C
+    source: str  # where the settings come from ("suites/x/config.yaml: gpu_operator" or the built-in defaults)
     owner: Ownership
     progress: Progress
     directory: Path  # the component's NNN__<name>/ directory; its steps are numbered inside it
@@ -48,9 +46,9 @@ class Prep:
 
     @property
     def timeout(self) -> float:
-        return number(self.settings, "timeout_s")
+        return self.settings.timeout_s
 
-    def step(self, name: str):  # noqa: ANN201 - a context manager of KubeStep
+    def step(self, name: str) -> AbstractContextManager[KubeStep]:
         return kube_step(name, self.kube, self.owner, self.progress, self.directory)
 
 
@@ -58,53 +56,59 @@ def prepare_component(
     request: pytest.FixtureRequest,
     cluster: Cluster,
     name: str,
-    defaults: dict[str, Any],
-    prepare: Callable[[Prep], dict[str, Any]],
-    cleanup_before: Callable[[Prep], None],
-    unprepared: Callable[[Prep], dict[str, Any]] | None = None,
+    model: type[C],
+    prepare: Callable[[Prep[C]], dict[str, Any]],
+    cleanup_before: Callable[[Prep[C]], None],
+    unprepared: Callable[[Prep[C]], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Run the component's sequence once per run (xdist: the first worker runs it, the others wait for its result or
-    fail with its error) and register its cleanup. Returns the JSON result of `prepare` (of `unprepared` when the
-    configuration says `prepare: false`)."""
+    fail with its error) and register its cleanup. Its settings are the `name` section validated by `model`.
+    Returns the JSON result of `prepare` (of `unprepared` when the configuration says ``prepare: false``)."""
     state = cluster_session(request.config)
-    settings = section_settings(request, name, {**SEQUENCE_DEFAULTS, **defaults})
-    wait = WAITS_PER_COMPONENT * number(settings, "timeout_s") + 120  # the first worker may use every wait fully
+    settings = section_settings(request, name, model)
+    source = where(source_suite(request, name), name)
+    wait = WAITS_PER_COMPONENT * settings.timeout_s + 120  # the first worker may use every wait fully
     steps = (prepare, cleanup_before, unprepared or (lambda prep: {}))
-    return state.run.run_once(name, lambda: _sequence(state, cluster, name, settings, *steps), wait_timeout=wait)
+    return state.run.run_once(name, lambda: _sequence(state, cluster, name, settings, source, *steps),
+                              wait_timeout=wait)
 
 
-def _sequence(state: ClusterSession, cluster: Cluster, name: str, settings: dict[str, Any],
-              prepare: Callable[[Prep], dict[str, Any]], cleanup_before: Callable[[Prep], None],
-              unprepared: Callable[[Prep], dict[str, Any]]) -> dict[str, Any]:
+def _sequence(state: ClusterSession, cluster: Cluster, name: str, settings: C, source: str,
+              prepare: Callable[[Prep[C]], dict[str, Any]], cleanup_before: Callable[[Prep[C]], None],
+              unprepared: Callable[[Prep[C]], dict[str, Any]]) -> dict[str, Any]:
     progress = state.progress or Progress(state.config)
     with step(name, artifacts_root(state.config)) as directory:
-        prep = Prep(cluster, settings, Ownership(name), progress, directory)
+        prep = Prep(cluster, settings, source, Ownership(name), progress, directory)
         result: dict[str, Any] = {"prepared": False, "created": []}
         try:
-            if flag(settings, "cleanup.before"):
+            if settings.cleanup.before:
                 cleanup_before(prep)
-            if flag(settings, "prepare"):
+            if settings.prepare:
                 result.update(prepare(prep), prepared=True)
             else:
-                progress(f"{name}: prepare is false in {settings['_source']}: the cluster is used as it is")
+                progress(f"{name}: prepare is false in {source}: the cluster is used as it is")
                 result.update(unprepared(prep))
         except BaseException:
-            if not flag(settings, "keep") and not state.discards_cluster:
+            if not settings.keep and not state.discards_cluster:
                 rollback(cluster.kube, prep.owner, progress)
             raise
         result["created"] = [str(ref) for ref in prep.owner.created]
         (directory / "created.yaml").write_text(yaml.safe_dump(result["created"]), encoding="utf-8")
-        register_cleanup(state, prep)
+        register_cleanup(state, prep.owner, progress, keep=settings.keep or not settings.cleanup.after,
+                         timeout=settings.timeout_s)
     return result
 
 
-def register_cleanup(state: ClusterSession, prep: Prep) -> None:
-    name = prep.owner.name
-    if not prep.owner.created:
+def register_cleanup(state: ClusterSession, owner: Ownership, progress: Progress, *, keep: bool,
+                     timeout: float) -> None:
+    """What `owner` created is deleted at the end of the run (last process out) unless kept or discarded anyway."""
+    if not owner.created:
         return
-    if flag(prep.settings, "keep") or not flag(prep.settings, "cleanup.after"):
-        prep.progress(f"{name}: kept on the cluster (keep / cleanup.after)")
+    if keep:
+        progress(f"{owner.name}: kept on the cluster (keep / cleanup.after)")
     elif state.discards_cluster:
-        prep.progress(f"{name}: no cleanup needed, the simulated cluster is discarded at the end")
+        progress(f"{owner.name}: no cleanup needed, the simulated cluster is discarded at the end")
     else:
-        state.run.add_cleanup(prep.owner.plan(prep.timeout))
+        state.run.add_cleanup(owner.plan(timeout))
+
+

@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import yaml
 
-from pytest_topsail.cluster.settings import CLUSTER_DEFAULTS, suite_section_settings
+from pytest_topsail.cluster.settings import ClusterSettings, suite_settings, where
 from pytest_topsail.errors import TopsailError
-from pytest_topsail.kube.client import Kube
 from pytest_topsail.suites import load_suites_in_scope
 from pytest_topsail.tree import leaves, set_path
 
 if TYPE_CHECKING:
+    from pytest_topsail.kube.client import Kube
     from pytest_topsail.sim.profile import Profile
 
 OPERATORS_CONFIGMAP = ("kube-system", "topsail-sim-operators", "behaviour.yaml")  # read by sim/controllers/olm.py
@@ -33,14 +33,12 @@ SHAPES: dict[str, dict[str, Any]] = {
 }
 
 
-def sim_profile(settings: dict[str, Any]) -> tuple[Profile, dict[str, Any] | None]:
-    """The simulator profile from `cluster.sim` (a named `shape` sets the first pool) and the operator behaviour."""
+def sim_profile(raw: dict[str, Any], source: str) -> tuple[Profile, dict[str, Any] | None]:
+    """The simulator profile from a `cluster.sim` mapping (a named `shape` sets the first pool) and the operator
+    behaviour; `source` names the cluster section ("suites/x/config.yaml: cluster")."""
     from pytest_topsail.sim.profile import Profile
 
-    where = f"{settings['_source']}.sim"
-    raw = settings.get("sim") or {}
-    if not isinstance(raw, dict):
-        raise TopsailError(f"{where} must be a mapping (a simulator profile)")
+    where = f"{source}.sim"
     profile = {k: v for k, v in raw.items() if k not in FIXTURE_KEYS}
     shape = raw.get("shape")
     if shape:
@@ -54,8 +52,7 @@ def sim_profile(settings: dict[str, Any]) -> tuple[Profile, dict[str, Any] | Non
     return validated, operators
 
 
-def run_sim_profile(config: pytest.Config, settings: dict[str, Any] | None = None
-                    ) -> tuple[Profile, dict[str, Any] | None]:
+def run_sim_profile(config: pytest.Config) -> tuple[Profile, dict[str, Any] | None]:
     """The profile of the one simulator of the run. With one suite declaring ``cluster.sim``, its profile. With
     several, each suite's shape becomes its own node pools (named ``<suite>-<pool>``) and the other keys they set
     are merged; two suites setting one key to different values is a TopsailError naming the key and both files.
@@ -63,21 +60,20 @@ def run_sim_profile(config: pytest.Config, settings: dict[str, Any] | None = Non
     declaring = [s for s in sorted(load_suites_in_scope(config), key=lambda s: s.name)
                  if isinstance(s.config.get("cluster", None), dict) and "sim" in s.config.get("cluster")]
     if len(declaring) <= 1:
-        if settings is None:
-            settings = suite_section_settings(declaring[0] if declaring else None, "cluster", CLUSTER_DEFAULTS)
-        profile, operators = sim_profile(settings)
+        suite = declaring[0] if declaring else None
+        profile, operators = sim_profile(suite_settings(suite, "cluster", ClusterSettings).sim, where(suite, "cluster"))
         return with_controllers(profile, Path(config.rootpath)), operators
     from pytest_topsail.sim.profile import Profile
 
     pools: list[dict[str, Any]] = []
     shared: dict[str, tuple[Any, str]] = {}  # dotted key -> (value, file that set it)
     for suite in declaring:
-        own = suite_section_settings(suite, "cluster", CLUSTER_DEFAULTS)
-        profile, _ = sim_profile(own)  # each suite's own shape checked on its own, naming its file
+        own = suite_settings(suite, "cluster", ClusterSettings).sim
+        profile, _ = sim_profile(own, where(suite, "cluster"))  # each suite's shape checked on its own, naming its file
         prefix = re.sub(r"[^a-z0-9-]+", "-", suite.name.lower()).strip("-")
         pools += [{**pool, "name": f"{prefix}-{pool['name']}"[:40].rstrip("-")}
                   for pool in profile.to_dict()["node_pools"]]
-        raw = {k: v for k, v in (own.get("sim") or {}).items() if k not in POOL_KEYS}
+        raw = {k: v for k, v in own.items() if k not in POOL_KEYS}
         for key, value in leaves(raw).items():
             if key in shared and shared[key][0] != value:
                 raise TopsailError(f"cluster.sim.{key}: the suites of this run share one simulated cluster and "
@@ -88,8 +84,8 @@ def run_sim_profile(config: pytest.Config, settings: dict[str, Any] | None = Non
     for key, (value, _) in shared.items():
         set_path(merged, key, value)
     operators = merged.pop("operators", None)
-    where = "cluster.sim of " + ", ".join(s.config.source for s in declaring)
-    validated = Profile.from_dict({**merged, "node_pools": pools}, source=where)
+    sources = "cluster.sim of " + ", ".join(s.config.source for s in declaring)
+    validated = Profile.from_dict({**merged, "node_pools": pools}, source=sources)
     return with_controllers(validated, Path(config.rootpath)), operators
 
 

@@ -261,9 +261,9 @@ def _item_settings(request: pytest.FixtureRequest) -> MetricsSettings | None:
 
 
 def _suite_namespace(request: pytest.FixtureRequest) -> str:
-    from pytest_topsail.cluster.namespaces import namespace_name, namespace_settings
+    from pytest_topsail.cluster.namespaces import suite_namespace
 
-    return namespace_name(namespace_settings(request))
+    return suite_namespace(request)
 
 
 def collect_item(item: pytest.Item, settings: MetricsSettings, source: Source, recorder: Any, namespace: str) -> None:
