@@ -24,6 +24,13 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.register(metrics_plugin, "topsail-metrics")
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
+    from pytest_topsail.rootdir import fix_rootdir
+
+    fix_rootdir(early_config, parser, args)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     from pytest_topsail import session
 

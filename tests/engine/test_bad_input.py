@@ -8,14 +8,14 @@ pytest_plugins = ["pytester"]
 
 CONFIG = """
 cases: [cases/s/default.yaml]
-cluster:
+sizing:
   nodes: 10
 tests:
   s:
     namespace: ns
 ci_presets:
   smoke:
-    cluster.nodes: 1
+    sizing.nodes: 1
 """
 
 DEFAULT_CASES = """
@@ -56,13 +56,13 @@ BAD_INPUTS = [
      ["--preset 'bigg' is defined by no collected suite", "s: smoke"]),
     ("preset-cycle", {"suites__s__config.yaml": CONFIG + "  a:\n    extends: [b]\n  b:\n    extends: [a]\n"},
      ["--preset", "a"], ["suites/s/config.yaml: preset cycle: a -> b -> a"]),
-    ("preset-creates-key", {"suites__s__config.yaml": CONFIG + "  bad:\n    cluster.gpus: 8\n"}, ["--preset", "bad"],
-     ["suites/s/config.yaml: preset 'bad' sets 'cluster.gpus', which is not in the base configuration"]),
-    ("unknown-var-key", {}, ["--var", "cluster.node=3"],
-     ["--var 'cluster.node': unknown configuration key in suites/s/config.yaml", "cluster.nodes"]),
-    ("malformed-var-no-equals", {}, ["--var", "cluster.nodes"], ["--var 'cluster.nodes': expected KEY=VALUE"]),
-    ("malformed-var-yaml", {}, ["--var", "cluster.nodes=[1, 2"],
-     ["--var 'cluster.nodes=[1, 2': VALUE is not valid YAML"]),
+    ("preset-creates-key", {"suites__s__config.yaml": CONFIG + "  bad:\n    sizing.gpus: 8\n"}, ["--preset", "bad"],
+     ["suites/s/config.yaml: preset 'bad' sets 'sizing.gpus', which is not in the base configuration"]),
+    ("unknown-var-key", {}, ["--var", "sizing.node=3"],
+     ["--var 'sizing.node': unknown configuration key in suites/s/config.yaml", "sizing.nodes"]),
+    ("malformed-var-no-equals", {}, ["--var", "sizing.nodes"], ["--var 'sizing.nodes': expected KEY=VALUE"]),
+    ("malformed-var-yaml", {}, ["--var", "sizing.nodes=[1, 2"],
+     ["--var 'sizing.nodes=[1, 2': VALUE is not valid YAML"]),
     ("undefined-template-variable", {"suites__s__command_args.yaml.j2": "scale run:\n  ns: {{ tests.s.nope }}\n"}, [],
      ["suites/s/command_args.yaml.j2:2: undefined variable", "nope"]),
     ("missing-case-file", {"suites__s__config.yaml": CONFIG.replace("default.yaml", "missing.yaml")}, [],
@@ -82,9 +82,9 @@ BAD_INPUTS = [
      ["suites/s/config.yaml: malformed YAML: line 10, column 1: duplicate key 'tests' (first given at line 4)"]),
     ("duplicate-nested-key", {"suites__s__config.yaml": CONFIG.replace("  nodes: 10\n", "  nodes: 10\n  nodes: 3\n")},
      [], ["suites/s/config.yaml: malformed YAML: line 4, column 3: duplicate key 'nodes' (first given at line 3)"]),
-    ("duplicate-key-in-preset", {"suites__s__config.yaml": CONFIG + "    cluster.nodes: 2\n"}, [],
-     ["suites/s/config.yaml: malformed YAML: line 10", "duplicate key 'cluster.nodes' (first given at line 9)"]),
-    ("duplicate-preset-name", {"suites__s__config.yaml": CONFIG + "  smoke:\n    cluster.nodes: 2\n"}, [],
+    ("duplicate-key-in-preset", {"suites__s__config.yaml": CONFIG + "    sizing.nodes: 2\n"}, [],
+     ["suites/s/config.yaml: malformed YAML: line 10", "duplicate key 'sizing.nodes' (first given at line 9)"]),
+    ("duplicate-preset-name", {"suites__s__config.yaml": CONFIG + "  smoke:\n    sizing.nodes: 2\n"}, [],
      ["suites/s/config.yaml: malformed YAML: line 10", "duplicate key 'smoke' (first given at line 8)"]),
     ("duplicate-key-in-case", {"cases__s__default.yaml": "- name: a\n  jobs: 1\n  jobs: 2\n"}, [],
      ["cases/s/default.yaml: malformed YAML: line 3, column 3: duplicate key 'jobs' (first given at line 2)"]),
@@ -125,8 +125,8 @@ BAD_INPUTS = [
     ("self-reference", {"suites__s__config.yaml": CONFIG.replace("    namespace: ns\n", "    namespace: ns\n"
                                                                   "    me: '@tests.s.me'\n")}, [],
      ["suites/s/config.yaml: reference cycle:", "tests.s.me"]),
-    ("reference-from-var", {}, ["--var", "tests.s.namespace=@cluster.nope"],
-     ["suites/s/config.yaml: 'tests.s.namespace' refers to unknown key 'cluster.nope'"]),
+    ("reference-from-var", {}, ["--var", "tests.s.namespace=@sizing.nope"],
+     ["suites/s/config.yaml: 'tests.s.namespace' refers to unknown key 'sizing.nope'"]),
     ("invalid-dotted-key-in-var", {}, ["--var", "tests..s=1"], ["invalid configuration key 'tests..s'"]),
     ("var-without-key", {}, ["--var", "=3"], ["--var '=3': expected KEY=VALUE"]),
     # --- presets
