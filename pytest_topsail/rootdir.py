@@ -32,16 +32,16 @@ def fix_rootdir(config: pytest.Config, parser: pytest.Parser, args: list[str]) -
         return
     old_inipath = config.inipath
     old_cut = str(old_inipath.parent) if old_inipath is not None else str(config.rootpath)
-    config._rootpath = rootpath  # type: ignore[attr-defined]
-    config._inipath = inipath  # type: ignore[attr-defined]
-    config._inicfg = inicfg  # type: ignore[attr-defined]
+    config._rootpath = rootpath
+    config._inipath = inipath
+    config._inicfg = inicfg
     if rest and hasattr(config, "_ignored_config_files"):
-        config._ignored_config_files = rest[0]  # type: ignore[attr-defined]
-    config._inicache.clear()  # type: ignore[attr-defined]
+        config._ignored_config_files = rest[0]
+    config._inicache.clear()
     parser.extra_info["rootdir"] = str(rootpath)
     parser.extra_info["inifile"] = str(inipath)
     known = config.known_args_namespace
     if known.confcutdir == old_cut:  # derived from the wrong choice, not given by the user
         known.confcutdir = str(inipath.parent) if inipath is not None else str(rootpath)
     if old_inipath is None and inipath is not None:  # the project's addopts were not read: read them now
-        args[:] = [*config._validate_args(config.getini("addopts"), "via addopts config"), *args]  # type: ignore[attr-defined]
+        args[:] = [*config._validate_args(config.getini("addopts"), "via addopts config"), *args]
