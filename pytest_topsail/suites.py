@@ -12,7 +12,7 @@ import itertools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import pytest
 
@@ -31,6 +31,11 @@ from pytest_topsail.config import (
 )
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.run import TopsailState, state_of
+
+if TYPE_CHECKING:
+    import pydantic
+
+M = TypeVar("M", bound="pydantic.BaseModel")
 
 CONFIG_FILE = "config.yaml"
 SETTINGS_FILE = "settings.py"
@@ -101,8 +106,16 @@ class Suite:
 
         return load_settings_models(self.path / SETTINGS_FILE)
 
-    def settings(self, key: str, model: Any = None) -> Any:
-        """The configuration section `key` validated by `model` (default: the model settings.py declares for it).
+    @overload
+    def settings(self, key: str) -> Any: ...
+
+    @overload
+    def settings(self, key: str, model: type[M]) -> M: ...
+
+    def settings(self, key: str, model: type[pydantic.BaseModel] | None = None) -> Any:
+        """The configuration section `key` validated by `model` (default: the model settings.py declares for it):
+        ``suite.settings("tests.x", Model)`` is typed ``Model``; ``suite.settings("tests.x")`` takes the model
+        from settings.py, which the type checker cannot see.
 
         Validated once per process; a section that does not fit is a TopsailError naming config.yaml, every wrong
         key path and what was expected. A missing section validates as an empty mapping (the model's defaults).
@@ -118,18 +131,10 @@ class Suite:
                                                      context={"rootdir": self.rootdir})
         return self.validated[(key, model)]
 
-    @property
-    def template_file(self) -> Path:
-        from pytest_topsail.templates import TEMPLATE_FILE
-
-        return self.path / TEMPLATE_FILE
-
     def validate(self) -> None:
         """Resolve every ``@reference``, check the regression settings, load the cases, validate the declared
-        settings and render ``command_args.yaml.j2`` now: bad input is reported before any test runs (also on the
-        xdist controller, which collects nothing)."""
-        from pytest_topsail.templates import render_command_args
-
+        settings now: bad input is reported before any test runs (also on the xdist controller, which collects
+        nothing)."""
         self.config.as_dict()  # unknown references and reference cycles
         if REGRESSION_KEY in self.config:
             from pytest_topsail.regression import RegressionSettings
@@ -139,8 +144,6 @@ class Suite:
         self.cases  # noqa: B018 - loads, expands and checks the case files (cached)
         for key in self.settings_models:
             self.settings(key)
-        if self.template_file.is_file():
-            render_command_args(self.template_file, self.config, shown=self._shown(self.template_file), check_only=True)
 
     def _check_engine_keys(self) -> None:
         """The engine's own scalar keys, by type: ``lts.strict: "yes"`` is no boolean."""
@@ -149,14 +152,6 @@ class Suite:
             value = self.config.get(key, None)
             if value is not None and not isinstance(value, expected):
                 raise TopsailError(f"{self.config.source}: {key} must be {what}, got {value!r}")
-
-    def command_args(self, command: str, prefix: str | None = None, suffix: str | None = None,
-                     extra: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Arguments of ``command`` from the suite's command_args.yaml.j2 rendered with its current configuration."""
-        from pytest_topsail.templates import command_args
-
-        return command_args(self.path, self.config, command, prefix=prefix, suffix=suffix, extra=extra,
-                            shown=self._shown(self.template_file))
 
     def _shown(self, path: Path) -> str:
         try:

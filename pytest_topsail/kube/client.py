@@ -140,8 +140,14 @@ class Kube:
         self.retry = retry
         self.kubeconfig: Path | None = None  # set by connect(): named in the commands given to users
         self.retried = 0  # requests sent again after a transient failure (kube.retry), for diagnostics
+        self._local = threading.local()  # per thread: the attempts of its last request (last_attempts)
         self._discovery: dict[str, dict[str, ResourceInfo]] = {}
         self._discovery_lock = threading.Lock()
+
+    @property
+    def last_attempts(self) -> int:
+        """How many times this thread's last request was sent (1 when it was not retried)."""
+        return int(getattr(self._local, "attempts", 0))
 
     @property
     def server(self) -> str:
@@ -185,8 +191,11 @@ class Kube:
         timeout: float | None = None,
         what: str | None = None,
         raw: bool = False,
+        outcome_known: bool = False,
     ) -> Any:
-        """One HTTP request; returns the decoded JSON (or text when `raw`). Raises KubeError on any failure."""
+        """One HTTP request; returns the decoded JSON (or text when `raw`). Raises KubeError on any failure.
+        `outcome_known`: the caller tells a repeated request's effect apart, so it is retried like an idempotent one
+        (kube/retry.py)."""
         headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
         if content_type:
             headers["Content-Type"] = content_type
@@ -197,7 +206,8 @@ class Kube:
             query_params.append(("fieldValidation", self.field_validation))
         seconds = timeout or self.request_timeout
         target = what or f"{method} {path}"
-        response = self._send(method, path, query_params, headers, body, (min(seconds, 5.0), seconds), target)
+        response = self._send(method, path, query_params, headers, body, (min(seconds, 5.0), seconds), target,
+                              outcome_known)
         try:
             data = response.read()
         except (urllib3.exceptions.HTTPError, OSError) as exc:
@@ -210,11 +220,12 @@ class Kube:
         return json.loads(text) if text else None
 
     def _send(self, method: str, path: str, query_params: list[tuple[str, Any]], headers: dict[str, str], body: Any,
-              timeout: tuple[float, float], target: str) -> Any:
+              timeout: tuple[float, float], target: str, outcome_known: bool = False) -> Any:
         """Send one request, the response not yet read. Every request of the layer passes here, so this is the one
         place transient failures (429, 5xx, connection reset) are retried, as `self.retry` says (kube/retry.py)."""
         attempt = 1
         while True:
+            self._local.attempts = attempt
             try:
                 prepared = self.api_client.param_serialize(
                     method, path, query_params=query_params, header_params=headers, body=body,
@@ -225,11 +236,12 @@ class Kube:
                 raise KubeConnectionError(f"{target}: {self.description}: {exc.reason or exc}",
                                           exc.status or 0) from None
             except (urllib3.exceptions.HTTPError, OSError) as exc:
-                if not self.retry.retries_connection_error(method, exc, attempt):
+                if not self.retry.retries_connection_error(method, exc, attempt, outcome_known):
                     raise KubeConnectionError(f"{target}: cannot reach {self.description}: {_reason(exc)}") from None
                 wait = self.retry.delay(attempt)
             else:
-                if response.status < 400 or not self.retry.retries_status(method, response.status, attempt):
+                if response.status < 400 or not self.retry.retries_status(method, response.status, attempt,
+                                                                          outcome_known):
                     return response
                 wait = self.retry.delay(attempt, response.getheader("Retry-After"))
                 _discard(response)
@@ -410,13 +422,27 @@ class Kube:
             raw.close()
             raw.release_conn()
 
-    def create(self, manifest: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
-        """Create the object (in `namespace`, else the manifest's); the object as stored."""
+    def create(self, manifest: dict[str, Any], namespace: str | None = None, *,
+               lost_answer_ok: bool = False) -> dict[str, Any]:
+        """Create the object (in `namespace`, else the manifest's); the object as stored.
+
+        `lost_answer_ok`: the name is the caller's own (no one else creates it), so the create is also retried when
+        its outcome is unknown (500, 502, 504, connection lost mid-request), and a 409 AlreadyExists on a later
+        attempt counts as created: an earlier attempt got through before its answer was lost. ``last_attempts``
+        tells how many times it was sent."""
         ref = ObjectRef.of(manifest)
         namespace = namespace or ref.namespace
         info = self.resource(ref.api_version, ref.kind)
         what = f"create {ref.kind} {namespace + '/' if namespace else ''}{ref.name}"
-        return self.request("POST", info.path(namespace), body=manifest, what=what)
+        try:
+            return self.request("POST", info.path(namespace), body=manifest, what=what, outcome_known=lost_answer_ok)
+        except KubeError as exc:
+            if not (lost_answer_ok and exc.status == 409 and self.last_attempts > 1):
+                raise
+        attempts = self.last_attempts
+        stored = self.get(ObjectRef(ref.api_version, ref.kind, ref.name, namespace))
+        self._local.attempts = attempts
+        return stored if stored is not None else manifest
 
     def patch(self, ref: ObjectRef, patch: Any, *, content_type: str = MERGE_PATCH, subresource: str | None = None):
         info = self.resource(ref.api_version, ref.kind)

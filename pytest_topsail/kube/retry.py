@@ -7,6 +7,10 @@ server's ``Retry-After`` (at most 5 s):
 - 500, 502, 504: idempotent methods only (GET, HEAD, PUT, DELETE, OPTIONS): a POST or PATCH may have been applied;
 - a connection refused (nothing was sent): any method; a connection reset or broken mid-request: idempotent methods.
 Timeouts are not retried: the caller's timeout is the bound it asked for.
+
+A create whose caller can tell a lost answer (``Kube.create(..., lost_answer_ok=True)``: the object's name is the
+caller's own, so a 409 AlreadyExists on a later attempt means an earlier attempt got through) is retried like an
+idempotent request: 500/502/504 and a connection lost mid-request too.
 """
 
 from __future__ import annotations
@@ -32,15 +36,18 @@ class RetryPolicy:
     max_delay_s: float = MAX_DELAY_S
     max_retry_after_s: float = MAX_RETRY_AFTER_S
 
-    def retries_status(self, method: str, status: int, attempt: int) -> bool:
+    def retries_status(self, method: str, status: int, attempt: int, outcome_known: bool = False) -> bool:
+        """`outcome_known`: a repeated request's effect can be told apart (see the module docstring)."""
         if attempt >= self.max_attempts:
             return False
-        return status in ANY_METHOD_STATUSES or (status in IDEMPOTENT_STATUSES and method in IDEMPOTENT_METHODS)
+        return status in ANY_METHOD_STATUSES or (
+            status in IDEMPOTENT_STATUSES and (method in IDEMPOTENT_METHODS or outcome_known))
 
-    def retries_connection_error(self, method: str, error: BaseException, attempt: int) -> bool:
+    def retries_connection_error(self, method: str, error: BaseException, attempt: int,
+                                 outcome_known: bool = False) -> bool:
         if attempt >= self.max_attempts or _is_timeout(error):
             return False
-        return method in IDEMPOTENT_METHODS or _nothing_sent(error)
+        return method in IDEMPOTENT_METHODS or outcome_known or _nothing_sent(error)
 
     def delay(self, attempt: int, retry_after: str | None = None) -> float:
         """Seconds to wait before attempt ``attempt + 1``."""

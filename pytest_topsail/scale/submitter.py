@@ -21,8 +21,6 @@ from typing import Any, TextIO
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.kube.client import Kube, KubeError
 
-RETRYABLE_STATUSES = {0, 429, 500, 502, 503, 504}
-
 
 @dataclass(frozen=True)
 class Pacing:
@@ -194,14 +192,12 @@ class Submitter:
         self,
         api: Kube,
         pacing: Pacing,
-        retries: int = 3,
         progress_stream: TextIO | None = sys.stderr,
         progress_interval_s: float = 1.0,
         label: str = "scale",
     ) -> None:
         self.api = api
         self.pacing = pacing
-        self.retries = retries
         self.progress_stream = progress_stream
         self.progress_interval_s = progress_interval_s
         self.label = label
@@ -247,7 +243,7 @@ class Submitter:
                 self.bucket.wait()
             if submit_ms is None:
                 submit_ms = time.time() * 1000.0
-            tries, error = self.create_with_retries(obj, job.namespace)
+            tries, error = self.create(obj, job.namespace)
             attempts += tries
             if error:
                 break
@@ -268,18 +264,15 @@ class Submitter:
             error=error,
         )
 
-    def create_with_retries(self, obj: dict[str, Any], namespace: str) -> tuple[int, str | None]:
-        """Create one object; retry on throttling and server errors. Returns (attempts, error or None)."""
-        for attempt in range(1, self.retries + 2):
-            with self.requests_lock:
-                self.requests += 1
-            try:
-                self.api.create(obj, namespace)
-                return attempt, None
-            except KubeError as exc:
-                if exc.status == 409 and attempt > 1:
-                    return attempt, None  # an earlier attempt got through before its answer was lost
-                if exc.status not in RETRYABLE_STATUSES or attempt > self.retries:
-                    return attempt, f"{obj['kind']} {obj['metadata']['name']}: {exc}"
-                time.sleep(min(exc.retry_after or 0.05 * 2**attempt, 2.0))
-        return self.retries + 1, "unreachable"
+    def create(self, obj: dict[str, Any], namespace: str) -> tuple[int, str | None]:
+        """Create one object. The Kubernetes layer retries throttling and server errors (kube/retry.py; a 409 after
+        a lost answer counts as created: the job names are the run's own). Returns (attempts, error or None)."""
+        error = None
+        try:
+            self.api.create(obj, namespace, lost_answer_ok=True)
+        except KubeError as exc:
+            error = f"{obj['kind']} {obj['metadata']['name']}: {exc}"
+        attempts = max(self.api.last_attempts, 1)
+        with self.requests_lock:
+            self.requests += attempts
+        return attempts, error

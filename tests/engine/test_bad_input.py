@@ -25,19 +25,14 @@ DEFAULT_CASES = """
 
 TEST_MODULE = """
 def test_it(case, topsail_suite):
-    topsail_suite.command_args("scale run")
-"""
-
-TEMPLATE = """
-scale run:
-  namespace: {{ tests.s.namespace }}
+    pass
 """
 
 
 def project(make_project, **overrides: str | bytes) -> pytest.Pytester:
     """The project above with files replaced (text, or bytes written as they are)."""
     files = {"suites/s/config.yaml": CONFIG, "suites/s/test_s.py": TEST_MODULE,
-             "suites/s/command_args.yaml.j2": TEMPLATE, "cases/s/default.yaml": DEFAULT_CASES}
+             "cases/s/default.yaml": DEFAULT_CASES}
     files.update({path.replace("__", "/"): text for path, text in overrides.items() if isinstance(text, str)})
     pytester = make_project(files)
     for path, data in overrides.items():
@@ -63,8 +58,6 @@ BAD_INPUTS = [
     ("malformed-var-no-equals", {}, ["--var", "sizing.nodes"], ["--var 'sizing.nodes': expected KEY=VALUE"]),
     ("malformed-var-yaml", {}, ["--var", "sizing.nodes=[1, 2"],
      ["--var 'sizing.nodes=[1, 2': VALUE is not valid YAML"]),
-    ("undefined-template-variable", {"suites__s__command_args.yaml.j2": "scale run:\n  ns: {{ tests.s.nope }}\n"}, [],
-     ["suites/s/command_args.yaml.j2:2: undefined variable", "nope"]),
     ("missing-case-file", {"suites__s__config.yaml": CONFIG.replace("default.yaml", "missing.yaml")}, [],
      ["suites/s/config.yaml: cases: case file 'cases/s/missing.yaml' not found"]),
     ("glob-matching-nothing", {"suites__s__config.yaml": CONFIG.replace("default.yaml", "*.yml")}, [],
@@ -95,8 +88,6 @@ BAD_INPUTS = [
      ["cases/s/default.yaml: malformed YAML: line 4", "duplicate key 'name' (first given at line 3)"]),
     ("duplicate-key-in-var-value", {}, ["--var", "tests.s.namespace={a: 1, a: 2}"],
      ["--var 'tests.s.namespace={a: 1, a: 2}': VALUE is not valid YAML", "duplicate key 'a'"]),
-    ("duplicate-key-in-rendered-template", {"suites__s__command_args.yaml.j2": TEMPLATE + "scale run:\n  x: 1\n"},
-     [], ["suites/s/command_args.yaml.j2: the rendered template is not valid YAML", "duplicate key 'scale run'"]),
     # --- the configuration document
     ("empty-config-yaml", {"suites__s__config.yaml": ""}, [], ["suites/s/config.yaml: the configuration is empty"]),
     ("comment-only-config-yaml", {"suites__s__config.yaml": "# nothing yet\n"}, [],
@@ -206,11 +197,6 @@ BAD_INPUTS = [
      ["suites/s/config.yaml: lts.strict must be true or false, got 'yes'"]),
     ("history-location-a-number", {"suites__s__config.yaml": CONFIG + "history: {location: 5}\n"}, [],
      ["suites/s/config.yaml: history.location must be a file path or 'opensearch', got 5"]),
-    # --- command_args.yaml.j2
-    ("template-syntax-error", {"suites__s__command_args.yaml.j2": "scale run:\n  ns: {{ tests.s.namespace\n"}, [],
-     ["suites/s/command_args.yaml.j2"]),
-    ("rendered-template-not-a-mapping", {"suites__s__command_args.yaml.j2": "- a\n"}, [],
-     ["suites/s/command_args.yaml.j2: the rendered template must map 'group command' keys to mappings"]),
 ]
 
 
@@ -230,8 +216,7 @@ def test_bad_input_is_one_clear_message(make_project, files: dict[str, str], arg
     assert not (pytester.path / "artifacts").exists()
 
 
-SHOW_CONFIG_INPUTS = [case for case in BAD_INPUTS if case[0] in ("unknown-preset", "duplicate-case-ids",
-                                                                   "undefined-template-variable")]
+SHOW_CONFIG_INPUTS = [case for case in BAD_INPUTS if case[0] in ("unknown-preset", "duplicate-case-ids")]
 
 
 @pytest.mark.parametrize(("files", "args", "fragments"), [case[1:] for case in SHOW_CONFIG_INPUTS],
@@ -244,22 +229,6 @@ def test_bad_input_is_reported_by_show_config(make_project, files: dict[str, str
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert fragments[0] in result.stderr.str()
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
-
-
-def test_template_error_at_run_time_fails_the_test_without_traceback(make_project) -> None:
-    """A template that only fails with a value set at run time: the item fails with the message, no traceback."""
-    pytester = project(make_project, **{
-        "suites__s__test_s.py": """
-            def test_it(case, topsail_suite, topsail_config):
-                topsail_config.set("tests.s.namespace", "")
-                topsail_suite.command_args("scale run")
-        """,
-        "suites__s__command_args.yaml.j2": "scale run:\n  ns: {{ tests.s.namespace or raise_exception('empty') }}\n",
-    })
-    result = pytester.runpytest("suites")
-    result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines(["*TopsailError: *suites/s/command_args.yaml.j2:2: empty*"])
-    assert "Traceback" not in result.stdout.str()
 
 
 def test_unusable_artifacts_root_is_one_clear_message(make_project) -> None:
@@ -285,31 +254,6 @@ def test_unregistered_case_mark_with_strict_markers_names_the_case(make_project)
         assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
     result = pytester.runpytest("suites", "-o", "markers=slow: long cases", "--strict-markers", "-m", "slow")
     result.assert_outcomes(passed=1)
-
-
-def test_or_env_variable_may_be_exported_after_start_up(make_project, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Start-up checks the template, but an or_env variable can still come from a fixture: checked when used."""
-    monkeypatch.delenv("SCALE_IMAGE", raising=False)
-    pytester = project(make_project, **{
-        "suites__s__command_args.yaml.j2": "scale run:\n  image: {{ '' | or_env('SCALE_IMAGE') }}\n",
-        "suites__s__test_s.py": """
-            import os
-
-            def test_it(case, topsail_suite):
-                os.environ["SCALE_IMAGE"] = "quay.io/x:1"
-                try:
-                    assert topsail_suite.command_args("scale run") == {"image": "quay.io/x:1"}
-                finally:
-                    del os.environ["SCALE_IMAGE"]
-
-            def test_unset(topsail_suite):
-                topsail_suite.command_args("scale run")
-        """,
-    })
-    result = pytester.runpytest("suites")
-    result.assert_outcomes(passed=2, failed=1)
-    result.stdout.fnmatch_lines(["*TopsailError: suites/s/command_args.yaml.j2:2: value is empty and environment "
-                                 "variable SCALE_IMAGE is not set*"])
 
 
 XDIST_INPUTS = [case for case in BAD_INPUTS if case[0] in ("duplicate-top-level-key", "cases-an-integer",

@@ -1,15 +1,19 @@
-"""Pacing (token bucket, waves), retries and records of the submitter, against an in-memory API."""
+"""Pacing (token bucket, waves), retries and records of the submitter, through the real Kubernetes layer (its retry
+rules, kube/retry.py) over an in-memory transport."""
 
 from __future__ import annotations
 
 import io
+import json
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 
 from pytest_topsail.errors import TopsailError
-from pytest_topsail.kube.client import KubeError
+from pytest_topsail.kube.client import Kube, ResourceInfo
+from pytest_topsail.kube.retry import RetryPolicy
 from pytest_topsail.scale.submitter import JobToSubmit, Pacing, Submitter, TokenBucket
 
 
@@ -24,30 +28,58 @@ class FakeClock:
         self.now += seconds
 
 
+class Answer:
+    """An HTTP answer as the Kubernetes client hands it over."""
+
+    def __init__(self, status: int, body: dict) -> None:
+        self.status, self.data = status, json.dumps(body).encode()
+
+    def read(self) -> bytes:
+        return self.data
+
+    def getheader(self, name: str) -> str | None:
+        return "0.001" if name == "Retry-After" and self.status in (429, 503) else None
+
+
 class MemoryApi:
-    """Records creates; answers with scripted errors per object name."""
+    """The transport under a real ``Kube``: records the Jobs created; POSTs of a name answer its scripted statuses
+    first (an error Status, Retry-After 1 ms on 429/503); GETs answer what was created."""
 
     def __init__(self, failures: dict[str, list[int]] | None = None) -> None:
         self.failures = failures or {}
         self.created: list[tuple[float, str]] = []
         self.calls = 0
         self.lock = threading.Lock()
+        self.configuration = SimpleNamespace(host="https://memory")
 
-    def create(self, obj, namespace=None):
-        name = obj["metadata"]["name"]
+    def param_serialize(self, method, path, query_params=None, header_params=None, body=None, auth_settings=None):
+        return method, path, body
+
+    def call_api(self, method, path, body, _request_timeout=None) -> Answer:
+        name = body["metadata"]["name"] if body else path.rsplit("/", 1)[-1]
         with self.lock:
             self.calls += 1
+            if method == "GET":
+                found = name in {created for _, created in self.created}
+                return Answer(200, {"metadata": {"name": name}}) if found else Answer(404, {"reason": "NotFound"})
             script = self.failures.get(name)
             if script:
                 status = script.pop(0)
-                raise KubeError(f"create {name}: scripted (HTTP {status})", status, retry_after=0.001)
+                return Answer(status, {"kind": "Status", "code": status, "message": f"scripted (HTTP {status})"})
             self.created.append((time.monotonic(), name))
-        return obj
+        return Answer(201, body)
+
+
+def kube_over(api: MemoryApi, max_attempts: int = 4) -> Kube:
+    kube = Kube(api, description="memory", retry=RetryPolicy(max_attempts=max_attempts, first_delay_s=0.001))
+    kube._discovery["batch/v1"] = {"Job": ResourceInfo("batch/v1", "Job", "jobs", namespaced=True)}
+    return kube
 
 
 def jobs(n: int, count: int = 1) -> list[JobToSubmit]:
     return [
-        JobToSubmit(i, f"j-{i}", "ns", [{"kind": "Job", "metadata": {"name": f"j-{i}-{k}"}} for k in range(count)])
+        JobToSubmit(i, f"j-{i}", "ns", [{"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": f"j-{i}-{k}"}}
+                                        for k in range(count)])
         for i in range(n)
     ]
 
@@ -74,7 +106,7 @@ def test_unlimited_bucket_never_waits():
 
 def test_qps_pacing_bounds_the_achieved_rate():
     api = MemoryApi()
-    result = Submitter(api, Pacing(qps=100, burst=1, parallelism=4), progress_stream=None).submit(jobs(21))
+    result = Submitter(kube_over(api), Pacing(qps=100, burst=1, parallelism=4), progress_stream=None).submit(jobs(21))
     span = api.created[-1][0] - api.created[0][0]
     assert span >= 0.19  # 20 intervals of 10 ms after the first token
     assert result.offered_jobs_per_s == 100
@@ -92,7 +124,7 @@ def test_waves_wait_between_waves():
     api = MemoryApi()
     started = time.monotonic()
     result = Submitter(
-        api, Pacing(mode="waves", wave_size=5, delay_s=0.1, parallelism=5), progress_stream=None
+        kube_over(api), Pacing(mode="waves", wave_size=5, delay_s=0.1, parallelism=5), progress_stream=None
     ).submit(jobs(15))
     assert time.monotonic() - started >= 0.2  # two pauses between three waves
     submit_times = sorted(r.submit_ms for r in result.records)
@@ -101,7 +133,7 @@ def test_waves_wait_between_waves():
 
 def test_retries_throttling_and_server_errors_then_records_failures():
     api = MemoryApi(failures={"j-1-0": [429, 503], "j-2-0": [500, 500, 500, 500], "j-3-0": [422]})
-    result = Submitter(api, Pacing(parallelism=2), retries=3, progress_stream=None).submit(jobs(4))
+    result = Submitter(kube_over(api), Pacing(parallelism=2), progress_stream=None).submit(jobs(4))
     by_name = {r.jobName: r for r in result.records}
     assert by_name["j-1"].error is None and by_name["j-1"].attempts == 3
     assert "500" in by_name["j-2"].error and by_name["j-2"].attempts == 4
@@ -111,18 +143,26 @@ def test_retries_throttling_and_server_errors_then_records_failures():
 
 def test_conflict_after_a_lost_answer_counts_as_created():
     api = MemoryApi(failures={"j-0-0": [503, 409]})
-    (record,) = Submitter(api, Pacing(), progress_stream=None).submit(jobs(1)).records
+    (record,) = Submitter(kube_over(api), Pacing(), progress_stream=None).submit(jobs(1)).records
     assert record.error is None and record.attempts == 2
+
+
+def test_a_create_is_sent_at_most_as_often_as_the_layer_allows():
+    """One retry loop (the Kubernetes layer's): a create answered 500 every time is sent max_attempts times, not
+    max_attempts x (the submitter's own retries + 1) as when the submitter retried on top of the layer."""
+    api = MemoryApi(failures={"j-0-0": [500] * 50})
+    (record,) = Submitter(kube_over(api, max_attempts=5), Pacing(), progress_stream=None).submit(jobs(1)).records
+    assert "500" in record.error and record.attempts == 5 and api.calls == 5
 
 
 def test_a_job_stops_at_its_first_failed_object():
     api = MemoryApi(failures={"j-0-0": [403]})
-    (record,) = Submitter(api, Pacing(), progress_stream=None).submit(jobs(1, count=2)).records
+    (record,) = Submitter(kube_over(api), Pacing(), progress_stream=None).submit(jobs(1, count=2)).records
     assert record.error and api.calls == 1
 
 
 def test_submit_times_have_millisecond_precision_and_iso_timestamps():
-    result = Submitter(MemoryApi(), Pacing(), progress_stream=None).submit(jobs(3))
+    result = Submitter(kube_over(MemoryApi()), Pacing(), progress_stream=None).submit(jobs(3))
     for record in result.records:
         assert record.submit_ms <= record.response_ms
         assert record.submitTimestamp.endswith("Z") and len(record.submitTimestamp.split(".")[1]) == 4
@@ -132,7 +172,7 @@ def test_submit_times_have_millisecond_precision_and_iso_timestamps():
 
 def test_progress_lines_are_printed():
     stream = io.StringIO()
-    Submitter(MemoryApi(), Pacing(), progress_stream=stream, progress_interval_s=0.0).submit(jobs(3))
+    Submitter(kube_over(MemoryApi()), Pacing(), progress_stream=stream, progress_interval_s=0.0).submit(jobs(3))
     lines = stream.getvalue().splitlines()
     assert lines[-1].startswith("[scale] submitted 3/3 jobs, 0 failed")
 

@@ -1,0 +1,94 @@
+"""pip install pytest-topsail is enough: the built wheel (not the editable install of this repository), installed in
+a fresh virtual environment, gives a suite written in a directory outside this repository the cluster, namespace,
+artifact_dir and kpis fixtures, and runs it on the simulator."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+SUITE = {
+    "pytest.ini": "[pytest]\ntopsail_suites = suites\n",
+    "cases/demo.yaml": "- name: configmaps\n  objects: 3\n",
+    "suites/demo/config.yaml": """
+        cases: [cases/demo.yaml]
+        cluster:
+          sim: {nodes: 1, gpu_profile: a100, gpus_per_node: 8}
+        namespace:
+          name: demo-ns
+        regression:
+          comparison_keys: [objects]
+          ignored_keys: []
+          fail_on_regression: false
+    """,
+    "suites/demo/kpis.py": """
+        import pytest_topsail as topsail
+
+
+        @topsail.kpi(unit="objects", help="ConfigMaps created", higher_better=True)
+        def created(data):
+            return data["created"]
+    """,
+    "suites/demo/test_demo.py": """
+        import pytest_topsail as topsail
+
+
+        def test_create(case, cluster, namespace, artifact_dir, kpis):
+            for index in range(case.settings["objects"]):
+                cluster.kube.create({"apiVersion": "v1", "kind": "ConfigMap",
+                                     "metadata": {"name": f"cm-{index}", "namespace": namespace}})
+            listed = cluster.kube.list("v1", "ConfigMap", namespace=namespace)
+            (artifact_dir / "where.txt").write_text(topsail.__file__ + "\\n" + namespace)
+            kpis.record_from({"created": len([c for c in listed if c["metadata"]["name"].startswith("cm-")])})
+    """,
+}
+
+
+def run(*args: str | Path, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    environ = {key: value for key, value in os.environ.items()
+               if key not in ("PYTHONPATH", "ARTIFACT_DIR", "KUBECONFIG", "TOPSAIL_PRESET", "PYTEST_ADDOPTS")}
+    result = subprocess.run([str(arg) for arg in args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                            env=environ)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result
+
+
+def test_a_suite_outside_the_repository_runs_against_the_installed_wheel(tmp_path: Path) -> None:
+    source = tmp_path / "source"  # a copy: building in the repository would leave build/ and egg-info behind
+    shutil.copytree(REPO / "pytest_topsail", source / "pytest_topsail",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, source / name)
+    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", tmp_path / "dist",
+        source, cwd=tmp_path)
+    [wheel] = (tmp_path / "dist").glob("pytest_topsail-*.whl")
+    venv = tmp_path / "venv"  # dependencies from this interpreter's site-packages, the package from the wheel
+    run(sys.executable, "-m", "venv", "--system-site-packages", venv, cwd=tmp_path)
+    python = venv / "bin" / "python"
+    run(python, "-m", "pip", "install", "--no-deps", "--no-index", "-q", wheel, cwd=tmp_path)
+
+    project = tmp_path / "elsewhere"
+    for path, text in SUITE.items():
+        (project / path).parent.mkdir(parents=True, exist_ok=True)
+        (project / path).write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
+    result = run(python, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "suites", "--artifacts",
+                 project / "artifacts", "--topsail-history", project / "history.sqlite", cwd=project)
+    assert "1 passed" in result.stdout, result.stdout
+
+    artifacts = project / "artifacts"
+    [where_file] = artifacts.rglob("where.txt")
+    item = where_file.parent
+    where, namespace = where_file.read_text().splitlines()
+    assert Path(where).is_relative_to(venv), f"pytest_topsail came from {where}, not from the wheel"
+    assert namespace == "demo-ns"
+    [facts] = artifacts.glob("*__cluster/facts.yaml")
+    assert "node_count: 1" in facts.read_text()
+    records = json.loads((item / "kpis.json").read_text())
+    assert [(r["name"], r["value"]) for r in records] == [("created", 3)], records
