@@ -108,8 +108,11 @@ EDGES = import_edges()
 
 def package_of(module: str) -> str:
     """The unit of the cycle check: a subpackage of pytest_topsail, a top-level engine module, a fixture module, or
-    a suite."""
+    a suite. A package's ``__main__`` (its command line, which nothing imports) is a node of its own: it sits on top
+    of everything and can use any package without making a cycle."""
     parts = module.split(".")
+    if parts[-1] == "__main__":
+        return module
     if parts[0] == "pytest_topsail":
         return ".".join(parts[:2])
     if parts[0] == "suites":
