@@ -42,17 +42,22 @@ def export_jsonl(store: HistoryStore, out: TextIO, suite: str | None = None) -> 
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    with path.open(encoding="utf-8") as stream:
-        for number, line in enumerate(stream, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise TopsailError(f"{path}:{number}: not JSON: {error.msg}") from None
-            if not isinstance(record, dict):
-                raise TopsailError(f"{path}:{number}: a KPI record must be a JSON object")
-            yield check_record(record, f"{path}:{number}")
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as error:
+        raise TopsailError(f"{path}: not UTF-8 JSON lines ({error.reason} at byte {error.start})") from None
+    except OSError as error:
+        raise TopsailError(f"{path}: cannot be read: {error.strerror or error}") from None
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise TopsailError(f"{path}:{number}: not JSON: {error.msg}") from None
+        if not isinstance(record, dict):
+            raise TopsailError(f"{path}:{number}: a KPI record must be a JSON object")
+        yield check_record(record, f"{path}:{number}")
 
 
 def import_jsonl(store: HistoryStore, path: Path) -> int:

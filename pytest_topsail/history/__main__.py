@@ -16,13 +16,14 @@ or of the ``TOPSAIL_OPENSEARCH_*`` environment variables.
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
 
 from pytest_topsail.config import load_yaml
 from pytest_topsail.errors import TopsailError
-from pytest_topsail.history import export_jsonl, import_jsonl, open_history
+from pytest_topsail.history import export_jsonl, open_history, read_jsonl
 from pytest_topsail.history.acks import Ack, acknowledge, pending
 
 
@@ -64,9 +65,15 @@ def opensearch_settings(path: Path | None) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> str:
-    reads = args.command in ("pending", "ack", "report")
+    reads = args.command != "import"  # reading a file that is not there must not create it
     if reads and args.history != "opensearch" and not Path(args.history).is_file():
         raise TopsailError(f"{args.command}: KPI history {args.history} does not exist")
+    records: list[dict[str, Any]] = []
+    if args.command == "import":  # every file read and checked before the history is opened (or created)
+        missing = [str(path) for path in args.files if not path.is_file()]
+        if missing:
+            raise TopsailError(f"not found: {', '.join(missing)}")
+        records = [record for path in args.files for record in read_jsonl(path)]
     store = open_history(args.history, opensearch_settings(args.opensearch_config))
     try:
         if args.command == "export":
@@ -82,17 +89,24 @@ def run(args: argparse.Namespace) -> str:
             return ack_text(store, args)
         if args.command == "report":
             return report_text(store, args)
-        missing = [str(path) for path in args.files if not path.is_file()]
-        if missing:
-            raise TopsailError(f"not found: {', '.join(missing)}")
-        count = sum(import_jsonl(store, path) for path in args.files)
+        count = store.add(records)
         return f"imported {count} KPI record(s) into {args.history}"
     finally:
         store.close()
 
 
+def suite_records(store: Any, suite: str, command: str) -> list[dict[str, Any]]:
+    """The suite's records; a suite the history does not know is an error naming the ones it knows."""
+    records: list[dict[str, Any]] = store.records(suite)
+    if not records:
+        known = sorted({str(r.get("suite")) for r in store.records()})
+        raise TopsailError(f"{command}: the KPI history holds no record of suite {suite!r} "
+                           f"(suites: {', '.join(known) or 'none'})")
+    return records
+
+
 def pending_text(store: Any, suite: str) -> str:
-    records = [r for r in store.records(suite) if pending(r)]
+    records = [r for r in suite_records(store, suite, "pending") if pending(r)]
     for record in records:
         print(f"{record.get('run_id') or '-'}  {record['test_uuid']}  {record['name']}={record['value']:g} "
               f"{record.get('unit', '')}  {record.get('nodeid', '')}")
@@ -102,6 +116,12 @@ def pending_text(store: Any, suite: str) -> str:
 def ack_text(store: Any, args: argparse.Namespace) -> str:
     if not args.reason.strip():
         raise TopsailError("ack: --reason is empty (say why the change is accepted)")
+    records = suite_records(store, args.suite, "ack")
+    for option, field in (("run", "run_id"), ("test_uuid", "test_uuid")):
+        wanted = getattr(args, option)
+        if wanted is not None and not any(str(r.get(field)) == wanted for r in records):
+            raise TopsailError(f"ack: suite {args.suite} has no record of {option.replace('_', '-')} {wanted!r} "
+                               "(python -m pytest_topsail.history pending lists them)")
     changed = acknowledge(store, args.suite, Ack(reason=args.reason.strip(), kpis=tuple(args.kpi), run=args.run,
                                                  test_uuid=args.test_uuid))
     if not changed:
@@ -130,6 +150,12 @@ def main(argv: list[str] | None = None) -> int:
         message = run(args)
     except TopsailError as error:
         print(f"error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:  # an output that cannot be written, an input that cannot be read
+        print(f"error: {args.command}: {error.filename or args.history}: {error.strerror or error}", file=sys.stderr)
+        return 2
+    except sqlite3.Error as error:  # a file that opens as SQLite but whose pages are damaged
+        print(f"error: {args.command}: KPI history {args.history} is damaged: {error}", file=sys.stderr)
         return 2
     print(message, file=sys.stderr)
     return 0

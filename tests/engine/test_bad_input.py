@@ -326,3 +326,59 @@ def test_bad_scale_settings_are_one_start_up_error(args: list[str], fragment: st
     assert "Traceback" not in output and "INTERNALERROR" not in output and "simulated cluster" not in output
     error_lines = [line for line in result.stderr.splitlines() if line.startswith("ERROR:")]
     assert len(error_lines) == 1 and fragment in error_lines[0], output
+
+
+def _history_files(tmp_path) -> dict[str, str]:
+    """A damaged SQLite history (valid header, pages overwritten), a garbage import file, a good one."""
+    import json
+    import sqlite3
+
+    from pytest_topsail.history.sqlite import SqliteHistory
+
+    good = tmp_path / "good.jsonl"
+    good.write_text("\n".join(json.dumps({"name": "k", "value": 1.0, "suite": "s", "timestamp": float(i),
+                                          "test_uuid": f"u{i}", "run_id": "r1"}) for i in range(2000)))
+    store = SqliteHistory(tmp_path / "damaged.sqlite")
+    store.add(json.loads(line) for line in good.read_text().splitlines())
+    store.close()
+    connection = sqlite3.connect(tmp_path / "damaged.sqlite")
+    connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    connection.close()
+    data = bytearray((tmp_path / "damaged.sqlite").read_bytes())
+    data[8192:24576] = b"\x13" * 16384
+    (tmp_path / "damaged.sqlite").write_bytes(bytes(data))
+    (tmp_path / "garbage.jsonl").write_bytes(b"\xff\xfe\x00garbage\n")
+    store = SqliteHistory(tmp_path / "good.sqlite")
+    store.add(json.loads(line) for line in good.read_text().splitlines())
+    store.close()
+    return {"damaged": str(tmp_path / "damaged.sqlite"), "good": str(tmp_path / "good.sqlite"),
+            "garbage": str(tmp_path / "garbage.jsonl"), "missing": str(tmp_path / "missing.sqlite")}
+
+
+HISTORY_CLI_INPUTS = [  # python -m pytest_topsail.history: every I/O or corruption error is one line, exit 2
+    ("export --history {damaged}", "export: KPI history {damaged} is damaged: database disk image is malformed"),
+    ("pending --history {damaged} --suite s", "is damaged"),
+    ("export --history {missing}", "export: KPI history {missing} does not exist"),
+    ("export --history {good} -o /proc/nosuch/out", "export: /proc/nosuch/out: No such file or directory"),
+    ("export --history {good} -o /", "export: /: Is a directory"),
+    ("import --history {missing} {garbage}", "{garbage}: not UTF-8 JSON lines"),
+    ("pending --history {good} --suite nosuch", "pending: the KPI history holds no record of suite 'nosuch' "
+                                                "(suites: s)"),
+    ("ack --history {good} --suite s --run nosuch --reason r", "ack: suite s has no record of run 'nosuch'"),
+]
+
+
+@pytest.mark.parametrize(("command", "message"), HISTORY_CLI_INPUTS, ids=[c.split()[0] + "-" + c.split()[-1]
+                                                                          for c, _ in HISTORY_CLI_INPUTS])
+def test_history_cli_bad_input_is_one_line(tmp_path, capsys: pytest.CaptureFixture[str], command: str,
+                                           message: str) -> None:
+    from pathlib import Path
+
+    from pytest_topsail.history.__main__ import main
+
+    files = _history_files(tmp_path)
+    assert main(command.format(**files).split()) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [f"error: {message.format(**files)}"] or (
+        len(err.splitlines()) == 1 and message.format(**files) in err), err
+    assert not Path(files["missing"]).exists()  # reading or a refused import creates no history
