@@ -215,7 +215,7 @@ class KpiRecorder:
         self, name: str, value: float, *, unit: str | None = None, help: str | None = None,
         higher_better: bool | None = None, lower_better: bool | None = None,
         ignored_for_regression: bool | None = None, format: str | None = None,
-        labels: Mapping[str, Any] | None = None, samples: float | None = None,
+        labels: Mapping[str, Any] | None = None, samples: float | None = None, why: str | None = None,
     ) -> dict[str, Any]:
         """Record one KPI value; metadata comes from the suite's declaration unless given here (``samples``: the
         sample size of a tail statistic)."""
@@ -257,8 +257,8 @@ class KpiRecorder:
             "nodeid": self.item_record.get("nodeid"),
             "test_id": self.item_record.get("test_id"),
         }
-        if spec.why:
-            entry["why"] = spec.why
+        if why or spec.why:
+            entry["why"] = why or spec.why
         if samples is not None:
             entry["samples"] = float(samples)
         kpis = self.item_record["kpis"]

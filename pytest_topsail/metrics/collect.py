@@ -104,6 +104,7 @@ def _aggregate(series: list[list[tuple[float, float]]], how: str) -> float | Non
 class MetricKpi:
     query: Query
     value: float
+    samples: int = 0  # values in the window (every series): the sample size the verdict rules look at
 
 
 def kpi_values(document: dict[str, Any]) -> list[MetricKpi]:
@@ -114,9 +115,10 @@ def kpi_values(document: dict[str, Any]) -> list[MetricKpi]:
             query = Query.model_validate(entry["spec"])
         except (KeyError, TypeError, ValueError):
             continue
-        value = _aggregate(_samples(entry.get("result") or [], query.scale), query.aggregation)
+        series = _samples(entry.get("result") or [], query.scale)
+        value = _aggregate(series, query.aggregation)
         if value is not None:
-            found.append(MetricKpi(query, value))
+            found.append(MetricKpi(query, value, sum(len(points) for points in series)))
     return found
 
 
@@ -126,7 +128,10 @@ def record_kpis(recorder: Any, document: dict[str, Any]) -> list[str]:
     for metric in kpi_values(document):
         query = metric.query
         direction = {"higher_better": True} if query.direction == "higher" else {"lower_better": True}
+        extreme = query.aggregation in ("max", "min")  # docs/kpis-and-regressions.md: extremes are informational
         recorder.record(query.kpi, metric.value, unit=query.unit, help=query.help or query.kpi, format=query.format,
+                        ignored_for_regression=extreme or None, samples=None if extreme else metric.samples,
+                        why="an extreme of the window's samples moves with one scrape" if extreme else None,
                         **direction)
         names.append(query.kpi)
     return names

@@ -168,6 +168,18 @@ def test_kpis_aggregate_over_every_sample_and_are_absent_without_samples() -> No
     assert values == {"gpu_utilization_avg": 50.0, "gpu_memory_used_max": 4.0}
 
 
+def test_metric_kpis_carry_their_sample_size_and_extremes_are_informational() -> None:
+    from pytest_topsail.kpi import KpiRecorder, SuiteKpis
+    from pytest_topsail.metrics.collect import record_kpis
+
+    record: dict[str, Any] = {"suite": "s", "nodeid": "n"}
+    record_kpis(KpiRecorder(record, SuiteKpis(None, {})), document([[(101, "50"), (102, "100")], [(101, "0")]]))
+    by_name = {entry["name"]: entry for entry in record["kpis"]}
+    average, peak = by_name["gpu_utilization_avg"], by_name["gpu_memory_used_max"]
+    assert average["samples"] == 3 and not average["ignored_for_regression"], "judged from 100 samples on"
+    assert peak["ignored_for_regression"] and "extreme" in peak["why"]
+
+
 # ------------------------------------------------------------------ Prometheus API errors
 class Refusing(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802
