@@ -175,6 +175,20 @@ def test_teamcity_messages_carry_kpis_as_test_metadata(project: Project) -> None
     assert len([line for line in metadata if "type='number'" in line]) == 6
 
 
+def test_kpi_table_is_not_cut_at_80_columns_when_the_output_is_no_terminal(project: Project,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """PyCharm's --teamcity console and CI logs are no terminal: their width is not 80 columns."""
+    pytest.importorskip("teamcity")
+    monkeypatch.delenv("COLUMNS", raising=False)
+    seed_both(project)
+    project.set_values(throughput=60.0)
+    result = project.run("--teamcity", "-p", "no:benchmark")
+    table = result.stdout.str().split("topsail KPIs and regressions", 1)[1].split("topsail KPIs:", 1)[0]
+    rows = [line for line in table.splitlines()[2:] if "throughput" in line]
+    assert rows and all("suites/demo/test_demo.py" not in row and "…" not in row for row in rows), rows
+    assert max(len(row) for row in rows) > 80 and all(row.split()[0].startswith("test_train[") for row in rows)
+
+
 def test_run_without_a_suite_gets_no_report_and_no_output(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\n")
     pytester.makepyfile(test_plain="def test_plain():\n    assert True\n")
