@@ -60,6 +60,8 @@ def show_config(config: pytest.Config) -> int | pytest.ExitCode:
     # pytest's own session header, "collected N items" and summary would only add noise to the listing
     config.option.no_header = config.option.no_summary = True
     config.option.verbose = min(config.option.verbose, -2)
+    if getattr(config.option, "dist", "no") != "no":
+        config.option.dist = "no"  # collected here, in this process: no xdist workers are started
     return wrap_session(config, lambda config, session: _show_collected(config, session, suites))
 
 

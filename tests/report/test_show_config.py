@@ -43,3 +43,12 @@ def test_help_says_where_presets_live_and_what_a_verdict_needs() -> None:
     text = " ".join(pytest_output("--help").stdout.split())
     assert "presets live under ci_presets: in each suite's config.yaml (suites/<suite>/config.yaml)" in text
     assert "regression.min_history (default 5) comparable earlier runs" in text
+
+
+def test_show_config_under_xdist_collects_in_place(tmp_path: Path) -> None:
+    shown = pytest_output("suites", "-m", "scale", "-n", "2", "--topsail-show-config", "--preset", "smoke",
+                          "-p", "no:cacheprovider", f"--artifacts={tmp_path / 'artifacts'}")
+    assert shown.returncode == 0, shown.stdout[-2000:] + shown.stderr[-2000:]
+    assert "# 4 cases: training-pacing=qps, training-pacing=waves, distributed, interactive" in shown.stdout
+    assert "created:" not in shown.stdout + shown.stderr, "no xdist worker started"
+
