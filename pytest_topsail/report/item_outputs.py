@@ -59,7 +59,10 @@ class ItemOutputs:
         from pytest_topsail.suites import load_suite
 
         problems = self.results.problems
-        for record in load_items(root, problems):
+        records = load_items(root, problems)
+        if not records:
+            self.results.errors.append(f"--topsail-replot {root}: nothing could be replotted (problems listed)")
+        for record in records:
             try:
                 suite = load_suite(self.config, record["suite"])
                 suite_kpis = suite_kpis_of(self.config, suite.path / "kpis.py")

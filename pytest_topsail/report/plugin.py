@@ -236,6 +236,8 @@ class ReportPlugin:
         if replot:
             self.items.replot(Path(replot))
         if not self.results.records:
+            if self.results.errors:  # a replot where nothing could be replotted
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
             return
         if exitstatus == pytest.ExitCode.INTERRUPTED and not self.results.interrupted:
             self.results.interrupted = "interrupted"

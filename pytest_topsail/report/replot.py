@@ -106,7 +106,23 @@ def reparse(record: dict[str, Any], suite_kpis: SuiteKpis, parse: Callable[[Path
     record["kpis"] = recorder.item_record["kpis"]
 
 
+def check_saved_run_files(root: Path, problems: list[str]) -> None:
+    """The run's own saved files a replot does not rebuild from (its verdicts.json, each suite's config.yaml): a
+    garbled one is a problem line, never silently ignored (the replot writes verdicts.json anew)."""
+    if (root / "verdicts.json").is_file():
+        verdicts = _read_json(root / "verdicts.json", problems)
+        if verdicts is not None and not isinstance(verdicts, list):
+            problems.append(f"{root / 'verdicts.json'}: not a list of verdicts")
+    for config in sorted(root.glob("*/config.yaml")):
+        try:
+            yaml.safe_load(config.read_text(encoding="utf-8"))
+        except (OSError, ValueError, yaml.YAMLError) as error:
+            problems.append(f"{config}: unreadable saved configuration ({type(error).__name__}); "
+                            "the suite's current config.yaml is used")
+
+
 def load_items(root: Path, problems: list[str]) -> list[dict[str, Any]]:
+    check_saved_run_files(root, problems)
     items = []
     for directory in find_item_dirs(root):
         record = load_item(directory, root, problems)

@@ -73,3 +73,29 @@ def test_history_that_cannot_be_used_is_one_error(project: Project, history: str
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([f"*{message}*"])
     assert (project.artifacts("s1") / "report.html").is_file()
+
+
+@pytest.mark.parametrize(("name", "problem"), [
+    ("config.yaml", "*demo/config.yaml: unreadable saved configuration*"),
+    ("verdicts.json", "*verdicts.json: unreadable*"),
+])
+def test_replot_of_a_garbled_run_file_is_a_problem(project: Project, name: str, problem: str) -> None:
+    saved, _, _ = saved_run(project)
+    (saved / "demo" / "config.yaml").is_file() or (saved / "demo" / "config.yaml").write_text("{}")
+    garbled = saved / "demo" / name if name == "config.yaml" else saved / name
+    garbled.write_bytes(b"\xff\xfe: [")
+    result = project.pytester.runpytest("suites", "-p", "no:cacheprovider", f"--topsail-replot={saved}")
+    assert_no_traceback(result)
+    result.stdout.fnmatch_lines([f"problem: {problem}"])
+    assert result.ret == 0, "the items themselves were replotted"
+
+
+def test_replot_where_nothing_can_be_replotted_fails(project: Project) -> None:
+    saved, first, second = saved_run(project)
+    for item in (first, second):
+        for name in ("item.json", "settings.yaml"):
+            (item / name).write_bytes(b"\xff\xfe")
+    result = project.pytester.runpytest("suites", "-p", "no:cacheprovider", f"--topsail-replot={saved}")
+    output = assert_no_traceback(result)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, output
+    assert output.count("nothing could be replotted") == 1, output
