@@ -85,7 +85,8 @@ class PointResult:
 class PointRun:
     """The state of one point while it runs."""
 
-    def __init__(self, backend: Backend, prompts: Sequence[Prompt], point: LoadPoint, index: int) -> None:
+    def __init__(self, backend: Backend, prompts: Sequence[Prompt], point: LoadPoint, index: int,
+                 on_record: Callable[[RequestRecord, float], None] | None = None) -> None:
         if not prompts:
             raise TopsailError("load test: the dataset holds no prompt")
         self.backend, self.prompts, self.point, self.index = backend, prompts, point, index
@@ -96,6 +97,7 @@ class PointRun:
         self.measured = 0
         self.stop: float | None = None
         self.records: list[RequestRecord] = []
+        self.on_record = on_record  # called with each ended record and t0 (a generator pod saves it at once)
 
     def issuing(self, now: float) -> bool:
         """Whether a request may still be issued at ``now`` (records when issuing stopped)."""
@@ -130,6 +132,8 @@ class PointRun:
         finally:
             record.end = time.perf_counter()
             self.records.append(record)
+            if self.on_record is not None:
+                self.on_record(record, self.t0)
 
     async def user(self, number: int) -> None:
         while self.issuing(now := time.perf_counter()):
@@ -190,7 +194,8 @@ class PointRun:
 
 
 async def run_sweep(backend: Backend, prompts: Sequence[Prompt], points: Sequence[LoadPoint],
-                    on_point: Callable[[PointResult], None] | None = None) -> list[PointResult]:
+                    on_point: Callable[[PointResult], None] | None = None,
+                    on_record: Callable[[RequestRecord, float], None] | None = None) -> list[PointResult]:
     """Run the points one after the other on one backend (opened once, closed at the end, also on failure)."""
     for number, point in enumerate(points):
         point.check(f"load point {number} ({point.label})")
@@ -198,7 +203,7 @@ async def run_sweep(backend: Backend, prompts: Sequence[Prompt], points: Sequenc
     await backend.open()
     try:
         for index, point in enumerate(points):
-            result = await PointRun(backend, prompts, point, index).run()
+            result = await PointRun(backend, prompts, point, index, on_record).run()
             results.append(result)
             if on_point is not None:
                 on_point(result)

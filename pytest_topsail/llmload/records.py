@@ -65,6 +65,16 @@ def as_dict(record: RequestRecord) -> dict[str, Any]:
     return {name: getattr(record, name) for name in FIELDS}
 
 
+def relative_dict(record: RequestRecord, t0: float) -> dict[str, Any]:
+    """The JSON object of a record whose times are still perf_counter values, in seconds since ``t0``."""
+    data = as_dict(record)
+    for name in ("start", "end", "first_token", "scheduled"):
+        if data[name] is not None:
+            data[name] -= t0
+    data["chunks"] = [[when - t0, count] for when, count in record.chunks]
+    return data
+
+
 def write_records(records: Iterable[RequestRecord], path: Path) -> None:
     with path.open("a", encoding="utf-8") as file:
         for record in records:

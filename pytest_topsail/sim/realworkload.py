@@ -5,7 +5,8 @@ real local process, as a kubelet would run it (docs/simulator.md "Real workloads
   pod's, as in Kubernetes), a root made of the host's
   top-level directories (bound) plus the pod's volumes at their mount paths: ConfigMap and Secret keys as files,
   emptyDir as a directory of the pod, a PersistentVolumeClaim as a directory kept per claim for the simulator's
-  life, the entry's `files` (the image's own files, e.g. `/app/launcher.py`) and the termination-message file.
+  life, a hostPath the path of this machine (every simulated node is this machine), the entry's `files` (the
+  image's own files, e.g. `/app/launcher.py`) and the termination-message file.
 - command/args/env of the container, stdout and stderr merged line by line as `kubectl logs` shows them (a partial
   line waits for its newline or the end). Pods share this host's network: `/etc/hosts` maps the names the caller
   gives (the pods of the same owner) to 127.0.0.1, and a `*_PORT` variable's port (MASTER_PORT) is mapped to a free
@@ -257,7 +258,12 @@ class Runtime:
     def _volume(self, volume: dict[str, Any], namespace: str, pod_dir: Path,
                 get_object: Callable[[str, str, str], dict[str, Any] | None]) -> Path:
         name = volume["name"]
-        if "persistentVolumeClaim" in volume:
+        if "hostPath" in volume:  # every simulated node is this machine: the node's path is this host's
+            target = Path(volume["hostPath"].get("path") or "/nonexistent")
+            if volume["hostPath"].get("type") == "DirectoryOrCreate":
+                target.mkdir(parents=True, exist_ok=True)
+            return target
+        elif "persistentVolumeClaim" in volume:
             target = self.root / "pvc" / namespace / volume["persistentVolumeClaim"]["claimName"]
         elif "emptyDir" in volume:
             target = pod_dir / name
@@ -273,7 +279,7 @@ class Runtime:
             return target
         else:
             raise RuntimeError_(f"volume {name!r}: only configMap, secret, emptyDir and persistentVolumeClaim "
-                                "volumes are supported by the runtime")
+                                "volumes (and hostPath: a path of this machine) are supported by the runtime")
         target.mkdir(parents=True, exist_ok=True)
         return target
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import pydantic
 
@@ -17,6 +17,16 @@ class GivenEndpoint(topsail.Settings):
     model: str | None = None  # the name the server serves the model under (default: the case's model)
 
 
+class GeneratorPoolSettings(topsail.Settings):
+    """``tests.llm_load.generator_pool``: where the generator pods of a distributed load test run."""
+
+    image: str = "topsail.local/llm-load-generator:latest"  # built from the repository's Containerfile
+    node_selector: dict[str, str] = {}  # e.g. a driver machine pool's label
+    tolerations: list[dict[str, Any]] = []
+    start_delay_s: float = pydantic.Field(10.0, gt=0)  # the start barrier: every pod Running within this time
+    late_s: float = pydantic.Field(1.0, gt=0)  # a pod starting later than this after the barrier sends nothing
+
+
 class LlmLoadSettings(topsail.Settings):
     serving: Literal["inferenceservice", "in-process", "endpoint"] = "inferenceservice"
     serving_timeout_s: float = pydantic.Field(300, gt=0)  # the InferenceService Ready
@@ -28,6 +38,8 @@ class LlmLoadSettings(topsail.Settings):
     timeout_s: float = pydantic.Field(120, gt=0)  # per request
     drain_timeout_s: float = pydantic.Field(30, ge=0)
     max_failure_rate: float = pydantic.Field(0.0, ge=0, le=1)
+    generators: int = pydantic.Field(0, ge=0)  # > 0: the load runs as this many pods of a Job on the cluster
+    generator_pool: GeneratorPoolSettings = GeneratorPoolSettings()
 
 
 SETTINGS = {"tests.llm_load": LlmLoadSettings}

@@ -4,12 +4,14 @@ the sweep figures are the suite figures of kpis.py."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import pytest_topsail as topsail
+from pytest_topsail.llmload.distributed import GeneratorPool, run_distributed
 from pytest_topsail.llmload.run import run_load_test
 from pytest_topsail.llmload.settings import LoadSettings
 
@@ -28,7 +30,10 @@ def test_llm_load(case: topsail.Case, llm_endpoint: Any, llm_settings: Any, arti
         point = settings.load_point()
         progress(f"{case.id}: {point.label} over {settings.backend}"
                  + (f" for {point.warmup_s + point.duration_s:g} s" if point.duration_s else ""))
-        summary = run_load_test(backend, prompts, [point], load_dir)[0]
+        if options.generators:
+            summary, dead = distributed(case, settings, prompts, llm_endpoint, options, load_dir, request, progress)
+        else:
+            summary, dead = run_load_test(backend, prompts, [point], load_dir)[0], []
         progress(point_line(case, summary))
     except topsail.TopsailError as error:
         pytest.fail(str(error), pytrace=False)
@@ -43,11 +48,35 @@ def test_llm_load(case: topsail.Case, llm_endpoint: Any, llm_settings: Any, arti
                runtime_image=options.runtime_image, deployment_mode=options.deployment_mode,
                serving=options.serving, replicas=llm_endpoint.replicas, accelerator=llm_endpoint.accelerator)
     kpis.record_from({"summary": summary, "serving": serving})
+    if dead:
+        pytest.fail(f"load generator pod(s) died during the run: {'; '.join(dead)}; the records of every pod up to "
+                    f"its end are kept in {load_dir / 'records.jsonl'}", pytrace=False)
     failed = summary["failure_rate"]
     if failed > options.max_failure_rate:
         pytest.fail(f"{failed:.1%} of the requests failed ({summary['failures']}) > tests.llm_load.max_failure_rate "
                     f"{options.max_failure_rate}; records: {load_dir / 'records.jsonl'}\n"
                     f"{(load_dir / 'summary.txt').read_text()}", pytrace=False)
+
+
+def distributed(case: topsail.Case, settings: LoadSettings, prompts: Any, endpoint: Any, options: Any,
+                load_dir: Path, request: pytest.FixtureRequest, progress: topsail.Progress
+                ) -> tuple[dict[str, Any], list[str]]:
+    """The point as ``tests.llm_load.generators`` pods of a Job (pytest_topsail/llmload/distributed.py); on the
+    simulator the endpoint the predictor publishes stands for its Service's address (docs/llm-load.md)."""
+    cluster = request.getfixturevalue("cluster")
+    namespace = request.getfixturevalue("namespace")
+    pool = options.generator_pool
+    values = settings.model_dump(exclude_defaults=True)
+    name = "llm-load-" + re.sub(r"[^a-z0-9]+", "-", case.id.lower()).strip("-")[:40]
+    summary, generators = run_distributed(
+        cluster.kube, namespace, name, values, prompts,
+        {"http_url": endpoint.http_url, "grpc_target": endpoint.grpc_target, "served_model": endpoint.served_model},
+        settings.load_point(),
+        GeneratorPool(options.generators, pool.image, pool.node_selector, pool.tolerations, pool.start_delay_s,
+                      pool.late_s), load_dir, progress)
+    dead = [f"{g.name} {g.state}" + (f" ({g.message})" if g.message else "") + f", {g.requests} records kept"
+            for g in generators if g.state != "Succeeded"]
+    return summary, dead
 
 
 def point_line(case: topsail.Case, summary: dict[str, Any]) -> str:

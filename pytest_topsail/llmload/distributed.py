@@ -1,0 +1,221 @@
+"""A load point run as N generator pods of a Kubernetes Job (docs/llm-load.md "Distributed load").
+
+Each pod runs ``python -m pytest_topsail.llmload.worker`` from the generator image, its settings and prompts from a
+mounted ConfigMap. The start barrier is a wall-clock instant in that ConfigMap (``start_at``: now + ``start_delay_s``):
+every pod sleeps until it, and a pod not Running by then fails the run, named. Each pod writes its records, one line
+per request as it ends, into a hostPath directory of the runner's machine (on the simulator every node is this
+machine); the runner merges them into one ``records.jsonl`` on the first pod's clock, so the metrics of an N-pod run
+are computed exactly as for one process. A pod that dies (deleted, killed, failed) is named; its records up to its
+death are kept.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_topsail.errors import TopsailError
+from pytest_topsail.kube.client import Kube, ObjectRef
+from pytest_topsail.llmload.dataset import Prompt
+from pytest_topsail.llmload.generator import LoadPoint
+from pytest_topsail.llmload.run import POINTS, RECORDS, analyse_directory
+from pytest_topsail.llmload.worker import PROMPTS_FILE, SETTINGS_FILE
+
+GENERATORS = "generators.json"
+JOB_LABEL = "topsail.io/load-generator"
+POLL_S = 0.1
+
+
+@dataclass(frozen=True)
+class GeneratorPool:
+    """Where and how the generator pods run."""
+
+    count: int
+    image: str
+    node_selector: dict[str, str] = field(default_factory=dict)
+    tolerations: list[dict[str, Any]] = field(default_factory=list)
+    start_delay_s: float = 10.0  # the barrier: pods must be Running within this time from the Job's creation
+    late_s: float = 1.0  # a pod starting later than this after the barrier sends nothing
+
+
+@dataclass
+class Generator:
+    name: str
+    state: str = "Pending"  # Running | Succeeded | Failed | Deleted
+    message: str = ""
+    started_epoch: float | None = None
+    requests: int = 0
+
+
+def run_distributed(kube: Kube, namespace: str, name: str, settings: dict[str, Any], prompts: Sequence[Prompt],
+                    endpoint: dict[str, Any], point: LoadPoint, pool: GeneratorPool, directory: Path,
+                    progress: Callable[[str], None]) -> tuple[dict[str, Any], list[Generator]]:
+    """Run the point on ``pool.count`` pods; returns the merged point's summary and the generators (those that died
+    carry their state and message)."""
+    records_dir = directory / "generators"
+    shutil.rmtree(records_dir, ignore_errors=True)
+    records_dir.mkdir(parents=True)
+    start_at = time.time() + pool.start_delay_s
+    config = {"settings": settings, "start_at": start_at, "late_s": pool.late_s, **endpoint}
+    lines = [json.dumps({"prompt": p.text, "input_tokens": p.input_tokens, "output_tokens": p.output_tokens,
+                         "system_prompt": p.system_prompt}) for p in prompts]
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace},
+                 "data": {SETTINGS_FILE: json.dumps(config), PROMPTS_FILE: "\n".join(lines) + "\n"}}
+    job = job_manifest(name, namespace, pool, records_dir)
+    kube.apply(configmap)
+    kube.apply(job)
+    try:
+        generators = wait_running(kube, namespace, name, pool.count, start_at)
+        progress(f"{pool.count} generator pods Running, starting together at the barrier")
+        last = point.warmup_s + (point.duration_s or 0) + point.drain_timeout_s + point.timeout_s
+        wait_ended(kube, namespace, generators, start_at + last + 30.0)
+    finally:
+        kube.delete(ObjectRef.of(job), propagation="Background")
+        kube.delete(ObjectRef.of(configmap))
+    summary = merge(directory, records_dir, generators, point)
+    return summary, generators
+
+
+def job_manifest(name: str, namespace: str, pool: GeneratorPool, records_dir: Path) -> dict[str, Any]:
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never", "terminationGracePeriodSeconds": 5,
+        "containers": [{"name": "generator", "image": pool.image,
+                        "command": ["python", "-m", "pytest_topsail.llmload.worker", "/etc/topsail-load", "/records"],
+                        "volumeMounts": [{"name": "settings", "mountPath": "/etc/topsail-load"},
+                                         {"name": "records", "mountPath": "/records"}]}],
+        "volumes": [{"name": "settings", "configMap": {"name": name}},
+                    {"name": "records", "hostPath": {"path": str(records_dir), "type": "DirectoryOrCreate"}}]}
+    if pool.node_selector:
+        pod_spec["nodeSelector"] = dict(pool.node_selector)
+    if pool.tolerations:
+        pod_spec["tolerations"] = list(pool.tolerations)
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"parallelism": pool.count, "completions": pool.count,
+                     "backoffLimit": pool.count,  # a lost pod must not fail the Job (which would stop the others)
+                     "template": {"metadata": {"labels": {JOB_LABEL: name}}, "spec": pod_spec}}}
+
+
+def pod_state(pod: dict[str, Any]) -> tuple[str, str]:
+    status = pod.get("status") or {}
+    message = ""
+    for container in status.get("containerStatuses") or ():
+        terminated = (container.get("state") or {}).get("terminated")
+        if terminated:
+            message = (f"exit code {terminated.get('exitCode')} ({terminated.get('reason', '')})"
+                       + (f": {terminated['message'].strip()}" if (terminated.get("message") or "").strip() else ""))
+    return status.get("phase") or "Pending", message
+
+
+def wait_running(kube: Kube, namespace: str, name: str, count: int, start_at: float) -> list[Generator]:
+    """The Job's first ``count`` pods, once all are Running; a TopsailError naming the others at the barrier."""
+    pods: list[dict[str, Any]] = []
+    while True:
+        pods = sorted(kube.list("v1", "Pod", namespace=namespace, label_selector=f"{JOB_LABEL}={name}"),
+                      key=lambda p: p["metadata"].get("creationTimestamp") or "")[:count]
+        states = {p["metadata"]["name"]: pod_state(p) for p in pods}
+        if len(pods) == count and all(state == "Running" for state, _ in states.values()):
+            return [Generator(pod_name, "Running") for pod_name in states]
+        if time.time() >= start_at:
+            late = [f"{pod_name} ({state}{': ' + message if message else ''})"
+                    for pod_name, (state, message) in states.items() if state != "Running"]
+            missing = count - len(pods)
+            raise TopsailError(
+                f"load generators of Job {namespace}/{name}: not all Running at the start barrier "
+                f"(start_delay_s after the Job was created): {', '.join(late) or ''}"
+                + (f"{missing} pod(s) not even created" if missing else ""))
+        time.sleep(POLL_S)
+
+
+def wait_ended(kube: Kube, namespace: str, generators: list[Generator], deadline: float) -> None:
+    """Until every generator pod has ended or is gone (deleted: state Deleted)."""
+    while True:
+        running = 0
+        for generator in generators:
+            if generator.state in ("Succeeded", "Failed", "Deleted"):
+                continue
+            pod = kube.get(ObjectRef("v1", "Pod", generator.name, namespace))
+            if pod is None:
+                generator.state, generator.message = "Deleted", "the pod was deleted while generating load"
+                continue
+            state, message = pod_state(pod)
+            if pod["metadata"].get("deletionTimestamp"):
+                state, message = "Deleted", "the pod was deleted while generating load"
+            if state in ("Succeeded", "Failed", "Deleted"):
+                generator.state, generator.message = state, message
+            else:
+                running += 1
+        if not running:
+            return
+        if time.time() >= deadline:
+            raise TopsailError("load generators still running past the point's duration, drain and request "
+                               "timeouts: " + ", ".join(g.name for g in generators if g.state == "Running"))
+        time.sleep(POLL_S)
+
+
+def read_generator(records_dir: Path, generator: Generator) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A generator's point document and records (a last line cut by the pod's death is dropped)."""
+    try:
+        document = json.loads((records_dir / f"{generator.name}.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {}, []
+    records = []
+    path = records_dir / f"{generator.name}.jsonl"
+    text = path.read_text(encoding="utf-8") if path.is_file() else ""
+    for line in text.splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            break
+    return document, records
+
+
+def merge(directory: Path, records_dir: Path, generators: list[Generator], point: LoadPoint) -> dict[str, Any]:
+    """One point of all the generators' records, on the earliest generator's clock; analysed as one process's."""
+    read = {g.name: read_generator(records_dir, g) for g in generators}
+    started = [doc["started_epoch"] for doc, _ in read.values() if "started_epoch" in doc]
+    if not started:
+        raise TopsailError("no load generator started: " + "; ".join(
+            f"{g.name}: {g.state} {g.message}" for g in generators))
+    base = min(started)
+    merged: list[dict[str, Any]] = []
+    measure_start, stops, ended = 0.0, [], 0.0
+    for generator in generators:
+        document, records = read[generator.name]
+        if "started_epoch" not in document:
+            continue
+        generator.started_epoch, generator.requests = document["started_epoch"], len(records)
+        shift = document["started_epoch"] - base
+        measure_start = max(measure_start, shift + point.warmup_s)
+        if "stop" in document:
+            stops.append(shift + document["stop"])
+        for record in records:
+            record = shift_record(record, shift)
+            merged.append({**record, "generator": generator.name})
+            ended = max(ended, record["end"])
+    merged.sort(key=lambda r: (r["start"], r["generator"]))
+    for index, record in enumerate(merged):
+        record.update(point=0, index=index)
+    stop = max(stops) if stops else ended
+    document = {"index": 0, "label": point.label + f" x{len(generators)} generators", "point": asdict(point),
+                "started_epoch": base, "measure_start": measure_start, "stop": stop, "ended": ended,
+                "generators": [asdict(g) for g in generators]}
+    (directory / POINTS).write_text(json.dumps([document], indent=1), encoding="utf-8")
+    with (directory / RECORDS).open("w", encoding="utf-8") as file:
+        for record in merged:
+            file.write(json.dumps(record, separators=(",", ":")) + "\n")
+    (directory / GENERATORS).write_text(json.dumps([asdict(g) for g in generators], indent=1), encoding="utf-8")
+    return analyse_directory(directory)[0]
+
+
+def shift_record(record: dict[str, Any], shift: float) -> dict[str, Any]:
+    record = dict(record)
+    for name in ("start", "end", "first_token", "scheduled"):
+        if record.get(name) is not None:
+            record[name] += shift
+    record["chunks"] = [[when + shift, count] for when, count in record.get("chunks") or ()]
+    return record

@@ -1,0 +1,108 @@
+"""Distributed load (`tests.llm_load.generators`): the suite run as a user runs it, its generator pods real
+processes on the simulator; one run left alone, one with a generator pod deleted mid-run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from pytest_topsail.kube.client import ObjectRef, connect
+from pytest_topsail.llmload.distributed import JOB_LABEL
+from pytest_topsail.llmload.metrics import summarize_point
+from pytest_topsail.llmload.records import read_records
+
+REPO = Path(__file__).resolve().parents[2]
+GENERATORS = 3
+
+
+def start_run(tmp: Path) -> subprocess.Popen[str]:
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "--artifacts",
+               str(tmp / "artifacts"), "--topsail-history", str(tmp / "history.sqlite"), "-m", "llm_load",
+               "--preset", "distributed", "--var", f"tests.llm_load.generators={GENERATORS}", "-q"]
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": str(tmp)}  # TMPDIR: where the kubeconfig is
+    env.pop("ARTIFACT_DIR", None)
+    return subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+
+
+def finish(process: subprocess.Popen[str]) -> str:
+    try:
+        output, _ = process.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        output, _ = process.communicate()
+        pytest.fail("the distributed run did not end within 300 s:\n" + output[-3000:])
+    return output
+
+
+def load_dir(tmp: Path) -> Path:
+    [item] = [p for p in (tmp / "artifacts" / "llm_load").iterdir() if p.is_dir() and "__test_llm_load" in p.name]
+    return item / "load"
+
+
+def test_three_generator_pods_start_together_and_merge_exactly(tmp_path: Path) -> None:
+    process = start_run(tmp_path)
+    output = finish(process)
+    assert process.returncode == 0, output[-3000:]
+    directory = load_dir(tmp_path)
+    generators = json.loads((directory / "generators.json").read_text())
+    assert len(generators) == GENERATORS and {g["state"] for g in generators} == {"Succeeded"}
+    starts = [g["started_epoch"] for g in generators]
+    assert max(starts) - min(starts) < 0.100, starts
+    own = {g["name"]: list(read_records(directory / "generators" / f"{g['name']}.jsonl")) for g in generators}
+    assert all(own.values()) and [g["requests"] for g in generators] == [len(own[g["name"]]) for g in generators]
+    merged = list(read_records(directory / "records.jsonl"))
+    assert len(merged) == sum(map(len, own.values()))
+    for name, records in own.items():  # every record of a pod is in the merged file, on the first pod's clock
+        assert sorted(r["end"] - r["start"] for r in records) == pytest.approx(
+            sorted(r["end"] - r["start"] for r in merged if r["generator"] == name))
+    [point] = json.loads((directory / "points.json").read_text())
+    [summary] = json.loads((directory / "summary.json").read_text())
+    assert summarize_point(point, merged) == summary
+    assert summary["requests"] == sum(1 for r in merged if not r["warmup"]) and summary["succeeded"] > 0
+
+
+def delete_one_generator(tmp: Path, deleted: list[str], stop: threading.Event) -> None:
+    """Once a generator pod has saved 3 records, delete it (mid-run: the point lasts 4.5 s)."""
+    kube = None
+    while not stop.wait(0.1):
+        found = sorted(tmp.glob("pytest-topsail-*/**/kubeconfig*"))
+        if kube is None and found:
+            kube = connect(found[0])
+        saved = sorted(tmp.glob("artifacts/llm_load/*/load/generators/*.jsonl"))
+        if kube is None or not saved or len(saved[0].read_text().splitlines()) < 3:
+            continue
+        [pod] = [p for p in kube.list("v1", "Pod", label_selector=JOB_LABEL)
+                 if p["metadata"]["name"] == saved[0].stem]
+        kube.delete(ObjectRef("v1", "Pod", pod["metadata"]["name"], pod["metadata"]["namespace"]))
+        deleted.append(pod["metadata"]["name"])
+        return
+
+
+def test_a_deleted_generator_pod_is_named_and_every_pods_records_kept(tmp_path: Path) -> None:
+    process = start_run(tmp_path)
+    deleted: list[str] = []
+    stop = threading.Event()
+    killer = threading.Thread(target=delete_one_generator, args=(tmp_path, deleted, stop), daemon=True)
+    killer.start()
+    try:
+        output = finish(process)
+    finally:
+        stop.set()
+        killer.join(timeout=10)
+    assert deleted, "no generator pod was deleted:\n" + output[-3000:]
+    assert process.returncode == 1, output[-3000:]
+    assert f"load generator pod(s) died during the run: {deleted[0]} Deleted" in output
+    directory = load_dir(tmp_path)
+    generators = {g["name"]: g for g in json.loads((directory / "generators.json").read_text())}
+    assert generators[deleted[0]]["state"] == "Deleted" and generators[deleted[0]]["requests"] >= 3
+    others = [g for name, g in generators.items() if name != deleted[0]]
+    assert len(others) == GENERATORS - 1 and all(g["state"] == "Succeeded" and g["requests"] > 0 for g in others)
+    merged = list(read_records(directory / "records.jsonl"))
+    assert {r["generator"] for r in merged} == set(generators)
+    assert len(merged) == sum(g["requests"] for g in generators.values())
