@@ -19,6 +19,27 @@ from pytest_topsail.kube.client import Kube, KubeError
 
 ACCEPT_POLL_S = 0.2
 COPY_CHUNK = 65536
+PROXY_THREAD = "Kubernetes port forward proxy"  # the name the official client gives its proxy thread
+
+
+class QuietProxyErrors:
+    """threading.excepthook: the official client's proxy thread writes to a local socket we closed when a tunnel
+    ends (at the latest at session end); a BrokenPipeError/ConnectionResetError there is the tunnel closing, not a
+    failure, so it prints no traceback. Every other exception of every thread goes to the hook installed before."""
+
+    def __init__(self, previous: Any) -> None:
+        self.previous = previous
+
+    def __call__(self, args: threading.ExceptHookArgs) -> None:
+        name = args.thread.name if args.thread is not None else ""
+        if name.startswith(PROXY_THREAD) and isinstance(args.exc_value, (BrokenPipeError, ConnectionResetError)):
+            return
+        self.previous(args)
+
+
+def _install_quiet_hook() -> None:
+    if not isinstance(threading.excepthook, QuietProxyErrors):
+        threading.excepthook = QuietProxyErrors(threading.excepthook)
 
 
 class PortForward:
@@ -35,6 +56,7 @@ class PortForward:
         self._stopped = threading.Event()
         self._acceptor = threading.Thread(target=self._accept, name=f"port-forward {pod}:{port}", daemon=True)
         self._acceptor.start()
+        _install_quiet_hook()
 
     def __enter__(self) -> PortForward:
         return self

@@ -36,6 +36,10 @@ def load_dataset(path: Path | str, *, limit: int | None = None) -> list[Prompt]:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as error:
         raise TopsailError(f"dataset {path}: cannot be read: {error.strerror or error}") from None
+    except UnicodeDecodeError as error:
+        bad_line = error.object[:error.start].count(b"\n") + 1
+        raise TopsailError(f"dataset {path}:{bad_line}: not UTF-8 text ({error.reason}: byte "
+                           f"0x{error.object[error.start]:02x} at offset {error.start}); save it as UTF-8") from None
     prompts: list[Prompt] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():

@@ -45,3 +45,12 @@ def test_missing_and_empty_files(tmp_path: Path) -> None:
     (tmp_path / "empty.jsonl").write_text("\n")
     with pytest.raises(TopsailError, match="holds no prompt"):
         load_dataset(tmp_path / "empty.jsonl")
+
+
+def test_latin1_dataset_is_one_error_naming_file_line_and_encoding(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.jsonl"
+    path.write_bytes('{"prompt": "why?", "output_tokens": 3}\n{"prompt": "caf\u00e9?", "output_tokens": 3}\n'
+                     .encode("latin-1"))
+    with pytest.raises(TopsailError, match=r"dataset .*latin1.jsonl:2: not UTF-8 text \(invalid continuation byte: "
+                                           r"byte 0xe9 at offset 54\); save it as UTF-8"):
+        load_dataset(path)
