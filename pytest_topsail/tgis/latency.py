@@ -12,6 +12,7 @@ framework, flash attention, pt2 compile, GPTQ and sharding. `LatencyModel.zero()
 
 from __future__ import annotations
 
+import difflib
 import heapq
 from dataclasses import dataclass
 from functools import cache
@@ -31,6 +32,16 @@ def coefficients() -> dict[str, Any]:
         return yaml.safe_load(stream)
 
 
+def check_gpu_profile(name: str) -> str:
+    """``name`` when latency.yaml has coefficients for it, else a ValueError naming the closest known profiles."""
+    known = sorted(coefficients()["gpu_profiles"])
+    if name not in known:
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise ValueError(f"no latency coefficients for GPU profile {name!r} (known: {', '.join(known)}){hint}")
+    return name
+
+
 @dataclass(frozen=True)
 class LatencyModel:
     prefill_base_ms: float = 0.0
@@ -48,11 +59,7 @@ class LatencyModel:
     def for_config(cls, config: ModelConfig, gpu_profile: str, params_billions: float) -> LatencyModel:
         data = coefficients()
         profile_name = "none" if config.is_cpu_only else gpu_profile
-        try:
-            profile = data["gpu_profiles"][profile_name]
-        except KeyError:
-            known = ", ".join(sorted(data["gpu_profiles"]))
-            raise ValueError(f"no latency coefficients for GPU profile {profile_name!r} (known: {known})") from None
+        profile = data["gpu_profiles"][check_gpu_profile(profile_name)]
         factor = config_factor(config, params_billions)
         overhead = data["shard_overhead_ms"] * (config.num_shard - 1)
         return cls(

@@ -7,6 +7,7 @@ from typing import Any, Literal
 import pydantic
 
 import pytest_topsail as topsail
+from pytest_topsail.tgis.latency import check_gpu_profile
 
 
 class GivenEndpoint(topsail.Settings):
@@ -40,6 +41,11 @@ class LlmLoadSettings(topsail.Settings):
     max_failure_rate: float = pydantic.Field(0.0, ge=0, le=1)
     generators: int = pydantic.Field(0, ge=0)  # > 0: the load runs as this many pods of a Job on the cluster
     generator_pool: GeneratorPoolSettings = GeneratorPoolSettings()
+
+    @pydantic.field_validator("gpu_profile")
+    @classmethod
+    def _known_gpu_profile(cls, name: str) -> str:
+        return check_gpu_profile(name)
 
 
 SETTINGS = {"tests.llm_load": LlmLoadSettings}

@@ -382,3 +382,30 @@ def test_history_cli_bad_input_is_one_line(tmp_path, capsys: pytest.CaptureFixtu
     assert err.splitlines() == [f"error: {message.format(**files)}"] or (
         len(err.splitlines()) == 1 and message.format(**files) in err), err
     assert not Path(files["missing"]).exists()  # reading or a refused import creates no history
+
+
+SUITE_START_UP_INPUTS = [  # the repository's other suites: one start-up error naming the key the user typed
+    ("suites/llm_load", ["--var", "tests.llm_load.gpu_profile=z900"],
+     "suites/llm_load/config.yaml: tests.llm_load: invalid settings: key gpu_profile: no latency coefficients for "
+     "GPU profile 'z900' (known: a100, a100-80gb, b200, h100, l40s, none, t4); did you mean h100, b200, a100?"),
+]
+
+
+@pytest.mark.parametrize(("suite", "args", "fragment"), SUITE_START_UP_INPUTS,
+                         ids=[args[-1] for _, args, _ in SUITE_START_UP_INPUTS])
+def test_bad_suite_settings_are_one_start_up_error(suite: str, args: list[str], fragment: str) -> None:
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    began = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "pytest", suite, "-p", "no:cacheprovider", "--co", "-q", *args],
+                            cwd=repo, capture_output=True, text=True, timeout=120)
+    output = result.stdout + result.stderr
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, output
+    assert "Traceback" not in output and "INTERNALERROR" not in output
+    error_lines = [line for line in result.stderr.splitlines() if line.startswith("ERROR:")]
+    assert len(error_lines) == 1 and fragment in error_lines[0], output
+    assert time.monotonic() - began < 30, "a start-up error (5 s on an idle machine, 2 shared cores here)"
