@@ -10,9 +10,11 @@ carrying the API's Status, never credentials.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -374,7 +376,7 @@ class Kube:
                         on_listed()
                     listed = True
                 for event in self.watch_events(info.path(namespace), resource_version, label_selector=label_selector,
-                                               field_selector=field_selector):
+                                               field_selector=field_selector, stop=stop):
                     kind_of_event, obj = event.get("type", ""), event.get("object") or {}
                     if kind_of_event == "ERROR":
                         if obj.get("code") == 410:
@@ -397,11 +399,13 @@ class Kube:
 
     def watch_events(self, path: str, resource_version: str, *, label_selector: str | None = None,
                      field_selector: str | None = None, server_timeout_s: int = 60,
-                     read_timeout_s: float = WATCH_POLL_S) -> Iterator[dict[str, Any]]:
+                     read_timeout_s: float = WATCH_POLL_S,
+                     stop: threading.Event | None = None) -> Iterator[dict[str, Any]]:
         """One watch request: decoded events until the server ends it or nothing came for `read_timeout_s`.
 
         A read timeout ends the iteration quietly, so that callers can check a stop flag and watch again from the
-        last resourceVersion they saw (`watch` does all of that).
+        last resourceVersion they saw (`watch` does all of that). When `stop` is a `WatchStop`, setting it closes
+        the connection, so that a thread blocked reading here returns at once (quietly too).
         """
         query = [("watch", "true"), ("resourceVersion", resource_version), ("allowWatchBookmarks", "true"),
                  ("timeoutSeconds", server_timeout_s)]
@@ -410,15 +414,21 @@ class Kube:
         target = f"watch {path}"
         response = self._send("GET", path, query, headers, None, (10.0, read_timeout_s), target)
         raw = response.response
+        if isinstance(stop, WatchStop):
+            stop.track(raw)
         try:
             if response.status >= 400:
                 text = raw.data.decode("utf-8", errors="replace") if raw.data else ""
                 raise _api_error(target, response.status, text, self.description, response.getheader("Retry-After"))
             yield from _json_lines(raw.stream(amt=None, decode_content=False))
         except (urllib3.exceptions.HTTPError, OSError) as exc:
+            if stop is not None and stop.is_set():
+                return  # the connection was closed by WatchStop.set()
             if "timed out" not in str(exc).lower() and "timeout" not in type(exc).__name__.lower():
                 raise KubeConnectionError(f"{target}: {self.description}: {_reason(exc)}") from None
         finally:  # a stream left mid-way is never handed back to the pool
+            if isinstance(stop, WatchStop):
+                stop.untrack(raw)
             raw.close()
             raw.release_conn()
 
@@ -563,6 +573,42 @@ def _json_lines(chunks: Iterator[bytes]) -> Iterator[dict[str, Any]]:
             line, buffer = buffer[:newline], buffer[newline + 1:]
             if line.strip():
                 yield json.loads(line)
+
+
+class WatchStop(threading.Event):
+    """A stop flag for `Kube.watch` that also shuts down the connections of the watches it stops, so that a watch
+    blocked in a read returns at once instead of after its read timeout (`WATCH_POLL_S`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        self._streams: set[Any] = set()
+
+    def track(self, raw: Any) -> None:
+        with self._lock:
+            self._streams.add(raw)
+        if self.is_set():
+            _shutdown(raw)
+
+    def untrack(self, raw: Any) -> None:
+        with self._lock:
+            self._streams.discard(raw)
+
+    def set(self) -> None:
+        super().set()
+        with self._lock:
+            streams = list(self._streams)
+        for raw in streams:
+            _shutdown(raw)
+
+
+def _shutdown(raw: Any) -> None:
+    """Wake a thread blocked reading `raw` (a urllib3 response): shut its socket down (the reader sees EOF)."""
+    sock = getattr(getattr(raw, "_connection", None), "sock", None)
+    if sock is None:
+        return
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
 
 
 def _kubeconfig_path(kubeconfig: str | os.PathLike[str] | None) -> Path:

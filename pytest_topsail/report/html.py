@@ -44,25 +44,50 @@ PAGE_ENCODING = "cp1252"
 BUNDLE_MARK = "@@TOPSAIL-PLOTLY-BYTES@@"
 
 
+BUNDLE_FORMAT = 1  # bump when ESCAPED or the compression changes: cached bundles of another format are not used
+
+
 @functools.lru_cache(maxsize=1)
 def plotly_bundle() -> tuple[bytes, str]:
-    """(escaped gzip(plotly.min.js), plotly.js version) from the installed plotly package."""
+    """(escaped gzip(plotly.min.js), plotly.js version) from the installed plotly package.
+
+    Compressing takes about a second, so the result is kept once per installation in the user's cache directory
+    (``$XDG_CACHE_HOME/pytest-topsail``, keyed by plotly's version and the file's size); an unwritable cache only
+    means compressing every time."""
     import plotly
 
     path = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-    source = path.read_bytes()
-    version = "unknown"
-    head = source[:300].decode("utf-8", "replace")
-    if "plotly.js v" in head:
-        version = head.split("plotly.js v", 1)[1].split()[0]
-    packed = gzip.compress(source, compresslevel=9, mtime=0)
+    with path.open("rb") as file:
+        head = file.read(300).decode("utf-8", "replace")
+    version = head.split("plotly.js v", 1)[1].split()[0] if "plotly.js v" in head else "unknown"
+    cached = bundle_cache_dir() / f"plotly-{plotly.__version__}-{path.stat().st_size}-f{BUNDLE_FORMAT}.bin"
+    try:
+        return cached.read_bytes(), version
+    except OSError:
+        pass
+    escaped = escape_bundle(gzip.compress(path.read_bytes(), compresslevel=9, mtime=0))
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        partial = cached.with_name(f"{cached.name}.{os.getpid()}.tmp")
+        partial.write_bytes(escaped)
+        partial.replace(cached)  # atomic: concurrent sessions never read half a file
+    except OSError:
+        pass
+    return escaped, version
+
+
+def bundle_cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytest-topsail"
+
+
+def escape_bundle(packed: bytes) -> bytes:
     escaped = bytearray()
     for byte in packed:
         if byte in ESCAPED:
             escaped += bytes((ESCAPE, ESCAPED[byte]))
         else:
             escaped.append(byte)
-    return bytes(escaped), version
+    return bytes(escaped)
 
 
 def script_json(data: Any) -> str:

@@ -24,7 +24,7 @@ from typing import Any, TextIO
 
 from pytest_topsail.conditions import find_condition
 from pytest_topsail.errors import TopsailError
-from pytest_topsail.kube.client import Kube, KubeConnectionError, KubeError, ObjectRef
+from pytest_topsail.kube.client import Kube, KubeConnectionError, KubeError, ObjectRef, WatchStop
 from pytest_topsail.scale.workloads import JOB_LABEL, RUN_LABEL
 
 POD_STEPS = ("created", "scheduled", "initialized", "started", "ready", "completed", "failed")
@@ -174,7 +174,8 @@ class Sampler:
         self.clock = clock
         self.label_selector = f"{RUN_LABEL}={run_id}"
         self.lock = threading.Lock()
-        self.stop_event = threading.Event()
+        self.stop_event = WatchStop()  # setting it also closes the watch connections: stop() does not wait reads
+        self.changed = threading.Event()  # set by every pod/workload event: wait_for_jobs re-checks then
         self.threads: list[threading.Thread] = []
         self.pods: dict[str, Tracked] = {}
         self.pods_by_job: dict[str, dict[str, Tracked]] = {}
@@ -279,6 +280,7 @@ class Sampler:
             tracked.obj = trim_pod(pod)
             tracked.update(pod, pod_step_states(pod), now_ms)
             tracked.deleted = kind == "DELETED"
+        self.changed.set()
 
     def on_workload(self, kind: str, obj: dict[str, Any], now_ms: float) -> None:
         metadata = obj.get("metadata", {})
@@ -290,6 +292,7 @@ class Sampler:
             tracked.obj = trim_workload(obj)
             tracked.update(obj, workload_step_states(obj), now_ms)
             tracked.deleted = kind == "DELETED"
+        self.changed.set()
 
     def on_event(self, kind: str, event: dict[str, Any], now_ms: float) -> None:
         if kind != "ADDED" or event.get("reason") not in ("Scheduled", "FailedScheduling"):
@@ -311,6 +314,8 @@ class Sampler:
         """Wait until every submitted job reached ``target`` ("ready" or "completed") or failed.
 
         ``jobs``: records of ``submitted.json`` (jobName, jobNamespace, expected_pods, error). Returns False on timeout.
+        Woken by the watches (a pod or workload event), not by polling; the checks for a lost cluster or
+        unschedulable pods and the progress line still run on their own period.
         """
         deadline = time.monotonic() + timeout_s
         next_print = time.monotonic() + progress_interval_s
@@ -318,6 +323,7 @@ class Sampler:
         seen_errors = self.connection_errors
         pending = [j for j in jobs if not j.get("error")]
         while True:
+            self.changed.clear()  # before the check: an event arriving during it wakes the wait below
             with self.lock:
                 pending = [j for j in pending if not self.job_settled(j, target)]
             if not pending:
@@ -335,7 +341,8 @@ class Sampler:
                 next_print = time.monotonic() + progress_interval_s
                 progress_stream.write(f"[sampler] {len(jobs) - len(pending)}/{len(jobs)} jobs {target} or failed\n")
                 progress_stream.flush()
-            time.sleep(0.05)
+            wake = min(deadline, next_check, next_print if progress_stream is not None else deadline)
+            self.changed.wait(max(wake - time.monotonic(), 0.0))
 
     def cluster_lost(self, seen_errors: int) -> str | None:
         """After the watches lost their connection: whether the API server still answers (the layer has retried)."""

@@ -47,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     parser.add_argument("--built-profile", type=Path, help=argparse.SUPPRESS)  # the launcher's profile.json
     parser.add_argument("--parent-pipe", type=int, help=argparse.SUPPRESS)  # exit when this fd reaches EOF
+    parser.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)  # write "ready" here once serving
     parser.add_argument("--parent-death-signal", action="store_true", help=argparse.SUPPRESS)  # prctl PDEATHSIG
     return parser
 
@@ -58,6 +59,7 @@ class Options:
     kubeconfig: Path
     audit_log: Path | None
     parent_pipe: int | None = None
+    ready_fd: int | None = None  # the launcher's readiness pipe: one line once the kubeconfig is written
     controllers: list[str] | None = None  # "module:Class" specs; None = all of controllers.CONTROLLERS
     watch_log_size: int = 20_000  # watch events kept per resource; older resourceVersions get 410 Gone
 
@@ -74,7 +76,7 @@ def prepare(args: argparse.Namespace) -> Options:
     if audit_log is not None and (problem := check_writable(audit_log)):
         raise TopsailError(f"--audit-log {audit_log}: cannot write the audit log: {problem}")
     profile = load_run_profile(args)
-    return Options(profile, args.port, kubeconfig, audit_log, args.parent_pipe,
+    return Options(profile, args.port, kubeconfig, audit_log, args.parent_pipe, args.ready_fd,
                    controllers=[] if args.api_only else None)
 
 
@@ -141,6 +143,7 @@ async def serve(options: Options, stop: asyncio.Event | None = None) -> int:
         controllers = await start_run_controllers(store, options.profile, options.controllers)
         write_kubeconfig(options.kubeconfig, url, certificates.ca_pem, token)
         print(f"topsail-sim: serving {url} (kubeconfig {options.kubeconfig}, pid {os.getpid()})", flush=True)
+        _signal_ready(options.ready_fd)
         await stop.wait()
         print("topsail-sim: stopping", flush=True)
     finally:
@@ -151,6 +154,16 @@ async def serve(options: Options, stop: asyncio.Event | None = None) -> int:
         await runner.cleanup()
         server.close()
     return 0
+
+
+def _signal_ready(fd: int | None) -> None:
+    """Tell the launcher waiting on `fd` that the kubeconfig is written (one line, then the pipe is closed)."""
+    if fd is None:
+        return
+    with contextlib.suppress(OSError):
+        os.write(fd, b"ready\n")
+    with contextlib.suppress(OSError):
+        os.close(fd)
 
 
 def _watch_parent(loop: asyncio.AbstractEventLoop, fd: int, stop: asyncio.Event) -> None:

@@ -15,6 +15,7 @@ started the child, hence main thread only).
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -31,7 +32,6 @@ import yaml
 from ..errors import TopsailError
 
 ProfileSource = str | os.PathLike | Mapping[str, Any] | None
-_POLL_SECONDS = 0.02
 _OUTPUT_TAIL_LINES = 20
 
 
@@ -63,6 +63,7 @@ class SimCluster:
         self._extra_args = tuple(extra_args)
         self._process: subprocess.Popen[bytes] | None = None
         self._pipe_write: int | None = None
+        self._ready_read: int | None = None
         self._owns_workdir = False
         self.workdir: Path | None = None
         self.kubeconfig_path: Path | None = None
@@ -104,9 +105,10 @@ class SimCluster:
         process, self._process = self._process, None
         if process is not None:
             self.returncode = _terminate(process, self.stop_timeout)
-        if self._pipe_write is not None:
-            os.close(self._pipe_write)
-            self._pipe_write = None
+        for fd in (self._pipe_write, self._ready_read):
+            if fd is not None:
+                os.close(fd)
+        self._pipe_write = self._ready_read = None
         if self._owns_workdir and self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
             self._owns_workdir = False
@@ -164,8 +166,9 @@ class SimCluster:
         write_built(profile, path)
         return ["--built-profile", str(path)]
 
-    def command(self, parent_pipe: int | None = None) -> list[str]:
-        """The command line of the child (without the private parent-watch options when ``parent_pipe`` is None)."""
+    def command(self, parent_pipe: int | None = None, ready_fd: int | None = None) -> list[str]:
+        """The command line of the child (without the private parent-watch and readiness options when
+        ``parent_pipe`` / ``ready_fd`` are None)."""
         assert self.kubeconfig_path is not None
         args = [sys.executable, "-m", "pytest_topsail.sim", "--port", str(self._port),
                 "--kubeconfig", str(self.kubeconfig_path), "--log-level", self._log_level]
@@ -176,33 +179,47 @@ class SimCluster:
             args += ["--parent-pipe", str(parent_pipe)]
             if threading.current_thread() is threading.main_thread():
                 args.append("--parent-death-signal")
+        if ready_fd is not None:
+            args += ["--ready-fd", str(ready_fd)]
         return args + list(self._extra_args)
 
     def _spawn(self) -> None:
         assert self.output_path is not None
         read_end, write_end = os.pipe()  # both non-inheritable; the child gets read_end through pass_fds only
         self._pipe_write = write_end
+        ready_read, ready_write = os.pipe()  # the child says "ready" on ready_write; EOF alone: it exited
+        self._ready_read = ready_read
         try:
-            args = self.command(parent_pipe=read_end)
+            args = self.command(parent_pipe=read_end, ready_fd=ready_write)
             with open(self.output_path, "wb") as output:
                 self._process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=output,
-                                                 stderr=subprocess.STDOUT, pass_fds=(read_end,),
+                                                 stderr=subprocess.STDOUT, pass_fds=(read_end, ready_write),
                                                  start_new_session=True)
         finally:
             os.close(read_end)
+            os.close(ready_write)
 
     def _wait_ready(self) -> None:
-        assert self._process is not None and self.kubeconfig_path is not None
+        """Wait for the child's "ready" line on the readiness pipe (no polling); EOF without it: the child exited."""
+        assert self._process is not None and self.kubeconfig_path is not None and self._ready_read is not None
         deadline = time.monotonic() + self.start_timeout
-        while not self.kubeconfig_path.exists():
-            code = self._process.poll()
-            if code is not None:
-                raise TopsailError(f"the simulated cluster exited with code {code} before it was ready:\n"
-                                   f"{self._output_tail()}")
-            if time.monotonic() > deadline:
-                raise TopsailError(f"the simulated cluster did not write its kubeconfig {self.kubeconfig_path} "
-                                   f"within {self.start_timeout:g} s; its output:\n{self._output_tail()}")
-            time.sleep(_POLL_SECONDS)
+        received = b""
+        try:
+            while b"\n" not in received:
+                left = deadline - time.monotonic()
+                readable, _, _ = select.select([self._ready_read], [], [], max(left, 0.0))
+                if not readable:
+                    raise TopsailError(f"the simulated cluster did not write its kubeconfig {self.kubeconfig_path} "
+                                       f"within {self.start_timeout:g} s; its output:\n{self._output_tail()}")
+                chunk = os.read(self._ready_read, 64)
+                if not chunk:
+                    code = self._process.wait(self.stop_timeout)
+                    raise TopsailError(f"the simulated cluster exited with code {code} before it was ready:\n"
+                                       f"{self._output_tail()}")
+                received += chunk
+        finally:
+            os.close(self._ready_read)
+            self._ready_read = None
         document = yaml.safe_load(self.kubeconfig_path.read_text(encoding="utf-8"))
         self.url = document["clusters"][0]["cluster"]["server"]
 

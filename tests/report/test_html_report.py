@@ -144,6 +144,22 @@ def test_report_lists_unreadable_figures_as_problems(project: Project) -> None:
     assert "Problems" in html and "broken.json: cannot be read (JSONDecodeError)" in html
 
 
+def test_plotly_bundle_is_compressed_once_per_installation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_topsail.report import html
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    html.plotly_bundle.cache_clear()
+    try:
+        first, version = html.plotly_bundle()
+        cached = list((tmp_path / "pytest-topsail").glob("plotly-*.bin"))
+        assert len(cached) == 1 and cached[0].read_bytes() == first and version[0].isdigit()
+        cached[0].write_bytes(b"from the cache")
+        html.plotly_bundle.cache_clear()
+        assert html.plotly_bundle() == (b"from the cache", version)  # read back, not compressed again
+    finally:
+        html.plotly_bundle.cache_clear()
+
+
 def test_report_without_figures_embeds_no_plotly(project: Project) -> None:
     project.write("suites/demo/test_demo.py", "def test_train(case, kpis):\n    kpis.record('latency', 3)\n")
     assert project.run().ret == 0
