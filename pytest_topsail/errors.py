@@ -12,19 +12,23 @@ class TopsailError(Exception):
     """
 
 
-def describe_validation_error(error: Any, where: str, what: str = "", model: Any = None) -> str:
+def describe_validation_error(error: Any, where: str, what: str = "", model: Any = None,
+                              typed: dict[str, str] | None = None) -> str:
     """One message for a pydantic ``ValidationError``: ``<where>: <what>: key a.b[0]: expected ...; key c: ...``.
 
     `where` names the file or object, `what` what was being validated ("invalid simulator profile"); with the
     `model`, an unknown top-level key lists the known ones. This is the one formatter of validation errors; build a
-    TopsailError from it (or use pytest_topsail.settings.validate).
+    TopsailError from it (or use pytest_topsail.settings.validate). ``typed`` maps an internal key path to the key
+    the user wrote (a shortcut such as ``nodes`` for ``node_pools[0].count``), which the message names instead.
     """
     problems = []
     for detail in error.errors(include_url=False):
         problem = _problem(detail)
         if detail.get("type") == "extra_forbidden" and len(detail["loc"]) == 1 and model is not None:
             problem += f"; known: {', '.join(sorted(model.model_fields))}"
-        problems.append(f"key {_key_path(detail['loc'])}: {problem}" if detail["loc"] else problem)
+        key = _key_path(detail["loc"])
+        key = (typed or {}).get(key, key)
+        problems.append(f"key {key}: {problem}" if detail["loc"] else problem)
     head = f"{where}: {what}: " if what else f"{where}: "
     return head + "; ".join(problems)
 

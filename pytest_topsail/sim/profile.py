@@ -277,10 +277,14 @@ class Profile(_Model):
         data["node_pools"] = pools
         if seed is not None:
             data["seed"] = seed
+        given = {"nodes": nodes, "gpu_profile": gpu_profile, "gpus_per_node": gpus_per_node}
+        internal = {"nodes": "count", "gpu_profile": "gpu_profile", "gpus_per_node": "gpus_per_node"}
+        typed = {f"node_pools[0].{internal[name]}": name for name, value in given.items() if value is not None}
         try:
             return type(self).model_validate(data)
         except ValidationError as exc:
-            raise TopsailError(describe_validation_error(exc, source, "invalid simulator profile")) from None
+            raise TopsailError(describe_validation_error(exc, source, "invalid simulator profile", typed=typed)) \
+                from None
 
     def to_dict(self) -> dict[str, Any]:
         """A plain mapping that `from_dict` reads back (for writing the profile of a run to a file)."""

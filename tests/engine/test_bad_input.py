@@ -388,6 +388,9 @@ SUITE_START_UP_INPUTS = [  # the repository's other suites: one start-up error n
     ("suites/llm_load", ["--var", "tests.llm_load.gpu_profile=z900"],
      "suites/llm_load/config.yaml: tests.llm_load: invalid settings: key gpu_profile: no latency coefficients for "
      "GPU profile 'z900' (known: a100, a100-80gb, b200, h100, l40s, none, t4); did you mean h100, b200, a100?"),
+    ("suites/llm_load", ["--var", "cluster.sim.nodes=-3"],  # the shortcut typed, not node_pools[0].count
+     "suites/llm_load/config.yaml: cluster.sim: invalid simulator profile: key nodes: Input should be greater than "
+     "or equal to 0 (got -3)"),
 ]
 
 
