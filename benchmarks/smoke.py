@@ -1,0 +1,70 @@
+"""README line 1, timed: `pytest suites --preset smoke` (not part of the test run).
+
+    python benchmarks/smoke.py [--rounds 3] [--baseline /path/to/other/checkout]
+
+Runs the smoke preset of every suite from this checkout (PYTHONPATH set to it, so its `pytest_topsail` is the one
+imported, by the simulator subprocesses too) and prints the wall time and the CPU time (user + system of pytest and
+every child: simulators, servers). With --baseline, the same run from another checkout alternates with this one in
+each round, and the medians are printed side by side with their ratio. Goal: <= 20 s wall on a quiet machine; on a
+loaded one the CPU time says more (the run is mostly waiting on simulated time and child processes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+GOAL_S = 20.0
+HERE = Path(__file__).resolve().parents[1]
+
+
+def one_run(tree: Path, timeout_s: float) -> tuple[float, float, bool]:
+    """(wall s, CPU s of the run and its children, passed) of one smoke run from checkout `tree`."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.monotonic()
+    completed = subprocess.run([sys.executable, "-m", "pytest", "suites", "--preset", "smoke", "-q", "-p",
+                                "no:randomly", "-p", "no:cacheprovider"], cwd=tree, env=env, timeout=timeout_s,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False)
+    wall = time.monotonic() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if completed.returncode != 0:
+        print(completed.stdout.decode(errors="replace")[-2000:])
+    return wall, cpu, completed.returncode == 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--baseline", type=Path, help="another checkout, run alternately in each round")
+    parser.add_argument("--timeout", type=float, default=600.0, help="per run, seconds")
+    args = parser.parse_args()
+    trees = {"this": HERE} | ({"baseline": args.baseline.resolve()} if args.baseline else {})
+    runs: dict[str, list[tuple[float, float, bool]]] = {name: [] for name in trees}
+    for round_index in range(args.rounds):
+        for name, tree in trees.items():
+            runs[name].append(one_run(tree, args.timeout))
+            wall, cpu, passed = runs[name][-1]
+            verdict = "passed" if passed else "FAILED"
+            print(f"round {round_index + 1} {name}: {wall:.1f} s wall, {cpu:.1f} s CPU, {verdict}", flush=True)
+    medians = {name: (statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs))
+               for name, rs in runs.items()}
+    wall, cpu = medians["this"]
+    print(f"median this: {wall:.1f} s wall, {cpu:.1f} s CPU (goal <= {GOAL_S:g} s wall on a quiet machine: "
+          f"{'met' if wall <= GOAL_S else 'MISSED'}; load {os.getloadavg()[0]:.1f})")
+    if "baseline" in medians:
+        base_wall, base_cpu = medians["baseline"]
+        print(f"median baseline: {base_wall:.1f} s wall, {base_cpu:.1f} s CPU; this / baseline: "
+              f"wall {wall / base_wall:.2f}, CPU {cpu / base_cpu:.2f}")
+    return 0 if all(passed for rs in runs.values() for _, _, passed in rs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
