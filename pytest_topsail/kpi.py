@@ -54,6 +54,7 @@ class KpiSpec:
     scope: str = "item"  # one of SCOPES
     why: str = ""  # why the KPI is informational (ignored_for_regression), shown in its verdict row
     samples: Callable[..., Any] | None = None  # a tail statistic or a rate: samples(data) -> its sample size
+    min_samples: float | None = None  # judged from this sample size on (default regression.TAIL_MIN_SAMPLES)
 
     def render(self, value: float) -> str:
         return format_value(value, self.format)
@@ -79,13 +80,15 @@ def kpi(
     scope: str = "item",
     why: str = "",
     samples: Callable[..., Any] | None = None,
+    min_samples: float | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare the decorated function as a KPI named after it (exactly one of higher_better/lower_better).
 
     ``scope``: where it is measured, ``item`` (default), ``worker`` or ``run`` (judged once per scope key);
     ``why``: the reason an ``ignored_for_regression`` KPI is informational, shown in its verdict row;
     ``samples``: for a tail statistic (P95, P99) or a rate, a function of the same data giving the size of the sample
-    it was taken from: with fewer than ``regression.TAIL_MIN_SAMPLES`` (100) the value is informational, not judged."""
+    it was taken from: with fewer than ``min_samples`` (default ``regression.TAIL_MIN_SAMPLES``, 100; for a quantile q
+    10 / (1 - q), so that 10 samples lie beyond it: 1,000 for a P99) the value is informational, not judged."""
     if higher_better == lower_better:
         raise TopsailError(
             f"KPI declared with unit {unit!r}: give exactly one of higher_better=True or lower_better=True")
@@ -98,7 +101,7 @@ def kpi(
         function.topsail_kpi = KpiSpec(  # type: ignore[attr-defined]
             name=function.__name__, unit=unit, help=help, higher_better=higher_better,
             ignored_for_regression=ignored_for_regression, format=format, function=function, scope=scope,
-            why=why, samples=samples,
+            why=why, samples=samples, min_samples=min_samples,
         )
         return function
 
@@ -261,6 +264,8 @@ class KpiRecorder:
             entry["why"] = why or spec.why
         if samples is not None:
             entry["samples"] = float(samples)
+            if spec.min_samples:
+                entry["min_samples"] = float(spec.min_samples)
         kpis = self.item_record["kpis"]
         kpis[:] = [k for k in kpis if k["name"] != name]  # recording a KPI again replaces its value
         kpis.append(entry)

@@ -207,7 +207,7 @@ def in_baseline(record: Mapping[str, Any]) -> bool:
 
 
 _TIMESTAMP = operator.itemgetter("timestamp")
-TAIL_MIN_SAMPLES = 100  # a p99 (or a rate) of fewer samples moves with one of them: as noisy as a maximum
+TAIL_MIN_SAMPLES = 100  # default: a rate (or a statistic) of fewer samples moves with one of them
 HISTORY_FIELDS = ("timestamp", "value", "test_uuid", "run_id", "git_sha", "presets", "verdict", "acknowledged")
 
 
@@ -321,9 +321,9 @@ def _prepare(record: Mapping[str, Any], history: Sequence[Mapping[str, Any]],
     if record.get("ignored_for_regression"):
         verdict.status, verdict.method = State.IGNORED.value, "informational"
         verdict.explanation = f"informational: {record.get('why') or 'declared ignored_for_regression'}"
-    elif samples is not None and samples < TAIL_MIN_SAMPLES:
+    elif samples is not None and samples < (minimum := record.get("min_samples") or TAIL_MIN_SAMPLES):
         verdict.status, verdict.method = State.IGNORED.value, "informational (small sample)"
-        verdict.explanation = (f"informational: taken from {samples:g} samples, judged from {TAIL_MIN_SAMPLES} on "
+        verdict.explanation = (f"informational: taken from {samples:g} samples, judged from {minimum:g} on "
                                "(a tail or a rate of a few samples moves with one of them)")
     elif not baseline:
         verdict.status, verdict.method = State.NO_HISTORY.value, "0 comparable earlier runs"

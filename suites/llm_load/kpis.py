@@ -5,8 +5,9 @@
 - ``ttft_<stat>_ms``, ``itl_<stat>_ms``, ``tpot_<stat>_ms``, ``e2e_<stat>_ms`` for min max median mean p80 p90 p95
   p99; mean, p80, p90 and p95 are ignored for regression (TOPSAIL's choice: the median carries the verdict);
   min and max are informational (extremes: one fast or slow token or a scheduling hiccup moves them; in 8 identical
-  runs itl_min_ms went 0.24 -> 6.2 ms and e2e_min_ms of 4 requests +178 %), p99 is judged only over >= 100 samples
-  (regression.TAIL_MIN_SAMPLES); TTFT, ITL and TPOT exist only for streamed points
+  runs itl_min_ms went 0.24 -> 6.2 ms and e2e_min_ms of 4 requests +178 %), p99 is judged from 1,000 samples on
+  (10 beyond it); requests_per_s from 100 requests on (a count of a few requests per second is quantized); TTFT,
+  ITL and TPOT exist only for streamed points
 - ``failures``: failed requests (count); ``model_load_duration``: seconds until the model served, per served model
   (scope ``worker``: judged once per run however many load points use the model), in the cluster's own time (the
   simulator's model-load stage; a real cluster's pod timestamps), never the client's wall clock
@@ -67,7 +68,8 @@ for _metric, _text in LATENCIES.items():
             unit="ms", help=f"{_statistic} of the {_text}", lower_better=True, format="{:.2f}",
             ignored_for_regression=_statistic in (*IGNORED_STATISTICS, "min", "max"),
             why=EXTREME_WHY if _statistic in ("min", "max") else "TOPSAIL's choice: the median carries the verdict",
-            samples=sample_size(_metric) if _statistic == "p99" else None)(_function)
+            samples=sample_size(_metric) if _statistic == "p99" else None,
+            min_samples=1000 if _statistic == "p99" else None)(_function)  # 10 samples beyond a P99
 
 
 @kpi(unit="tokens/s", help="Output tokens received per second of the measurement window", higher_better=True,
@@ -77,7 +79,7 @@ def throughput(result: PointResult) -> float:
 
 
 @kpi(unit="requests/s", help="Successful requests ended per second of the measurement window", higher_better=True,
-     format="{:.2f}")
+     format="{:.2f}", samples=lambda result: result["summary"]["succeeded"])
 def requests_per_s(result: PointResult) -> float:
     return result["summary"]["requests_per_s"]
 

@@ -7,9 +7,10 @@
 - ``submission_jobs_per_s``, ``scheduling_pods_per_s``: throughputs; ``failed_jobs``: submit + runtime + unfinished.
 
 Judged for what they are (docs/kpis-and-regressions.md): ``max`` is informational (one slow job moves it); P95, P99
-and the throughputs carry their sample size (jobs, pods) and are judged from 100 samples on
+and the throughputs carry their sample size (jobs, pods); the throughputs are judged from 100 samples on
 (regression.TAIL_MIN_SAMPLES): the P99 of 5 jobs is their maximum, and a rate over 5 pods scheduled within a few
-milliseconds measures the client's timing more than the cluster. P50 and avg are judged at every size.
+milliseconds measures the client's timing more than the cluster; P95 and P99 need 10 samples beyond them (200 and
+1,000 jobs). P50 and avg are judged at every size.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def step_samples(step: str, source: str, level: str) -> Callable[[ScaleResult], 
 
 
 MAXIMUM_WHY = "a maximum moves with a single slow job"
-TAILS = ("P95", "P99")  # judged from regression.TAIL_MIN_SAMPLES samples on
+TAILS = {"P95": 200, "P99": 1000}  # judged from this many samples on: 10 samples lie beyond the quantile
 
 
 def declare(name: str, function: Callable[[ScaleResult], Any], help_text: str, metric: str,
@@ -49,7 +50,8 @@ def declare(name: str, function: Callable[[ScaleResult], Any], help_text: str, m
     function.__name__ = name
     globals()[name] = kpi(unit="ms", help=help_text, lower_better=True, format="{:.1f}",
                           ignored_for_regression=metric == "max", why=MAXIMUM_WHY if metric == "max" else "",
-                          samples=samples if metric in TAILS else None)(function)
+                          samples=samples if metric in TAILS else None,
+                          min_samples=TAILS.get(metric))(function)
 
 
 for _step in JOB_STEPS:

@@ -277,6 +277,8 @@ def test_a_tail_or_rate_of_few_samples_is_informational_and_says_why() -> None:
     assert verdict.status == "ignored" and verdict.pvalue is None
     assert "taken from 5 samples, judged from 100 on" in verdict.explanation
     assert judge({**record(60, 99.0), "samples": 500.0}, past, SETTINGS).status == "regression"
+    p99 = judge({**record(60, 99.0), "samples": 500.0, "min_samples": 1000.0}, past, SETTINGS)
+    assert p99.status == "ignored" and "judged from 1000 on" in p99.explanation
     ignored = judge({**record(60, 99.0, ignored=True), "why": "a maximum moves with one slow sample"}, past, SETTINGS)
     assert ignored.explanation == "informational: a maximum moves with one slow sample"
 
