@@ -201,8 +201,11 @@ def merge(directory: Path, records_dir: Path, generators: list[Generator], point
     for index, record in enumerate(merged):
         record.update(point=0, index=index)
     stop = max(stops) if stops else ended
+    stopped_by = next((f"{g.name}: {read[g.name][0]['stopped_by']}" for g in generators
+                       if read[g.name][0].get("stopped_by")), None)
     document = {"index": 0, "label": point.label + f" x{len(generators)} generators", "point": asdict(point),
                 "started_epoch": base, "measure_start": measure_start, "stop": stop, "ended": ended,
+                "stopped_by": stopped_by,
                 "generators": [asdict(g) for g in generators]}
     (directory / POINTS).write_text(json.dumps([document], indent=1), encoding="utf-8")
     with (directory / RECORDS).open("w", encoding="utf-8") as file:

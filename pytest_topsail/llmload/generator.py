@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.llmload.backends import Backend, BackendError
 from pytest_topsail.llmload.dataset import Prompt
-from pytest_topsail.llmload.records import RequestRecord
+from pytest_topsail.llmload.records import OK, RequestRecord
 
 MODES = ("concurrency", "constant", "poisson")
 
@@ -40,6 +40,19 @@ class LoadPoint:
     timeout_s: float = 300.0
     drain_timeout_s: float = 60.0
     seed: int = 0
+    max_errors: int | None = None  # stop rule: the point stops issuing once this many requests failed
+    max_error_rate: float | None = None  # stop rule: ... once this share of the ended requests failed
+    error_rate_min_requests: int = 20  # ... counted from this many ended requests on
+
+    def stop_rule(self, ended: int, errors: int) -> str | None:
+        """Why the point must stop issuing after ``ended`` requests of which ``errors`` failed (None: go on)."""
+        if self.max_errors is not None and errors >= self.max_errors:
+            return f"stop rule: {errors} failed requests reached max_errors={self.max_errors}"
+        if (self.max_error_rate is not None and ended >= self.error_rate_min_requests
+                and errors / ended > self.max_error_rate):
+            return (f"stop rule: {errors} of {ended} requests failed ({errors / ended:.0%}) > "
+                    f"max_error_rate={self.max_error_rate:g}")
+        return None
 
     def check(self, where: str) -> None:
         """Raise a TopsailError naming ``where`` when the point cannot run."""
@@ -59,6 +72,10 @@ class LoadPoint:
         for name in ("warmup_s", "timeout_s", "drain_timeout_s"):
             if getattr(self, name) < 0 or (name == "timeout_s" and self.timeout_s == 0):
                 problems.append(f"{name} must be {'>' if name == 'timeout_s' else '>='} 0")
+        if self.max_errors is not None and self.max_errors < 1:
+            problems.append(f"max_errors must be >= 1, got {self.max_errors}")
+        if self.max_error_rate is not None and not 0 <= self.max_error_rate < 1:
+            problems.append(f"max_error_rate must be in [0, 1), got {self.max_error_rate}")
         if problems:
             raise TopsailError(f"{where}: " + "; ".join(problems))
 
@@ -80,6 +97,7 @@ class PointResult:
     stop: float  # when issuing stopped (the deadline, or when the request count was reached)
     ended: float  # when the last request ended (or was cancelled)
     records: list[RequestRecord] = field(default_factory=list)
+    stopped_by: str | None = None  # the stop rule that ended the point early
 
 
 class PointRun:
@@ -98,11 +116,14 @@ class PointRun:
         self.stop: float | None = None
         self.records: list[RequestRecord] = []
         self.on_record = on_record  # called with each ended record and t0 (a generator pod saves it at once)
+        self.ended_count, self.errors = 0, 0
+        self.stopped_by: str | None = None
+        self.tasks: list[asyncio.Task[None]] = []
 
     def issuing(self, now: float) -> bool:
         """Whether a request may still be issued at ``now`` (records when issuing stopped)."""
         over = (self.deadline is not None and now >= self.deadline) or (
-            self.point.requests is not None and self.measured >= self.point.requests)
+            self.point.requests is not None and self.measured >= self.point.requests) or self.stopped_by is not None
         if over and self.stop is None:
             self.stop = min(now, self.deadline) if self.deadline is not None else now
         return not over
@@ -132,21 +153,35 @@ class PointRun:
         finally:
             record.end = time.perf_counter()
             self.records.append(record)
+            self.count(record)
             if self.on_record is not None:
                 self.on_record(record, self.t0)
+
+    def count(self, record: RequestRecord) -> None:
+        """Apply the stop rules: once one trips, no request is issued and those running get drain_timeout_s."""
+        self.ended_count += 1
+        self.errors += record.status != OK
+        if self.stopped_by is None and (reason := self.point.stop_rule(self.ended_count, self.errors)):
+            self.stopped_by = reason
+            self.issuing(time.perf_counter())
+            asyncio.get_running_loop().call_later(self.point.drain_timeout_s, self.cancel_running)
+
+    def cancel_running(self) -> None:
+        for task in self.tasks:
+            task.cancel()
 
     async def user(self, number: int) -> None:
         while self.issuing(now := time.perf_counter()):
             await self.send(self.new_record(now, user=number))
 
     async def closed_loop(self) -> None:
-        users = [asyncio.create_task(self.user(number)) for number in range(self.point.concurrency or 1)]
-        await self.drain(users)
+        self.tasks = [asyncio.create_task(self.user(number)) for number in range(self.point.concurrency or 1)]
+        await self.drain(self.tasks)
 
     async def open_loop(self) -> None:
         rng = random.Random(self.point.seed)
         limit = asyncio.Semaphore(self.point.concurrency) if self.point.concurrency else None
-        tasks: list[asyncio.Task[None]] = []
+        tasks = self.tasks
         rate = self.point.rate or 1.0
         due, sent = self.t0, 0
         while self.issuing(due):
@@ -190,7 +225,7 @@ class PointRun:
         self.records.sort(key=lambda record: record.index)
         return PointResult(index=self.index, point=self.point, started_epoch=started_epoch,
                            measure_start=self.measure_start - self.t0, stop=(self.stop or ended) - self.t0,
-                           ended=ended - self.t0, records=self.records)
+                           ended=ended - self.t0, records=self.records, stopped_by=self.stopped_by)
 
 
 async def run_sweep(backend: Backend, prompts: Sequence[Prompt], points: Sequence[LoadPoint],

@@ -104,6 +104,7 @@ def summarize_point(point: dict[str, Any], records: Iterable[dict[str, Any]]) ->
         "send_lag_ms": scale(statistics([r["start"] - r["scheduled"] for r in measured
                                          if r.get("scheduled") is not None]), 1000.0),
         "stats": stats,
+        "stopped_by": point.get("stopped_by"),  # the stop rule that ended the point early, if one did
     }
 
 

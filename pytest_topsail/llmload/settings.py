@@ -34,6 +34,9 @@ class LoadSettings(pydantic.BaseModel):
     seed: int = 0
     dataset: str = "bundled"  # "bundled" or a JSON-lines file (ours or llm-load-test's), relative to the rootdir
     max_prompts: int | None = pydantic.Field(default=None, ge=1)
+    max_errors: int | None = pydantic.Field(default=None, ge=1)  # stop rule: stop issuing after this many failures
+    max_error_rate: float | None = pydantic.Field(default=None, ge=0, lt=1)  # ... above this share failed
+    error_rate_min_requests: int = pydantic.Field(default=20, ge=1)  # ... counted from this many ended requests
 
     @classmethod
     def parse(cls, values: dict[str, Any], where: str) -> LoadSettings:
@@ -43,7 +46,9 @@ class LoadSettings(pydantic.BaseModel):
     def load_point(self) -> LoadPoint:
         return LoadPoint(mode=self.mode, concurrency=self.concurrency, rate=self.rate, duration_s=self.duration_s,
                          requests=self.requests, warmup_s=self.warmup_s, timeout_s=self.timeout_s,
-                         drain_timeout_s=self.drain_timeout_s, seed=self.seed)
+                         drain_timeout_s=self.drain_timeout_s, seed=self.seed,
+                         max_errors=self.max_errors, max_error_rate=self.max_error_rate,
+                         error_rate_min_requests=self.error_rate_min_requests)
 
     def prompts(self, rootdir: Path) -> list[Prompt]:
         path = BUNDLED if self.dataset == "bundled" else Path(rootdir) / self.dataset

@@ -39,6 +39,8 @@ class LlmLoadSettings(topsail.Settings):
     timeout_s: float = pydantic.Field(120, gt=0)  # per request
     drain_timeout_s: float = pydantic.Field(30, ge=0)
     max_failure_rate: float = pydantic.Field(0.0, ge=0, le=1)
+    max_errors: int | None = pydantic.Field(None, ge=1)  # stop rule: a point stops issuing after this many failures
+    max_error_rate: float | None = pydantic.Field(None, ge=0, lt=1)  # ... or above this share of failures
     generators: int = pydantic.Field(0, ge=0)  # > 0: the load runs as this many pods of a Job on the cluster
     generator_pool: GeneratorPoolSettings = GeneratorPoolSettings()
 

@@ -48,6 +48,8 @@ def test_llm_load(case: topsail.Case, llm_endpoint: Any, llm_settings: Any, arti
                runtime_image=options.runtime_image, deployment_mode=options.deployment_mode,
                serving=options.serving, replicas=llm_endpoint.replicas, accelerator=llm_endpoint.accelerator)
     kpis.record_from({"summary": summary, "serving": serving})
+    if summary.get("stopped_by"):
+        pytest.fail(f"{summary['stopped_by']}; records: {load_dir / 'records.jsonl'}", pytrace=False)
     if dead:
         pytest.fail(f"load generator pod(s) died during the run: {'; '.join(dead)}; the records of every pod up to "
                     f"its end are kept in {load_dir / 'records.jsonl'}", pytrace=False)
@@ -91,6 +93,9 @@ def case_settings(case: topsail.Case, options: Any) -> LoadSettings:
     values = {key: value for key, value in case.settings.items() if key != SERVER_KEY}
     values.setdefault("timeout_s", options.timeout_s)
     values.setdefault("drain_timeout_s", options.drain_timeout_s)
+    for rule in ("max_errors", "max_error_rate"):
+        if getattr(options, rule) is not None:
+            values.setdefault(rule, getattr(options, rule))
     try:
         return LoadSettings.parse(values, f"{case.source or 'cases'}: case {case.id}")
     except topsail.TopsailError as error:

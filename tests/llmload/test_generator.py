@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -145,3 +146,29 @@ def test_figures_from_saved_records(fake_server, tmp_path: Path) -> None:
     boxes = drawn["ITL distribution"].data
     assert [box.name for box in boxes] == ["concurrency=1", "concurrency=2"]
     assert len(boxes[0].y) == sum(p.output_tokens - 1 for p in PROMPTS) * 2  # every gap of 4 requests
+
+
+def test_error_rate_stop_rule_ends_a_run_against_a_half_failing_server_at_once(fake_server, tmp_path: Path) -> None:
+    fake_server.prefill_s, fake_server.itl_s = 0.01, 0.002
+    prompts = [Prompt("one two three", 3, 5), Prompt("FAIL please", 2, 5)]  # every other request: HTTP 400
+    point = LoadPoint(concurrency=4, duration_s=60, max_error_rate=0.2)
+    started = time.monotonic()
+    [summary] = run_load_test(backend(fake_server.url), prompts, [point], tmp_path)
+    assert time.monotonic() - started < 5
+    assert summary["stopped_by"].startswith("stop rule: ") and "> max_error_rate=0.2" in summary["stopped_by"]
+    assert summary["failures"]["http_400"] >= 10 and summary["requests"] < 40
+    saved = json.loads((tmp_path / "points.json").read_text())[0]
+    assert saved["stopped_by"] == summary["stopped_by"]
+
+
+def test_max_errors_stop_rule_counts_failures(fake_server, tmp_path: Path) -> None:
+    prompts = [Prompt("FAIL always", 2, 5)]
+    [summary] = run_load_test(backend(fake_server.url), prompts,
+                              [LoadPoint(concurrency=2, duration_s=60, max_errors=5)], tmp_path)
+    assert summary["stopped_by"] == "stop rule: 5 failed requests reached max_errors=5"
+    assert 5 <= summary["failures"]["http_400"] <= 6  # the other user's request in flight ends too
+
+
+def test_stop_rules_are_checked() -> None:
+    with pytest.raises(TopsailError, match=r"max_error_rate must be in \[0, 1\), got 1.5"):
+        LoadPoint(concurrency=1, requests=1, max_error_rate=1.5).check("point")
