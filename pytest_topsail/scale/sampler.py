@@ -176,6 +176,7 @@ class Sampler:
         self.lock = threading.Lock()
         self.stop_event = WatchStop()  # setting it also closes the watch connections: stop() does not wait reads
         self.changed = threading.Event()  # set by every pod/workload event: wait_for_jobs re-checks then
+        self.touched: set[str] = set()  # "<namespace>/<job>" keys changed since wait_for_jobs last looked
         self.threads: list[threading.Thread] = []
         self.pods: dict[str, Tracked] = {}
         self.pods_by_job: dict[str, dict[str, Tracked]] = {}
@@ -277,6 +278,7 @@ class Sampler:
                 tracked = self.pods[key] = Tracked(obj={"metadata": {"uid": metadata.get("uid")}})
                 job = (metadata.get("labels") or {}).get(JOB_LABEL)
                 self.pods_by_job.setdefault(f"{metadata.get('namespace')}/{job}", {})[key] = tracked
+            self.touched.add(f"{metadata.get('namespace')}/{(metadata.get('labels') or {}).get(JOB_LABEL)}")
             tracked.obj = trim_pod(pod)
             tracked.update(pod, pod_step_states(pod), now_ms)
             tracked.deleted = kind == "DELETED"
@@ -289,6 +291,7 @@ class Sampler:
             tracked = self.workloads.get(key)
             if tracked is None or tracked.obj["metadata"].get("uid") != metadata.get("uid"):
                 tracked = self.workloads[key] = Tracked(obj={"metadata": {"uid": metadata.get("uid")}})
+            self.touched.add(key)
             tracked.obj = trim_workload(obj)
             tracked.update(obj, workload_step_states(obj), now_ms)
             tracked.deleted = kind == "DELETED"
@@ -321,11 +324,16 @@ class Sampler:
         next_print = time.monotonic() + progress_interval_s
         next_check = time.monotonic() + UNSCHEDULABLE_CHECK_S
         seen_errors = self.connection_errors
-        pending = [j for j in jobs if not j.get("error")]
+        pending = {f"{j['jobNamespace']}/{j['jobName']}": j for j in jobs if not j.get("error")}
+        with self.lock:
+            self.touched = set(pending)  # every job is checked once; then only the jobs an event touched
         while True:
             self.changed.clear()  # before the check: an event arriving during it wakes the wait below
             with self.lock:
-                pending = [j for j in pending if not self.job_settled(j, target)]
+                touched, self.touched = self.touched, set()
+                for key in touched & pending.keys():
+                    if self.job_settled(pending[key], target):
+                        del pending[key]
             if not pending:
                 return True
             if time.monotonic() >= deadline:
