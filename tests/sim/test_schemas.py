@@ -192,18 +192,19 @@ def test_a_crd_created_with_a_schema_enforces_it(sim: Any) -> None:
 
 
 def _templates() -> dict[str, dict[str, Any]]:
-    """Every manifest template we ship, with the contexts the fixtures render them with."""
+    """Every manifest template we ship, with the contexts the fixtures render them with (their settings' defaults)."""
     from fixtures import gpu_operator, rhoai
 
-    dsci = rhoai.DEFAULTS["dsci"]
+    settings = rhoai.RhoaiSettings()
+    operator = {**settings.operator.manifest_values(), "operator_group": "og", "starting_csv": "x.v1"}
     return {
         "catalogsource.yaml.j2": {"name": "catalog", "namespace": "openshift-marketplace", "image": "quay.io/x/index",
                                   "tag": "v1", "display_name": "Catalog"},
-        "clusterpolicy.yaml.j2": dict(gpu_operator.DEFAULTS["cluster_policy"]),
-        "datasciencecluster.yaml.j2": {"name": "default-dsc", "components": rhoai.DEFAULTS["components"]},
-        "dscinitialization.yaml.j2": dict(dsci),
+        "clusterpolicy.yaml.j2": gpu_operator.GpuOperatorSettings().cluster_policy.model_dump(),
+        "datasciencecluster.yaml.j2": {"name": settings.dsc.name, "components": settings.components.model_dump()},
+        "dscinitialization.yaml.j2": settings.dsci.model_dump(),
         "nodefeaturediscovery.yaml.j2": {"name": "nfd-instance", "namespace": "openshift-nfd"},
-        "olm_operator.yaml.j2": {**rhoai.DEFAULTS["operator"], "operator_group": "og", "starting_csv": "x.v1"},
+        "olm_operator.yaml.j2": operator,
     }
 
 
