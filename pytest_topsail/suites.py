@@ -128,7 +128,7 @@ class Suite:
         if (key, model) not in self.validated:
             where = f"{self.config.source}: {key}"
             self.validated[(key, model)] = validate(model, self.config.get(key, None), where, "invalid settings",
-                                                     context={"rootdir": self.rootdir})
+                                                     context={"rootdir": self.rootdir, "suite": self})
         return self.validated[(key, model)]
 
     def validate(self) -> None:

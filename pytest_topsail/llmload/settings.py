@@ -70,3 +70,34 @@ class LoadSettings(pydantic.BaseModel):
         from pytest_topsail.llmload.backends.openai_http import OpenAIBackend
 
         return OpenAIBackend(http_url, model, api=self.api, stream=self.streaming, api_key=api_key)
+
+
+SERVER_KEY = "server"  # case key: the reference server's ModelConfig (tgis-tester's keys)
+
+
+def case_load_settings(case_settings: dict[str, Any], where: str, defaults: dict[str, Any]) -> LoadSettings:
+    """The load settings of one case point (its ``server`` key apart), the suite's ``defaults`` for the keys it does
+    not set, the load mode's required keys checked (constant/poisson need a rate); a TopsailError naming ``where``
+    otherwise."""
+    values = {key: value for key, value in case_settings.items() if key != SERVER_KEY}
+    for key, value in defaults.items():
+        values.setdefault(key, value)
+    settings = LoadSettings.parse(values, where)
+    settings.load_point().check(where)
+    return settings
+
+
+def check_server(server: Any, where: str, serving: str) -> None:
+    """A case's ``server`` settings: the reference server's ModelConfig keys, and for ``serving: inferenceservice``
+    only those an InferenceService passes to its container; a TopsailError naming ``where`` and the keys otherwise."""
+    from pytest_topsail.tgis.model_config import ENV_OF_FIELD, load_model_config
+
+    if server is None:
+        return
+    if not isinstance(server, dict):
+        raise TopsailError(f"{where}: must be a mapping of the reference server's settings")
+    load_model_config(server, where)
+    unknown = sorted(set(server) - set(ENV_OF_FIELD))
+    if unknown and serving == "inferenceservice":
+        raise TopsailError(f"{where}: {', '.join(unknown)} cannot be given to an InferenceService "
+                           f"(known: {', '.join(ENV_OF_FIELD)})")

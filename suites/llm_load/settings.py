@@ -7,6 +7,7 @@ from typing import Any, Literal
 import pydantic
 
 import pytest_topsail as topsail
+from pytest_topsail.llmload.settings import SERVER_KEY, case_load_settings, check_server
 from pytest_topsail.tgis.latency import check_gpu_profile
 
 
@@ -48,6 +49,27 @@ class LlmLoadSettings(topsail.Settings):
     @classmethod
     def _known_gpu_profile(cls, name: str) -> str:
         return check_gpu_profile(name)
+
+    def point_defaults(self) -> dict[str, Any]:
+        """What every case point takes from the suite's settings unless it sets it."""
+        defaults: dict[str, Any] = {"timeout_s": self.timeout_s, "drain_timeout_s": self.drain_timeout_s}
+        for rule in ("max_errors", "max_error_rate"):
+            if getattr(self, rule) is not None:
+                defaults[rule] = getattr(self, rule)
+        return defaults
+
+    @pydantic.model_validator(mode="after")
+    def _check_cases(self, info: pydantic.ValidationInfo) -> LlmLoadSettings:
+        """Every case point of the suite checked at start-up (load mode and its keys, server keys), not at its item."""
+        suite = (info.context or {}).get("suite")
+        for case in suite.cases if suite is not None else []:
+            try:
+                where = f"{case.source or 'cases'}: case {case.id}"
+                case_load_settings(case.settings, where, self.point_defaults())
+                check_server(case.settings.get(SERVER_KEY), f"{where}: {SERVER_KEY}", self.serving)
+            except topsail.TopsailError as error:
+                raise ValueError(str(error)) from None
+        return self
 
 
 SETTINGS = {"tests.llm_load": LlmLoadSettings}

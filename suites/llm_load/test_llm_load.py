@@ -13,9 +13,7 @@ import pytest
 import pytest_topsail as topsail
 from pytest_topsail.llmload.distributed import GeneratorPool, run_distributed
 from pytest_topsail.llmload.run import run_load_test
-from pytest_topsail.llmload.settings import LoadSettings
-
-SERVER_KEY = "server"  # case key: the reference server's ModelConfig (tgis-tester's keys)
+from pytest_topsail.llmload.settings import SERVER_KEY, LoadSettings, case_load_settings
 
 
 def test_llm_load(case: topsail.Case, llm_endpoint: Any, llm_settings: Any, artifact_dir: Path,
@@ -90,13 +88,8 @@ def point_line(case: topsail.Case, summary: dict[str, Any]) -> str:
 
 
 def case_settings(case: topsail.Case, options: Any) -> LoadSettings:
-    values = {key: value for key, value in case.settings.items() if key != SERVER_KEY}
-    values.setdefault("timeout_s", options.timeout_s)
-    values.setdefault("drain_timeout_s", options.drain_timeout_s)
-    for rule in ("max_errors", "max_error_rate"):
-        if getattr(options, rule) is not None:
-            values.setdefault(rule, getattr(options, rule))
     try:
-        return LoadSettings.parse(values, f"{case.source or 'cases'}: case {case.id}")
+        return case_load_settings(case.settings, f"{case.source or 'cases'}: case {case.id}",
+                                  options.point_defaults())
     except topsail.TopsailError as error:
         pytest.fail(str(error), pytrace=False)

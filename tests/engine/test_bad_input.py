@@ -412,3 +412,21 @@ def test_bad_suite_settings_are_one_start_up_error(suite: str, args: list[str], 
     error_lines = [line for line in result.stderr.splitlines() if line.startswith("ERROR:")]
     assert len(error_lines) == 1 and fragment in error_lines[0], output
     assert time.monotonic() - began < 30, "a start-up error (5 s on an idle machine, 2 shared cores here)"
+
+
+LLM_LOAD_CASES = [  # llm_load case points checked at start-up (were caught at their item, after deploying)
+    ("mode: constant\n  duration_s: 1", "case c: mode constant needs rate > 0 (requests/s)"),
+    ("concurrency: [1]\n  duration_s: 1\n  server: {max_batch_size: 8, max_batch_sise: 3}",
+     "case c: server: invalid TGIS model config: key max_batch_sise: unknown key; known: "),
+    ("concurrency: [1]\n  duration_s: 1\n  server: {revision: main}",
+     "case c: server: revision cannot be given to an InferenceService (known: "),
+]
+
+
+@pytest.mark.parametrize(("point", "fragment"), LLM_LOAD_CASES, ids=["constant-no-rate", "unknown-server-key",
+                                                                     "server-key-not-served"])
+def test_bad_llm_load_case_is_one_start_up_error(tmp_path, point: str, fragment: str) -> None:
+    case_file = tmp_path / "cases.yaml"
+    case_file.write_text(f"- name: c\n  model: bigscience/bloom-560m\n  backend: tgis\n  {point}\n")
+    test_bad_suite_settings_are_one_start_up_error("suites/llm_load", ["--var", f"cases=[{case_file}]", "-n", "2"],
+                                                   f"{case_file}[0]: {fragment}")
