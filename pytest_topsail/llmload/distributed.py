@@ -54,7 +54,8 @@ class Generator:
 
 def run_distributed(kube: Kube, namespace: str, name: str, settings: dict[str, Any], prompts: Sequence[Prompt],
                     endpoint: dict[str, Any], point: LoadPoint, pool: GeneratorPool, directory: Path,
-                    progress: Callable[[str], None]) -> tuple[dict[str, Any], list[Generator]]:
+                    progress: Callable[[str], None], slo: dict[str, float] | None = None
+                    ) -> tuple[dict[str, Any], list[Generator]]:
     """Run the point on ``pool.count`` pods; returns the merged point's summary and the generators (those that died
     carry their state and message)."""
     records_dir = directory / "generators"
@@ -77,7 +78,7 @@ def run_distributed(kube: Kube, namespace: str, name: str, settings: dict[str, A
     finally:
         kube.delete(ObjectRef.of(job), propagation="Background")
         kube.delete(ObjectRef.of(configmap))
-    summary = merge(directory, records_dir, generators, point)
+    summary = merge(directory, records_dir, generators, point, slo or {})
     return summary, generators
 
 
@@ -174,7 +175,8 @@ def read_generator(records_dir: Path, generator: Generator) -> tuple[dict[str, A
     return document, records
 
 
-def merge(directory: Path, records_dir: Path, generators: list[Generator], point: LoadPoint) -> dict[str, Any]:
+def merge(directory: Path, records_dir: Path, generators: list[Generator], point: LoadPoint,
+          slo: dict[str, float]) -> dict[str, Any]:
     """One point of all the generators' records, on the earliest generator's clock; analysed as one process's."""
     read = {g.name: read_generator(records_dir, g) for g in generators}
     started = [doc["started_epoch"] for doc, _ in read.values() if "started_epoch" in doc]
@@ -205,7 +207,7 @@ def merge(directory: Path, records_dir: Path, generators: list[Generator], point
                        if read[g.name][0].get("stopped_by")), None)
     document = {"index": 0, "label": point.label + f" x{len(generators)} generators", "point": asdict(point),
                 "started_epoch": base, "measure_start": measure_start, "stop": stop, "ended": ended,
-                "stopped_by": stopped_by,
+                "stopped_by": stopped_by, "slo": slo,
                 "generators": [asdict(g) for g in generators]}
     (directory / POINTS).write_text(json.dumps([document], indent=1), encoding="utf-8")
     with (directory / RECORDS).open("w", encoding="utf-8") as file:

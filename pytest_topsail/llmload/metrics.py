@@ -12,6 +12,11 @@ per point, over the measurement window W = [measure_start, stop] (warm-up exclud
 - ``requests_per_s``: successful requests that ended inside W / |W|
 - ``achieved_rate``: measured requests started inside W / |W|; ``offered_rate``: the open loop's rate
 - ``failures``: measured requests by status; ``failure_rate``: failed / measured
+with service-level objectives (the point's ``slo``: ``ttft_ms``, ``itl_ms``, ``e2e_ms`` targets), a measured request
+is good when it succeeded and meets every target given (its TTFT, its TPOT as its inter-token latency, its e2e; a
+TTFT or ITL target is unmet by an unstreamed request, which has none):
+- ``slo.attainment``: good / measured; ``slo.attainment_by_target``: the same per target
+- ``slo.goodput``: good requests that ended inside W / |W| (requests/s; counted as ``requests_per_s``)
 """
 
 from __future__ import annotations
@@ -105,7 +110,39 @@ def summarize_point(point: dict[str, Any], records: Iterable[dict[str, Any]]) ->
                                          if r.get("scheduled") is not None]), 1000.0),
         "stats": stats,
         "stopped_by": point.get("stopped_by"),  # the stop rule that ended the point early, if one did
+        "slo": slo_summary(point.get("slo") or {}, records, low, high, window),
     }
+
+
+SLO_METRICS = {"ttft_ms": "ttft", "itl_ms": "tpot", "e2e_ms": "e2e"}  # target -> the request's latency judged
+
+
+def slo_summary(targets: dict[str, float | None], records: list[dict[str, Any]], low: float, high: float,
+                window: float) -> dict[str, Any] | None:
+    """Attainment (of the measured requests) and goodput (of the requests ending inside the window, as
+    requests_per_s counts them) against the point's SLO targets; None when it has none."""
+    targets = {name: value for name, value in targets.items() if value is not None}
+    if not targets:
+        return None
+    met: dict[str, list[bool]] = {name: [] for name in targets}
+    good, goodput = 0, 0
+    for record in records:
+        latencies = request_latencies(record) if record["status"] == OK else {}
+        verdicts = {}
+        for name, target in targets.items():
+            value = latencies.get(SLO_METRICS[name])
+            verdicts[name] = value is not None and value * 1000.0 <= target
+        meets = all(verdicts.values())
+        goodput += meets and low <= record["end"] <= high
+        if not record.get("warmup"):
+            good += meets
+            for name, verdict in verdicts.items():
+                met[name].append(verdict)
+    measured = sum(1 for r in records if not r.get("warmup"))
+    count = max(measured, 1)
+    return {"targets": targets, "good_requests": good, "attainment": good / count if measured else 0.0,
+            "attainment_by_target": {name: sum(values) / count for name, values in met.items()},
+            "goodput": goodput / window}
 
 
 def scale(values: dict[str, float] | None, factor: float) -> dict[str, float] | None:

@@ -31,15 +31,17 @@ def point_document(result: PointResult) -> dict[str, Any]:
 
 
 def run_load_test(backend: Backend, prompts: Sequence[Prompt], points: Sequence[LoadPoint], directory: Path,
-                  on_point: Callable[[PointResult], None] | None = None) -> list[dict[str, Any]]:
-    """Run the sweep, saving each point's records as it ends; returns the summaries (also in summary.json)."""
+                  on_point: Callable[[PointResult], None] | None = None,
+                  slo: dict[str, float] | None = None) -> list[dict[str, Any]]:
+    """Run the sweep, saving each point's records as it ends; returns the summaries (also in summary.json).
+    ``slo``: the SLO targets saved with each point (ttft_ms, itl_ms, e2e_ms), judged by the summaries."""
     directory.mkdir(parents=True, exist_ok=True)
     (directory / RECORDS).unlink(missing_ok=True)
     documents: list[dict[str, Any]] = []
 
     def save(result: PointResult) -> None:
         write_records(result.records, directory / RECORDS)
-        documents.append(point_document(result))
+        documents.append({**point_document(result), "slo": slo or {}})
         (directory / POINTS).write_text(json.dumps(documents, indent=1), encoding="utf-8")
         if on_point is not None:
             on_point(result)

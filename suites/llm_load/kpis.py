@@ -8,6 +8,7 @@
   runs itl_min_ms went 0.24 -> 6.2 ms and e2e_min_ms of 4 requests +178 %), p99 is judged from 1,000 samples on
   (10 beyond it); requests_per_s from 100 requests on (a count of a few requests per second is quantized); TTFT,
   ITL and TPOT exist only for streamed points
+- ``goodput`` (requests/s) and ``slo_attainment`` (%): against ``tests.llm_load.slo``, only when targets are given
 - ``failures``: failed requests (count); ``model_load_duration``: seconds until the model served, per served model
   (scope ``worker``: judged once per run however many load points use the model), in the cluster's own time (the
   simulator's model-load stage; a real cluster's pod timestamps), never the client's wall clock
@@ -82,6 +83,20 @@ def throughput(result: PointResult) -> float:
      format="{:.2f}", samples=lambda result: result["summary"]["succeeded"])
 def requests_per_s(result: PointResult) -> float:
     return result["summary"]["requests_per_s"]
+
+
+@kpi(unit="requests/s", help="Requests meeting every SLO target (tests.llm_load.slo) ended per second of the "
+     "measurement window", higher_better=True, format="{:.2f}")
+def goodput(result: PointResult) -> float | None:
+    slo = result["summary"].get("slo")
+    return None if slo is None else slo["goodput"]
+
+
+@kpi(unit="%", help="Share of the measured requests meeting every SLO target (tests.llm_load.slo)",
+     higher_better=True, format="{:.1f}")
+def slo_attainment(result: PointResult) -> float | None:
+    slo = result["summary"].get("slo")
+    return None if slo is None else 100.0 * slo["attainment"]
 
 
 @kpi(unit="requests", help="Measured requests that failed (any status but ok)", lower_better=True, format="{:.0f}")

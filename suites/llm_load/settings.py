@@ -29,6 +29,14 @@ class GeneratorPoolSettings(topsail.Settings):
     late_s: float = pydantic.Field(1.0, gt=0)  # a pod starting later than this after the barrier sends nothing
 
 
+class SloSettings(topsail.Settings):
+    """``tests.llm_load.slo``: per-request targets; goodput and attainment KPIs when any is given."""
+
+    ttft_ms: float | None = pydantic.Field(None, gt=0)  # time to first token
+    itl_ms: float | None = pydantic.Field(None, gt=0)  # inter-token latency (the request's TPOT)
+    e2e_ms: float | None = pydantic.Field(None, gt=0)  # end-to-end latency
+
+
 class LlmLoadSettings(topsail.Settings):
     serving: Literal["inferenceservice", "in-process", "endpoint"] = "inferenceservice"
     serving_timeout_s: float = pydantic.Field(300, gt=0)  # the InferenceService Ready
@@ -42,6 +50,7 @@ class LlmLoadSettings(topsail.Settings):
     max_failure_rate: float = pydantic.Field(0.0, ge=0, le=1)
     max_errors: int | None = pydantic.Field(None, ge=1)  # stop rule: a point stops issuing after this many failures
     max_error_rate: float | None = pydantic.Field(None, ge=0, lt=1)  # ... or above this share of failures
+    slo: SloSettings = SloSettings()
     generators: int = pydantic.Field(0, ge=0)  # > 0: the load runs as this many pods of a Job on the cluster
     generator_pool: GeneratorPoolSettings = GeneratorPoolSettings()
 

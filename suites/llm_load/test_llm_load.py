@@ -31,7 +31,7 @@ def test_llm_load(case: topsail.Case, llm_endpoint: Any, llm_settings: Any, arti
         if options.generators:
             summary, dead = distributed(case, settings, prompts, llm_endpoint, options, load_dir, request, progress)
         else:
-            summary, dead = run_load_test(backend, prompts, [point], load_dir)[0], []
+            summary, dead = run_load_test(backend, prompts, [point], load_dir, slo=slo_targets(options))[0], []
         progress(point_line(case, summary))
     except topsail.TopsailError as error:
         pytest.fail(str(error), pytrace=False)
@@ -73,10 +73,14 @@ def distributed(case: topsail.Case, settings: LoadSettings, prompts: Any, endpoi
         {"http_url": endpoint.http_url, "grpc_target": endpoint.grpc_target, "served_model": endpoint.served_model},
         settings.load_point(),
         GeneratorPool(options.generators, pool.image, pool.node_selector, pool.tolerations, pool.start_delay_s,
-                      pool.late_s), load_dir, progress)
+                      pool.late_s), load_dir, progress, slo=slo_targets(options))
     dead = [f"{g.name} {g.state}" + (f" ({g.message})" if g.message else "") + f", {g.requests} records kept"
             for g in generators if g.state != "Succeeded"]
     return summary, dead
+
+
+def slo_targets(options: Any) -> dict[str, float]:
+    return options.slo.model_dump(exclude_none=True)
 
 
 def point_line(case: topsail.Case, summary: dict[str, Any]) -> str:

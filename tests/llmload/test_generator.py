@@ -172,3 +172,23 @@ def test_max_errors_stop_rule_counts_failures(fake_server, tmp_path: Path) -> No
 def test_stop_rules_are_checked() -> None:
     with pytest.raises(TopsailError, match=r"max_error_rate must be in \[0, 1\), got 1.5"):
         LoadPoint(concurrency=1, requests=1, max_error_rate=1.5).check("point")
+
+
+def test_slo_attainment_and_goodput_count_requests_meeting_every_target(fake_server, tmp_path: Path) -> None:
+    fake_server.prefill_s, fake_server.itl_s = 0.05, 0.005
+    prompts = [Prompt("one two three", 3, 5), Prompt("FAIL please", 2, 5)]  # every other request fails
+    slo = {"ttft_ms": 500.0, "itl_ms": 100.0, "e2e_ms": 2000.0}
+    [summary] = run_load_test(backend(fake_server.url), prompts, [LoadPoint(concurrency=2, requests=20)], tmp_path,
+                              slo=slo)
+    good = summary["slo"]
+    assert good["targets"] == slo and good["good_requests"] == summary["succeeded"] == 10
+    assert good["attainment"] == 0.5 and good["attainment_by_target"] == {"ttft_ms": 0.5, "itl_ms": 0.5,
+                                                                          "e2e_ms": 0.5}
+    assert good["goodput"] == pytest.approx(summary["requests_per_s"])
+    assert analyse_directory(tmp_path)[0]["slo"] == good  # the replot judges the same targets again
+    [tight] = run_load_test(backend(fake_server.url), prompts[:1], [LoadPoint(concurrency=2, requests=6)],
+                            tmp_path / "tight", slo={"ttft_ms": 20.0})  # TTFT is >= 50 ms: nobody meets it
+    assert tight["slo"]["attainment"] == 0.0 and tight["slo"]["goodput"] == 0.0
+    [none] = run_load_test(backend(fake_server.url), prompts[:1], [LoadPoint(concurrency=1, requests=2)],
+                           tmp_path / "none")
+    assert none["slo"] is None
