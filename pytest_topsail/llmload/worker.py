@@ -89,10 +89,11 @@ async def at_barrier(backend: Backend, prompts: list[Prompt], point: LoadPoint, 
 
 def fail(message: str, code: int) -> int:
     print(message, file=sys.stderr, flush=True)
-    try:
-        TERMINATION_LOG.write_text(message[:4000], encoding="utf-8")
-    except OSError:
-        pass
+    if TERMINATION_LOG.is_file():  # mounted by the kubelet in a container; never created outside one
+        try:
+            TERMINATION_LOG.write_text(message[:4000], encoding="utf-8")
+        except OSError:
+            pass
     return code
 
 

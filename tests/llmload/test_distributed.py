@@ -106,3 +106,13 @@ def test_a_deleted_generator_pod_is_named_and_every_pods_records_kept(tmp_path: 
     merged = list(read_records(directory / "records.jsonl"))
     assert {r["generator"] for r in merged} == set(generators)
     assert len(merged) == sum(g["requests"] for g in generators.values())
+
+
+def test_worker_with_bad_settings_exits_2_naming_the_file(tmp_path: Path) -> None:
+    (tmp_path / "load.json").write_text(json.dumps({"settings": {"model": "m", "concurrency": 0}, "start_at": 0}))
+    (tmp_path / "prompts.jsonl").write_text('{"prompt": "a", "input_tokens": 1, "output_tokens": 1}\n')
+    command = [sys.executable, "-m", "pytest_topsail.llmload.worker", str(tmp_path), str(tmp_path / "out")]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert result.returncode == 2, result.stderr
+    assert f"bad settings in {tmp_path}" in result.stderr and "concurrency" in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "out").exists()
