@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from pytest_topsail.errors import TopsailError
 from pytest_topsail.fine_tuning.catalog import Catalog
 from pytest_topsail.settings import Settings, validate
 
@@ -101,6 +102,47 @@ class SuiteSettings(_Strict):
     catalog: dict[str, Any] = Field(default_factory=dict)  # extra models/datasets ({models: {...}, datasets: {...}})
     # an image with pytest_topsail: a pod of it writes the catalog's tiny models and datasets onto the storage PVC
     storage_setup_image: str | None = None
+    max_points: int = Field(500, ge=1)  # a bigger matrix refuses to run unless this is raised to its size
+
+    @model_validator(mode="after")
+    def _check_points(self, info: ValidationInfo) -> SuiteSettings:
+        """Every point of the suite's matrix checked at start-up against the catalog (set by the engine's validation
+        context), not at its item after deploying."""
+        suite = (info.context or {}).get("suite")
+        if suite is not None:
+            try:
+                check_points(suite.cases, self)
+            except TopsailError as error:
+                raise ValueError(str(error)) from None
+        return self
+
+
+def check_points(cases: list[Any], settings: SuiteSettings) -> None:
+    """The matrix's size, each point's model, dataset, sequence length and LoRA settings; one TopsailError naming
+    the case file and case otherwise."""
+    if len(cases) > settings.max_points:
+        raise TopsailError(f"the matrix has {len(cases)} points, more than max_points ({settings.max_points}): each "
+                           "point is one PyTorchJob; set tests.fine_tuning.max_points to at least "
+                           f"{len(cases)} to run it")
+    from pytest_topsail.fine_tuning.catalog import builtin_catalog
+
+    catalog = builtin_catalog().extended(settings.catalog, "tests.fine_tuning.catalog")
+    lora_methods: dict[tuple[str, str], set[str]] = {}
+    for case in cases:
+        where = f"{case.source} (case {case.id})"
+        point = validate_point(case.settings, where)
+        model = catalog.model(point.model, where)
+        catalog.dataset(point.dataset.name, where)
+        if point.max_seq_length > model.max_length:
+            raise TopsailError(f"{where}: max_seq_length {point.max_seq_length} is beyond the maximum of model "
+                               f"{point.model} ({model.max_length} positions)")
+        point.resolved(catalog, where)
+        if "lora" in case.settings:
+            lora_methods.setdefault((case.source, case.name), set()).add(point.method)
+    for (source, name), methods in lora_methods.items():
+        if methods == {"full"}:
+            raise TopsailError(f"{source} (case {name}): lora settings given, but every point uses method: full "
+                               "(they apply to method lora or qlora only)")
 
 
 def validate_point(settings: dict[str, Any], where: str) -> PointSettings:

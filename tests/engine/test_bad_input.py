@@ -430,3 +430,24 @@ def test_bad_llm_load_case_is_one_start_up_error(tmp_path, point: str, fragment:
     case_file.write_text(f"- name: c\n  model: bigscience/bloom-560m\n  backend: tgis\n  {point}\n")
     test_bad_suite_settings_are_one_start_up_error("suites/llm_load", ["--var", f"cases=[{case_file}]", "-n", "2"],
                                                    f"{case_file}[0]: {fragment}")
+
+
+FINE_TUNING_CASES = [  # fine-tuning points checked at start-up against the catalog (were caught at their item)
+    ("dataset: {name: alpaka}", "(case c): dataset 'alpaka' is not in the catalog (known: "),
+    ("method: full\n  lora: {r: 8}", "(case c): lora settings given, but every point uses method: full"),
+    ("max_seq_length: 1000000", "(case c): max_seq_length 1000000 is beyond the maximum of model "
+                                "bigscience/bloom-560m (2048 positions)"),
+    ("per_device_batch_size: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n  max_seq_length: [64, 128, 256, 512, 1024, 2048]\n"
+     "  epochs: [1, 2, 3, 4, 5, 6, 7, 8, 9]",
+     "the matrix has 540 points, more than max_points (500): each point is one PyTorchJob; set "
+     "tests.fine_tuning.max_points to at least 540 to run it"),
+]
+
+
+@pytest.mark.parametrize(("point", "fragment"), FINE_TUNING_CASES, ids=["unknown-dataset", "lora-on-full",
+                                                                        "max-seq-length", "matrix-too-big"])
+def test_bad_fine_tuning_point_is_one_start_up_error(tmp_path, point: str, fragment: str) -> None:
+    case_file = tmp_path / "cases.yaml"
+    case_file.write_text(f"- name: c\n  model: bigscience/bloom-560m\n  {point}\n")
+    test_bad_suite_settings_are_one_start_up_error("suites/fine_tuning", ["--var", f"cases=[{case_file}]", "-n", "2"],
+                                                   fragment)
