@@ -228,20 +228,60 @@ class PointRun:
                            ended=ended - self.t0, records=self.records, stopped_by=self.stopped_by)
 
 
-async def run_sweep(backend: Backend, prompts: Sequence[Prompt], points: Sequence[LoadPoint],
+NextPoint = Callable[[list[PointResult]], LoadPoint | None]  # the points run so far -> the next one (None: done)
+
+
+async def run_sweep(backend: Backend, prompts: Sequence[Prompt], points: Sequence[LoadPoint] | NextPoint,
                     on_point: Callable[[PointResult], None] | None = None,
                     on_record: Callable[[RequestRecord, float], None] | None = None) -> list[PointResult]:
-    """Run the points one after the other on one backend (opened once, closed at the end, also on failure)."""
-    for number, point in enumerate(points):
-        point.check(f"load point {number} ({point.label})")
-    results = []
+    """Run the points one after the other on one backend (opened once, closed at the end, also on failure);
+    ``points`` may be a function choosing each point from the results so far (``AutoSweep``)."""
+    if not callable(points):
+        for number, given in enumerate(points):
+            given.check(f"load point {number} ({given.label})")
+        fixed = list(points)
+        points = lambda done: fixed[len(done)] if len(done) < len(fixed) else None  # noqa: E731
+    results: list[PointResult] = []
     await backend.open()
     try:
-        for index, point in enumerate(points):
-            result = await PointRun(backend, prompts, point, index, on_record).run()
+        while (next_point := points(results)) is not None:
+            next_point.check(f"load point {len(results)} ({next_point.label})")
+            result = await PointRun(backend, prompts, next_point, len(results), on_record).run()
             results.append(result)
             if on_point is not None:
                 on_point(result)
     finally:
         await backend.close()
     return results
+
+
+def completed_rate(result: PointResult) -> float:
+    """Successful requests that ended inside the point's window, per second (the summary's requests_per_s)."""
+    window = max(result.stop - result.measure_start, 1e-9)
+    return sum(1 for r in result.records if r.status == OK and result.measure_start <= r.end <= result.stop) / window
+
+
+@dataclass(frozen=True)
+class AutoSweep:
+    """guidellm's sweep: a synchronous point (one user), a max-throughput point (``max_concurrency`` users), then
+    ``rates`` constant-rate points evenly between the two completed rates; every point as ``base`` otherwise."""
+
+    base: LoadPoint
+    rates: int = 4
+    max_concurrency: int = 256
+
+    def __call__(self, done: list[PointResult]) -> LoadPoint | None:
+        from dataclasses import replace
+
+        if not done:
+            return replace(self.base, mode="concurrency", concurrency=1, rate=None)
+        if len(done) == 1:
+            return replace(self.base, mode="concurrency", concurrency=self.max_concurrency, rate=None)
+        if len(done) >= 2 + self.rates or done[-1].stopped_by:
+            return None
+        low, high = completed_rate(done[0]), completed_rate(done[1])
+        if high <= low:
+            return None  # no headroom above one user: nothing between to measure
+        step = len(done) - 1
+        return replace(self.base, mode="constant", concurrency=None,
+                       rate=low + step * (high - low) / (self.rates + 1))

@@ -15,7 +15,7 @@ from typing import Any
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.llmload.backends import Backend
 from pytest_topsail.llmload.dataset import Prompt
-from pytest_topsail.llmload.generator import LoadPoint, PointResult, run_sweep
+from pytest_topsail.llmload.generator import LoadPoint, NextPoint, PointResult, run_sweep
 from pytest_topsail.llmload.metrics import format_table, summarize_point, sweep_table
 from pytest_topsail.llmload.records import read_records, write_records
 
@@ -30,7 +30,8 @@ def point_document(result: PointResult) -> dict[str, Any]:
             "ended": result.ended, "stopped_by": result.stopped_by}
 
 
-def run_load_test(backend: Backend, prompts: Sequence[Prompt], points: Sequence[LoadPoint], directory: Path,
+def run_load_test(backend: Backend, prompts: Sequence[Prompt], points: Sequence[LoadPoint] | NextPoint,
+                  directory: Path,
                   on_point: Callable[[PointResult], None] | None = None,
                   slo: dict[str, float] | None = None) -> list[dict[str, Any]]:
     """Run the sweep, saving each point's records as it ends; returns the summaries (also in summary.json).

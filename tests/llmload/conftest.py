@@ -26,6 +26,8 @@ class FakeServer:
     in_flight: int = 0
     max_in_flight: int = 0
     url: str = ""
+    capacity: int = 0  # > 0: at most this many requests served at once, the others queue (a server's batch)
+    slots: asyncio.Semaphore | None = None
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
@@ -38,6 +40,10 @@ class FakeServer:
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
+            if self.capacity:
+                self.slots = self.slots or asyncio.Semaphore(self.capacity)
+                async with self.slots:
+                    return await self.answer(request, body, chat, len(text.split()))
             return await self.answer(request, body, chat, len(text.split()))
         finally:
             self.in_flight -= 1

@@ -11,7 +11,7 @@ import pytest
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.llmload.backends.openai_http import OpenAIBackend
 from pytest_topsail.llmload.dataset import Prompt
-from pytest_topsail.llmload.generator import LoadPoint
+from pytest_topsail.llmload.generator import AutoSweep, LoadPoint
 from pytest_topsail.llmload.run import analyse_directory, run_load_test
 
 PROMPTS = [Prompt("one two three", 3, 5), Prompt("four five", 2, 8)]
@@ -192,3 +192,17 @@ def test_slo_attainment_and_goodput_count_requests_meeting_every_target(fake_ser
     [none] = run_load_test(backend(fake_server.url), prompts[:1], [LoadPoint(concurrency=1, requests=2)],
                            tmp_path / "none")
     assert none["slo"] is None
+
+
+def test_auto_sweep_finds_the_servers_capacity_and_rates_between(fake_server, tmp_path: Path) -> None:
+    fake_server.prefill_s, fake_server.itl_s, fake_server.capacity = 0.1, 0.02, 4  # 0.18 s per request, 4 at once
+    capacity = 4 / (0.1 + 4 * 0.02)  # 22.2 requests/s
+    prompts = [Prompt("one two three", 3, 5)]
+    sweep = AutoSweep(LoadPoint(duration_s=1.5, warmup_s=0.3, drain_timeout_s=5), rates=2, max_concurrency=16)
+    summaries = run_load_test(backend(fake_server.url), prompts, sweep, tmp_path)
+    assert [s["label"] for s in summaries[:2]] == ["concurrency=1", "concurrency=16"]
+    sync, peak = summaries[0]["requests_per_s"], summaries[1]["requests_per_s"]
+    assert sync == pytest.approx(1 / 0.18, rel=0.25) and peak == pytest.approx(capacity, rel=0.10)
+    rates = [s["offered_rate"] for s in summaries[2:]]
+    assert [s["mode"] for s in summaries[2:]] == ["constant", "constant"] and sync < rates[0] < rates[1] < peak
+    assert rates[1] - rates[0] == pytest.approx(rates[0] - sync, rel=0.01)  # evenly between
