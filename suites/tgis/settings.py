@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 from pathlib import Path
 from typing import Literal
@@ -83,6 +84,20 @@ class WorkerSettings(topsail.Settings):
     storage_uri_prefix: str = "s3://models/"
     # extra container environment per config short name, e.g. {"tgis_native|bf16": {TOPSAIL_TGIS_DIVERGE: "1"}}
     env: dict[str, dict[str, str]] = {}
+
+    @pydantic.model_validator(mode="after")
+    def _env_names_a_config(self, info: pydantic.ValidationInfo) -> WorkerSettings:
+        """Each ``env`` key is the short name of a config of tests.tgis (else its variables would reach no worker)."""
+        suite = (info.context or {}).get("suite")
+        if suite is None or not self.env:
+            return self
+        names = sorted({config.name for spec in suite.settings("tests.tgis").root for config in spec.configs})
+        for key in self.env:
+            if key not in names:
+                close = difflib.get_close_matches(key, names, n=3, cutoff=0.5)
+                hint = f"; closest: {', '.join(close)}" if close else ""
+                raise ValueError(f"env: {key!r} names no config of tests.tgis (configs: {', '.join(names)}){hint}")
+        return self
 
 
 class RunnerSettings(topsail.Settings):
