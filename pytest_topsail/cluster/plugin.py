@@ -50,12 +50,26 @@ def pytest_configure(config: pytest.Config) -> None:
         return  # a configuration that does not load: the engine reports it
     if not suites:
         return
-    from pytest_topsail.cluster.fixture import check_at_start
-
     try:
-        check_at_start(config, cluster_mode(config))
+        check_at_start(config, suites)
     except TopsailError as error:
         raise pytest.UsageError(str(error)) from None
+
+
+def check_at_start(config: pytest.Config, suites: list[Suite]) -> None:
+    """What would fail every item the same way is one usage error at start-up instead: the simulator profile of the
+    run (when a suite configures the cluster; else it is the built-in default), or a real cluster that cannot be used.
+    The xdist controller checks for its workers; ``--collect-only`` connects to nothing. The simulator and the
+    Kubernetes client are imported only when needed: a run of suites that use neither stays light."""
+    if cluster_mode(config) == "sim":
+        if any("cluster" in suite.config for suite in suites):
+            from pytest_topsail.cluster.sim_profile import run_sim_profile
+
+            run_sim_profile(config)
+    elif not config.option.collectonly and not hasattr(config, "workerinput"):
+        from pytest_topsail.cluster.fixture import check_reachable
+
+        check_reachable(config)
 
 
 @pytest.hookimpl(optionalhook=True)
