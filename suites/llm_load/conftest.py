@@ -139,7 +139,7 @@ def inference_service(model: str, server: dict[str, Any], options: Any, request:
     kube.apply(runtime_manifest(namespace, options.runtime_image))
     manifest = isvc_manifest(isvc_name(model, key), namespace, model, server, options)
     kube.apply(manifest)
-    topsail.wait_condition(kube, topsail.ObjectRef.of(manifest), "Ready", timeout=options.serving_timeout_s)
+    wait_serving(kube, manifest, options.serving_timeout_s)
     pods = kube.list("v1", "Pod", namespace=namespace,
                      label_selector=f"{ISVC_LABEL}={manifest['metadata']['name']}")
     loads = [seconds for seconds in map(pod_load_seconds, pods) if seconds is not None]
@@ -158,6 +158,36 @@ def inference_service(model: str, server: dict[str, Any], options: Any, request:
     return Endpoint(http_url=http_url, grpc_target=annotations[f"{ENDPOINT_ANNOTATION}{GRPC_PORT}"],
                     served_model=served_model_name(http_url) or model, load_duration_s=load_duration,
                     accelerator=accelerator, replicas=len(pods))
+
+
+def wait_serving(kube: topsail.Kube, manifest: dict[str, Any], timeout: float) -> None:
+    """The InferenceService Ready; a predictor pod that no node can ever hold (no node at all, too big a request)
+    ends the wait at once naming why (kube.scheduling), instead of waiting for the timeout."""
+    from pytest_topsail.kube.scheduling import never_schedulable
+
+    ref = topsail.ObjectRef.of(manifest)
+    selector = f"{ISVC_LABEL}={manifest['metadata']['name']}"
+
+    def ready(isvc: dict[str, Any] | None) -> bool:
+        if (condition_of(isvc, "Ready") or {}).get("status") == "True":
+            return True
+        nodes = kube.list("v1", "Node")
+        pods = kube.list("v1", "Pod", namespace=ref.namespace, label_selector=selector)
+        for pod in pods if nodes else [None]:
+            scheduled = condition_of(pod, "PodScheduled") or {}
+            if pod is not None and scheduled.get("status") != "False":
+                continue
+            why = never_schedulable(pod or {}, nodes, scheduled.get("message", ""))
+            if why:
+                raise topsail.TopsailError(f"InferenceService {ref.namespace}/{ref.name}: no node can ever hold its "
+                                           f"predictor: {why}")
+        return False
+
+    topsail.wait_for(kube, ref, ready, what="to have condition Ready=True", timeout=timeout, interval=1.0)
+
+
+def condition_of(obj: dict[str, Any] | None, kind: str) -> dict[str, Any] | None:
+    return next((c for c in ((obj or {}).get("status") or {}).get("conditions") or [] if c.get("type") == kind), None)
 
 
 def served_model_name(http_url: str | None) -> str | None:
@@ -190,4 +220,6 @@ def llm_endpoint(llm_models: ServedModels, case: topsail.Case, llm_settings: Any
         return llm_models.endpoint(case.settings["model"], case.settings.get("server") or {}, options, request,
                                    case.source or case.id)
     except topsail.TopsailError as error:
-        pytest.fail(str(error), pytrace=False)
+        message = str(error)
+    pytest.fail(message, pytrace=False)  # outside the except: one message, no 'During handling of ...'
+
