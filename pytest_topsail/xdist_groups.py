@@ -17,4 +17,4 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         legacy = item.__dict__.get("_nodeid")
         structured = getattr(item, "_id", None)  # a slot on pytest >= 9.2
         if legacy and structured is not None and str(structured) != legacy:
-            item._id = type(structured).parse(legacy)  # type: ignore[attr-defined]
+            object.__setattr__(item, "_id", type(structured).parse(legacy))  # typed on pytest >= 9.2 only
