@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any, Literal
 
 import pydantic
@@ -37,6 +39,35 @@ class SloSettings(topsail.Settings):
     e2e_ms: float | None = pydantic.Field(None, gt=0)  # end-to-end latency
 
 
+class ApiKeySettings(topsail.Settings):
+    """``tests.llm_load.api_key``: the OpenAI backend's key (Authorization: Bearer), never written anywhere; from
+    an environment variable's name or a file (its first line)."""
+
+    env: str | None = None
+    file: str | None = None
+
+    @pydantic.model_validator(mode="after")
+    def _one_source(self) -> ApiKeySettings:
+        if self.env and self.file:
+            raise ValueError("give env or file, not both")
+        if self.file and not Path(self.file).expanduser().is_file():
+            raise ValueError(f"file {self.file}: not found")
+        return self
+
+    def value(self) -> str | None:
+        """The key, read now (an environment variable may be exported after start-up)."""
+        if self.env:
+            key = os.environ.get(self.env)
+            if not key:
+                raise topsail.TopsailError(f"tests.llm_load.api_key.env: the environment variable {self.env} is "
+                                           "not set")
+            return key
+        if self.file:
+            lines = Path(self.file).expanduser().read_text(encoding="utf-8").splitlines()
+            return lines[0].strip() if lines else None
+        return None
+
+
 class LlmLoadSettings(topsail.Settings):
     serving: Literal["inferenceservice", "in-process", "endpoint"] = "inferenceservice"
     serving_timeout_s: float = pydantic.Field(300, gt=0)  # the InferenceService Ready
@@ -53,6 +84,7 @@ class LlmLoadSettings(topsail.Settings):
     slo: SloSettings = SloSettings()
     generators: int = pydantic.Field(0, ge=0)  # > 0: the load runs as this many pods of a Job on the cluster
     generator_pool: GeneratorPoolSettings = GeneratorPoolSettings()
+    api_key: ApiKeySettings = ApiKeySettings()  # the OpenAI backend's key: {env: NAME} or {file: PATH}
 
     @pydantic.field_validator("gpu_profile")
     @classmethod

@@ -24,7 +24,7 @@ def test_llm_load(case: topsail.Case, llm_endpoint: Any, llm_settings: Any, arti
     try:
         prompts = settings.prompts(request.config.rootpath)
         backend = settings.make_backend(http_url=llm_endpoint.http_url, grpc_target=llm_endpoint.grpc_target,
-                                         served_model=llm_endpoint.served_model)
+                                         served_model=llm_endpoint.served_model, api_key=options.api_key.value())
         point = settings.load_point()
         progress(f"{case.id}: {point.label} over {settings.backend}"
                  + (f" for {point.warmup_s + point.duration_s:g} s" if point.duration_s else ""))

@@ -391,6 +391,8 @@ SUITE_START_UP_INPUTS = [  # the repository's other suites: one start-up error n
     ("suites/llm_load", ["--var", "cluster.sim.nodes=-3"],  # the shortcut typed, not node_pools[0].count
      "suites/llm_load/config.yaml: cluster.sim: invalid simulator profile: key nodes: Input should be greater than "
      "or equal to 0 (got -3)"),
+    ("suites/llm_load", ["--var", "tests.llm_load.api_key.file=/nonexistent/key"],
+     "suites/llm_load/config.yaml: tests.llm_load: invalid settings: key api_key: file /nonexistent/key: not found"),
     ("suites/tgis", ["--var", 'worker.env={"tgis_native|bf15": {A: "1"}}'],  # would reach no worker
      "suites/tgis/config.yaml: worker: invalid settings: env: 'tgis_native|bf15' names no config of tests.tgis "
      "(configs: hf_transformers|f32, tgis_native|bf16, "),

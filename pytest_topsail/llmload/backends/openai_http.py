@@ -65,6 +65,17 @@ class OpenAIBackend:
         return body
 
     async def send(self, prompt: Prompt, record: RequestRecord) -> None:
+        """One request; a failure's message never holds the API key (a server may echo it, or its header)."""
+        try:
+            await self._send(prompt, record)
+        except BackendError as error:
+            if not self.api_key:
+                raise
+            from pytest_topsail.redact import redact_text
+
+            raise BackendError(error.status, redact_text(error.message, {self.api_key})) from None
+
+    async def _send(self, prompt: Prompt, record: RequestRecord) -> None:
         if self.session is None:
             raise RuntimeError("OpenAIBackend.send before open()")
         try:
