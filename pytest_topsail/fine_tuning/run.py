@@ -101,6 +101,12 @@ class PointRun:
     def _pods(self) -> list[dict[str, Any]]:
         return self.kube.list("v1", "Pod", namespace=self.namespace, label_selector=f"{JOB_LABEL}={self.job}")
 
+    def _fresh_pods(self, watched: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        try:
+            return self._pods() or watched
+        except KubeError:
+            return watched
+
     def _follow(self) -> None:
         with Watched(self.kube, self.namespace, self.job) as watched:
             self._follow_watched(watched)
@@ -117,7 +123,9 @@ class PointRun:
                 self.progress(f"{self.job}: succeeded")
                 return
             if condition_status(job, "Failed") == "True":
-                raise self._failure(job, pods)
+                # the job's Failed condition can arrive before the pod event that carries the exit code: read the
+                # pods afresh so the message names the container's own exit, not only the job's condition
+                raise self._failure(job, self._fresh_pods(pods))
             now = time.monotonic()
             if phase == "scheduled" and len(pods) >= wanted and all(_node(p) for p in pods):
                 phase, phase_start = self._next_phase(phase, phase_start)
