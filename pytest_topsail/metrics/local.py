@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 import requests
 import yaml
 
+from pytest_topsail.cluster.rundir import process_exists
 from pytest_topsail.errors import TopsailError
 
 INSTALL_HINT = ("metrics: the prometheus binary ({binary}) is not installed, so there are no metric KPIs "
@@ -132,20 +133,6 @@ def stop(pid: int) -> None:
         pass
 
 
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie (ended, not yet reaped by its parent) is gone for us
-        status = Path(f"/proc/{pid}/stat").read_text()
-        return status.rsplit(")", 1)[-1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
-
-
 def watchdog(command: Sequence[str], watch_pid: int | None, remove: Path | None = None, grace_s: float = 5.0) -> int:
     """Run ``command`` until it ends, SIGTERM/SIGINT arrives, or ``watch_pid`` is gone; then stop it and remove
     ``remove`` (its storage)."""
@@ -159,7 +146,7 @@ def watchdog(command: Sequence[str], watch_pid: int | None, remove: Path | None 
     signal.signal(signal.SIGINT, on_signal)
     child = subprocess.Popen(list(command), stdin=subprocess.DEVNULL)
     while child.poll() is None:
-        if stopping or (watch_pid is not None and not alive(watch_pid)):
+        if stopping or (watch_pid is not None and not process_exists(watch_pid)):
             child.terminate()
             try:
                 child.wait(grace_s)
