@@ -156,6 +156,7 @@ def sweep_table(summaries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         row = {key: summary[key] for key in ("index", "label", "mode", "concurrency", "offered_rate", "requests",
                                             "succeeded", "failure_rate", "achieved_rate", "requests_per_s",
                                             "output_tokens_per_s")}
+        row["goodput"] = (summary.get("slo") or {}).get("goodput")
         for name, values in summary["stats"].items():
             for statistic in STATISTICS:
                 row[f"{name}_{statistic}"] = None if values is None else values[statistic]
@@ -166,7 +167,8 @@ def sweep_table(summaries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
     """A fixed-width text table of the main figures of a sweep (the item's ``summary.txt``)."""
     columns = [("point", "label", "{}"), ("req", "requests", "{}"), ("fail", "failure_rate", "{:.1%}"),
-               ("rate/s", "achieved_rate", "{:.2f}"), ("tok/s", "output_tokens_per_s", "{:.1f}"),
+               ("rate/s", "achieved_rate", "{:.2f}"), ("done/s", "requests_per_s", "{:.2f}"),
+               ("good/s", "goodput", "{:.2f}"), ("tok/s", "output_tokens_per_s", "{:.1f}"),
                ("ttft p50", "ttft_ms_median", "{:.1f}"), ("ttft p99", "ttft_ms_p99", "{:.1f}"),
                ("itl p50", "itl_ms_median", "{:.2f}"), ("itl p99", "itl_ms_p99", "{:.2f}"),
                ("tpot p50", "tpot_ms_median", "{:.2f}"), ("e2e p50", "e2e_ms_median", "{:.1f}"),

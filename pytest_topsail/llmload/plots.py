@@ -1,6 +1,7 @@
 """Figures of a load test, drawn from the saved records and summaries (docs/llm-load.md, "Reading the figures").
 
-- throughput: output tokens/s and requests/s against the load (concurrency, or offered rate for open loops)
+- throughput: output tokens/s, requests/s (and goodput with SLOs) against the load (concurrency, or offered rate for
+  open loops; an automatic sweep: its completed requests/s)
 - latency: median, p90 and p99 of TTFT, ITL, TPOT and end-to-end latency against the load
 - ttft / itl distributions: one box per load point, from every request (every gap for ITL)
 - rate: achieved request rate against the load, with the offered rate when the loop is open
@@ -27,7 +28,7 @@ def load_axis(summaries: Sequence[dict[str, Any]]) -> tuple[list[Any], str]:
         return [s["concurrency"] for s in summaries], "concurrency (requests in flight)"
     if all(s["offered_rate"] for s in summaries):
         return [s["offered_rate"] for s in summaries], "offered rate (requests/s)"
-    return [s["label"] for s in summaries], "load point"
+    return [round(s["requests_per_s"], 3) for s in summaries], "completed requests/s (automatic sweep)"
 
 
 def throughput_figure(summaries: Sequence[dict[str, Any]]) -> go.Figure:
@@ -37,6 +38,10 @@ def throughput_figure(summaries: Sequence[dict[str, Any]]) -> go.Figure:
                                 mode="lines+markers"), secondary_y=False)
     figure.add_trace(go.Scatter(x=x, y=[s["requests_per_s"] for s in summaries], name="requests/s",
                                 mode="lines+markers"), secondary_y=True)
+    if any(s.get("slo") for s in summaries):
+        figure.add_trace(go.Scatter(x=x, y=[(s.get("slo") or {}).get("goodput") for s in summaries],
+                                    name="goodput (requests/s within the SLOs)", mode="lines+markers",
+                                    line={"dash": "dot"}), secondary_y=True)
     figure.update_layout(title="Throughput against load", xaxis_title=title, template="plotly_white", height=420)
     figure.update_yaxes(title_text="output tokens/s", secondary_y=False)
     figure.update_yaxes(title_text="requests/s", secondary_y=True)
@@ -98,6 +103,11 @@ def rate_figure(summaries: Sequence[dict[str, Any]]) -> go.Figure:
 
 def figures(points: Sequence[dict[str, Any]], by_point: dict[int, list[dict[str, Any]]],
             summaries: Sequence[dict[str, Any]]) -> dict[str, go.Figure]:
+    """The figures of a sweep; an automatic sweep's points (closed and open loops mixed) in the order of their
+    completed requests/s."""
+    if len({s["mode"] for s in summaries}) > 1:
+        order = sorted(range(len(summaries)), key=lambda i: summaries[i]["requests_per_s"])
+        points, summaries = [points[i] for i in order], [summaries[i] for i in order]
     return {
         "throughput": throughput_figure(summaries),
         "latency quantiles": latency_figure(summaries),

@@ -10,7 +10,7 @@ import pydantic
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.llmload.backends import Backend
 from pytest_topsail.llmload.dataset import BUNDLED, Prompt, load_dataset
-from pytest_topsail.llmload.generator import LoadPoint
+from pytest_topsail.llmload.generator import AutoSweep, LoadPoint
 from pytest_topsail.settings import validate
 
 
@@ -23,7 +23,7 @@ class LoadSettings(pydantic.BaseModel):
     backend: Literal["openai", "tgis"] = "openai"
     api: Literal["completions", "chat"] = "completions"  # openai backend only
     streaming: bool = True
-    mode: Literal["concurrency", "constant", "poisson"] = "concurrency"
+    mode: Literal["concurrency", "constant", "poisson", "sweep"] = "concurrency"
     concurrency: int | None = pydantic.Field(default=None, ge=1)
     rate: float | None = pydantic.Field(default=None, gt=0)
     duration_s: float | None = pydantic.Field(default=None, gt=0)
@@ -37,6 +37,8 @@ class LoadSettings(pydantic.BaseModel):
     max_errors: int | None = pydantic.Field(default=None, ge=1)  # stop rule: stop issuing after this many failures
     max_error_rate: float | None = pydantic.Field(default=None, ge=0, lt=1)  # ... above this share failed
     error_rate_min_requests: int = pydantic.Field(default=20, ge=1)  # ... counted from this many ended requests
+    sweep_rates: int = pydantic.Field(default=4, ge=0)  # mode sweep: constant rates between synchronous and max
+    max_concurrency: int = pydantic.Field(default=256, ge=1)  # mode sweep: the max-throughput point's users
 
     @classmethod
     def parse(cls, values: dict[str, Any], where: str) -> LoadSettings:
@@ -44,11 +46,19 @@ class LoadSettings(pydantic.BaseModel):
         return validate(cls, values, where, "invalid load settings")
 
     def load_point(self) -> LoadPoint:
-        return LoadPoint(mode=self.mode, concurrency=self.concurrency, rate=self.rate, duration_s=self.duration_s,
+        """The point (mode sweep: its first point, one user; ``plan()`` gives the whole sweep)."""
+        mode, concurrency = ("concurrency", 1) if self.mode == "sweep" else (self.mode, self.concurrency)
+        return LoadPoint(mode=mode, concurrency=concurrency, rate=self.rate, duration_s=self.duration_s,
                          requests=self.requests, warmup_s=self.warmup_s, timeout_s=self.timeout_s,
                          drain_timeout_s=self.drain_timeout_s, seed=self.seed,
                          max_errors=self.max_errors, max_error_rate=self.max_error_rate,
                          error_rate_min_requests=self.error_rate_min_requests)
+
+    def plan(self) -> list[LoadPoint] | AutoSweep:
+        """What ``run_load_test`` runs: the one point, or mode sweep's points, each chosen from those before."""
+        if self.mode != "sweep":
+            return [self.load_point()]
+        return AutoSweep(self.load_point(), rates=self.sweep_rates, max_concurrency=self.max_concurrency)
 
     def prompts(self, rootdir: Path) -> list[Prompt]:
         path = BUNDLED if self.dataset == "bundled" else Path(rootdir) / self.dataset
@@ -83,6 +93,9 @@ def case_load_settings(case_settings: dict[str, Any], where: str, defaults: dict
     for key, value in defaults.items():
         values.setdefault(key, value)
     settings = LoadSettings.parse(values, where)
+    if settings.mode == "sweep" and (settings.concurrency is not None or settings.rate is not None):
+        raise TopsailError(f"{where}: mode sweep chooses its concurrency and rates itself (synchronous, "
+                           "max_concurrency users, sweep_rates rates between): remove concurrency/rate")
     settings.load_point().check(where)
     return settings
 

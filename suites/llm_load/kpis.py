@@ -9,6 +9,8 @@
   (10 beyond it); requests_per_s from 100 requests on (a count of a few requests per second is quantized); TTFT,
   ITL and TPOT exist only for streamed points
 - ``goodput`` (requests/s) and ``slo_attainment`` (%): against ``tests.llm_load.slo``, only when targets are given
+- an automatic sweep (``mode: sweep``, one item): every KPI of its max-throughput point (its second), but
+  ``goodput``: the best of its points
 - ``failures``: failed requests (count); ``model_load_duration``: seconds until the model served, per served model
   (scope ``worker``: judged once per run however many load points use the model), in the cluster's own time (the
   simulator's model-load stage; a real cluster's pod timestamps), never the client's wall clock
@@ -86,10 +88,11 @@ def requests_per_s(result: PointResult) -> float:
 
 
 @kpi(unit="requests/s", help="Requests meeting every SLO target (tests.llm_load.slo) ended per second of the "
-     "measurement window", higher_better=True, format="{:.2f}")
+     "measurement window (an automatic sweep: its best point)", higher_better=True, format="{:.2f}")
 def goodput(result: PointResult) -> float | None:
-    slo = result["summary"].get("slo")
-    return None if slo is None else slo["goodput"]
+    """An automatic sweep's: the best of its points (the highest load still served within the SLOs)."""
+    slos = [s["slo"] for s in result.get("sweep") or [result["summary"]] if s.get("slo")]
+    return max(slo["goodput"] for slo in slos) if slos else None
 
 
 @kpi(unit="%", help="Share of the measured requests meeting every SLO target (tests.llm_load.slo)",
@@ -115,7 +118,8 @@ def parse(artifact_dir: Path) -> PointResult:
     summaries = analyse_directory(Path(artifact_dir) / LOAD_DIR)
     serving_path = Path(artifact_dir) / SERVING_FILE
     serving = json.loads(serving_path.read_text(encoding="utf-8")) if serving_path.is_file() else {}
-    return {"summary": summaries[0], "serving": serving}
+    sweep = summaries if len(summaries) > 1 else []  # an automatic sweep's points (mode sweep)
+    return {"summary": summaries[min(1, len(summaries) - 1)], "sweep": sweep, "serving": serving}
 
 
 def figures(records: list[dict[str, Any]]) -> dict[str, Any]:

@@ -106,7 +106,10 @@ class LlmLoadSettings(topsail.Settings):
         for case in suite.cases if suite is not None else []:
             try:
                 where = f"{case.source or 'cases'}: case {case.id}"
-                case_load_settings(case.settings, where, self.point_defaults())
+                settings = case_load_settings(case.settings, where, self.point_defaults())
+                if settings.mode == "sweep" and self.generators:
+                    raise topsail.TopsailError(f"{where}: mode sweep runs in one process: it cannot run with "
+                                               f"tests.llm_load.generators={self.generators}")
                 check_server(case.settings.get(SERVER_KEY), f"{where}: {SERVER_KEY}", self.serving)
             except topsail.TopsailError as error:
                 raise ValueError(str(error)) from None

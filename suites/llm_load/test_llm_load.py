@@ -26,13 +26,20 @@ def test_llm_load(case: topsail.Case, llm_endpoint: Any, llm_settings: Any, arti
         backend = settings.make_backend(http_url=llm_endpoint.http_url, grpc_target=llm_endpoint.grpc_target,
                                          served_model=llm_endpoint.served_model, api_key=options.api_key.value())
         point = settings.load_point()
-        progress(f"{case.id}: {point.label} over {settings.backend}"
+        what = "automatic sweep from " if settings.mode == "sweep" else ""
+        progress(f"{case.id}: {what}{point.label} over {settings.backend}"
                  + (f" for {point.warmup_s + point.duration_s:g} s" if point.duration_s else ""))
+        sweep: list[dict[str, Any]] = []
         if options.generators:
             summary, dead = distributed(case, settings, prompts, llm_endpoint, options, load_dir, request, progress)
         else:
-            summary, dead = run_load_test(backend, prompts, [point], load_dir, slo=slo_targets(options))[0], []
-        progress(point_line(case, summary))
+            sweep = run_load_test(backend, prompts, settings.plan(), load_dir, slo=slo_targets(options),
+                                  on_point=(lambda done: progress(f"{case.id}: {done.point.label} done"))
+                                  if settings.mode == "sweep" else None)
+            summary, dead = result_summary(sweep), []
+            sweep = sweep if settings.mode == "sweep" else []
+        for line in [point_line(case, s) for s in sweep] or [point_line(case, summary)]:
+            progress(line)
     except topsail.TopsailError as error:
         pytest.fail(str(error), pytrace=False)
     serving = {"load_duration_s": llm_endpoint.load_duration_s, "accelerator": llm_endpoint.accelerator,
@@ -45,15 +52,18 @@ def test_llm_load(case: topsail.Case, llm_endpoint: Any, llm_settings: Any, arti
     kpis.scope("worker", model=settings.model, server=case.settings.get(SERVER_KEY) or {},  # the served model
                runtime_image=options.runtime_image, deployment_mode=options.deployment_mode,
                serving=options.serving, replicas=llm_endpoint.replicas, accelerator=llm_endpoint.accelerator)
-    kpis.record_from({"summary": summary, "serving": serving})
-    if summary.get("stopped_by"):
-        pytest.fail(f"{summary['stopped_by']}; records: {load_dir / 'records.jsonl'}", pytrace=False)
+    kpis.record_from({"summary": summary, "sweep": sweep, "serving": serving})
+    stopped = next((s["stopped_by"] for s in sweep or [summary] if s.get("stopped_by")), None)
+    if stopped:
+        pytest.fail(f"{stopped}; records: {load_dir / 'records.jsonl'}", pytrace=False)
     if dead:
         pytest.fail(f"load generator pod(s) died during the run: {'; '.join(dead)}; the records of every pod up to "
                     f"its end are kept in {load_dir / 'records.jsonl'}", pytrace=False)
-    failed = summary["failure_rate"]
+    worst = max(sweep or [summary], key=lambda s: s["failure_rate"])
+    failed = worst["failure_rate"]
     if failed > options.max_failure_rate:
-        pytest.fail(f"{failed:.1%} of the requests failed ({summary['failures']}) > tests.llm_load.max_failure_rate "
+        pytest.fail(f"{worst['label']}: {failed:.1%} of the requests failed ({worst['failures']}) > "
+                    f"tests.llm_load.max_failure_rate "
                     f"{options.max_failure_rate}; records: {load_dir / 'records.jsonl'}\n"
                     f"{(load_dir / 'summary.txt').read_text()}", pytrace=False)
 
@@ -79,6 +89,12 @@ def distributed(case: topsail.Case, settings: LoadSettings, prompts: Any, endpoi
     return summary, dead
 
 
+def result_summary(summaries: list[dict[str, Any]]) -> dict[str, Any]:
+    """The summary an item's KPIs come from: its point's, or an automatic sweep's max-throughput point's (its
+    second; the first when the sweep stopped after one point)."""
+    return summaries[min(1, len(summaries) - 1)]
+
+
 def slo_targets(options: Any) -> dict[str, float]:
     return options.slo.model_dump(exclude_none=True)
 
@@ -87,8 +103,10 @@ def point_line(case: topsail.Case, summary: dict[str, Any]) -> str:
     ttft = summary["stats"].get("ttft_ms") or {}
     itl = summary["stats"].get("itl_ms") or {}
     streamed = f", TTFT p50 {ttft['median']:.1f} ms, ITL p50 {itl['median']:.2f} ms" if ttft and itl else ""
-    return (f"{case.id}: {summary['succeeded']}/{summary['requests']} requests ok, "
-            f"{summary['output_tokens_per_s']:.0f} tokens/s{streamed}")
+    good = f", goodput {summary['slo']['goodput']:.2f}/s" if summary.get("slo") else ""
+    return (f"{case.id}: {summary['label']}: {summary['succeeded']}/{summary['requests']} requests ok, "
+            f"{summary['requests_per_s']:.2f} requests/s{good}, {summary['output_tokens_per_s']:.0f} tokens/s"
+            f"{streamed}")
 
 
 def case_settings(case: topsail.Case, options: Any) -> LoadSettings:
