@@ -73,7 +73,7 @@ def run_distributed(kube: Kube, namespace: str, name: str, settings: dict[str, A
     try:
         generators = wait_running(kube, namespace, name, pool.count, start_at)
         progress(f"{pool.count} generator pods Running, starting together at the barrier")
-        last = point.warmup_s + (point.duration_s or 0) + point.drain_timeout_s + point.timeout_s
+        last = point.warmup_s + (point.duration_s or 0) + point.cooldown_s + point.drain_timeout_s + point.timeout_s
         wait_ended(kube, namespace, generators, start_at + last + 30.0)
     finally:
         kube.delete(ObjectRef.of(job), propagation="Background")
@@ -185,16 +185,17 @@ def merge(directory: Path, records_dir: Path, generators: list[Generator], point
             f"{g.name}: {g.state} {g.message}" for g in generators))
     base = min(started)
     merged: list[dict[str, Any]] = []
-    measure_start, stops, ended = 0.0, [], 0.0
+    measure_start, stops, measure_ends, ended = 0.0, [], [], 0.0
     for generator in generators:
         document, records = read[generator.name]
         if "started_epoch" not in document:
             continue
         generator.started_epoch, generator.requests = document["started_epoch"], len(records)
         shift = document["started_epoch"] - base
-        measure_start = max(measure_start, shift + point.warmup_s)
+        measure_start = max(measure_start, shift + document.get("measure_start", point.warmup_s))
         if "stop" in document:
             stops.append(shift + document["stop"])
+            measure_ends.append(shift + (document.get("measure_end") or document["stop"]))
         for record in records:
             record = shift_record(record, shift)
             merged.append({**record, "generator": generator.name})
@@ -203,10 +204,12 @@ def merge(directory: Path, records_dir: Path, generators: list[Generator], point
     for index, record in enumerate(merged):
         record.update(point=0, index=index)
     stop = max(stops) if stops else ended
+    measure_end = max(measure_ends) if measure_ends else stop
     stopped_by = next((f"{g.name}: {read[g.name][0]['stopped_by']}" for g in generators
                        if read[g.name][0].get("stopped_by")), None)
     document = {"index": 0, "label": point.label + f" x{len(generators)} generators", "point": asdict(point),
-                "started_epoch": base, "measure_start": measure_start, "stop": stop, "ended": ended,
+                "started_epoch": base, "measure_start": measure_start, "measure_end": measure_end, "stop": stop,
+                "ended": ended,
                 "stopped_by": stopped_by, "slo": slo,
                 "generators": [asdict(g) for g in generators]}
     (directory / POINTS).write_text(json.dumps([document], indent=1), encoding="utf-8")

@@ -6,8 +6,11 @@
   distributed intervals of mean ``1/rate`` (seeded); the schedule is absolute, so a late request does not push the
   ones after it; ``concurrency``, when given, caps the requests in flight (a capped request starts late, which the
   achieved rate shows).
-A point stops issuing at ``warmup_s + duration_s`` and/or after ``requests`` measured requests, whichever comes first;
-requests started during the first ``warmup_s`` seconds are recorded with ``warmup: true`` and left out of the metrics.
+A point's measurement ends at ``warmup_s + duration_s`` and/or after ``requests`` measured requests, whichever comes
+first. Ramp-up: requests started during the first ``warmup_s`` seconds, and the first ``warmup_requests`` requests,
+are recorded with ``warmup: true``; cool-down: the point goes on issuing for ``cooldown_s`` seconds and/or
+``cooldown_requests`` requests after its measurement ended, recorded with ``cooldown: true`` (the load stays steady
+until the window's end). Both are left out of the metrics, their records kept.
 Requests still running when issuing stopped get ``drain_timeout_s`` to finish, then are cancelled (status
 ``cancelled``); every request has its own ``timeout_s`` (status ``timeout``).
 """
@@ -37,6 +40,9 @@ class LoadPoint:
     duration_s: float | None = None
     requests: int | None = None
     warmup_s: float = 0.0
+    warmup_requests: int = 0  # ramp-up: the first requests issued are warm-up too
+    cooldown_s: float = 0.0  # cool-down: issuing goes on this long after the measurement ended
+    cooldown_requests: int = 0  # ... and/or for this many requests
     timeout_s: float = 300.0
     drain_timeout_s: float = 60.0
     seed: int = 0
@@ -69,7 +75,7 @@ class LoadPoint:
             problems.append(f"duration_s must be > 0, got {self.duration_s}")
         if self.requests is not None and self.requests < 1:
             problems.append(f"requests must be >= 1, got {self.requests}")
-        for name in ("warmup_s", "timeout_s", "drain_timeout_s"):
+        for name in ("warmup_s", "warmup_requests", "cooldown_s", "cooldown_requests", "timeout_s", "drain_timeout_s"):
             if getattr(self, name) < 0 or (name == "timeout_s" and self.timeout_s == 0):
                 problems.append(f"{name} must be {'>' if name == 'timeout_s' else '>='} 0")
         if self.max_errors is not None and self.max_errors < 1:
@@ -94,10 +100,11 @@ class PointResult:
     point: LoadPoint
     started_epoch: float
     measure_start: float
-    stop: float  # when issuing stopped (the deadline, or when the request count was reached)
+    stop: float  # when issuing stopped (the deadline, or when the request count was reached; then the cool-down)
     ended: float  # when the last request ended (or was cancelled)
     records: list[RequestRecord] = field(default_factory=list)
     stopped_by: str | None = None  # the stop rule that ended the point early
+    measure_end: float | None = None  # when the measurement ended (the cool-down began); None: at ``stop``
 
 
 class PointRun:
@@ -112,7 +119,8 @@ class PointRun:
         self.measure_start = self.t0 + point.warmup_s
         self.deadline = self.measure_start + point.duration_s if point.duration_s is not None else None
         self.next_index = itertools.count()
-        self.measured = 0
+        self.issued, self.measured, self.cooled = 0, 0, 0
+        self.measure_end: float | None = None
         self.stop: float | None = None
         self.records: list[RequestRecord] = []
         self.on_record = on_record  # called with each ended record and t0 (a generator pod saves it at once)
@@ -121,17 +129,35 @@ class PointRun:
         self.tasks: list[asyncio.Task[None]] = []
 
     def issuing(self, now: float) -> bool:
-        """Whether a request may still be issued at ``now`` (records when issuing stopped)."""
-        over = (self.deadline is not None and now >= self.deadline) or (
-            self.point.requests is not None and self.measured >= self.point.requests) or self.stopped_by is not None
-        if over and self.stop is None:
-            self.stop = min(now, self.deadline) if self.deadline is not None else now
-        return not over
+        """Whether a request may still be issued at ``now``: measuring, then cooling down (records when the
+        measurement and the issuing stopped)."""
+        point = self.point
+        if self.measure_end is None:
+            over = (self.deadline is not None and now >= self.deadline) or (
+                point.requests is not None and self.measured >= point.requests) or self.stopped_by is not None
+            if not over:
+                return True
+            self.measure_end = min(now, self.deadline) if self.deadline is not None else now
+        cooling = self.stopped_by is None and (
+            now < self.measure_end + point.cooldown_s or self.cooled < point.cooldown_requests)
+        if not cooling and self.stop is None:
+            self.stop = self.measure_end if not (point.cooldown_s or point.cooldown_requests) else now
+        return cooling
 
     def new_record(self, when: float, **fields: int | float | None) -> RequestRecord:
+        """The record of a request issued at ``when``: warm-up, measured, or cool-down."""
+        warmup = when < self.measure_start or self.issued < self.point.warmup_requests
+        cooldown = self.measure_end is not None
         record = RequestRecord(point=self.index, index=next(self.next_index), stream=self.backend.stream,
-                               warmup=when < self.measure_start, **fields)  # type: ignore[arg-type]
-        if not record.warmup:
+                               warmup=warmup, cooldown=cooldown, **fields)  # type: ignore[arg-type]
+        self.issued += 1
+        if cooldown:
+            self.cooled += 1
+        elif not warmup:
+            if not self.measured and self.point.warmup_requests:  # the ramp-up ends with its last request
+                self.measure_start = max(self.measure_start, when)
+                if self.point.duration_s is not None:
+                    self.deadline = self.measure_start + self.point.duration_s
             self.measured += 1
         return record
 
@@ -202,16 +228,27 @@ class PointRun:
             await self.send(record)
 
     async def drain(self, tasks: list[asyncio.Task[None]]) -> None:
-        """Wait for the tasks: until the deadline plus drain_timeout_s, then cancel what is left."""
-        if not tasks:
-            return
-        timeout = None
-        if self.deadline is not None:
-            timeout = max(0.0, self.deadline - time.perf_counter()) + self.point.drain_timeout_s
-        _, pending = await asyncio.wait(tasks, timeout=timeout)
+        """Wait for the tasks: until issuing stopped (or the deadline and cool-down passed) plus drain_timeout_s,
+        then cancel what is left. The limit is looked at again each second: a ramp-up by request count moves the
+        deadline after the users started."""
+        pending: set[asyncio.Task[None]] = set(tasks)
+        while pending:
+            limit = self.drain_limit()
+            wait = None if limit is None else min(max(0.0, limit - time.perf_counter()), 1.0)
+            _, pending = await asyncio.wait(pending, timeout=wait)
+            if limit is not None and time.perf_counter() >= limit:
+                break
         for task in pending:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+    def drain_limit(self) -> float | None:
+        """The perf_counter instant when the requests still running are cancelled (None: each has timeout_s)."""
+        if self.stop is not None:
+            return self.stop + self.point.drain_timeout_s
+        if self.deadline is None or self.point.cooldown_requests:
+            return None
+        return self.deadline + self.point.cooldown_s + self.point.drain_timeout_s
 
     async def run(self) -> PointResult:
         started_epoch = time.time()
@@ -223,9 +260,11 @@ class PointRun:
         for record in self.records:
             record.relative_to(self.t0)
         self.records.sort(key=lambda record: record.index)
+        stop = (self.stop or ended) - self.t0
         return PointResult(index=self.index, point=self.point, started_epoch=started_epoch,
-                           measure_start=self.measure_start - self.t0, stop=(self.stop or ended) - self.t0,
-                           ended=ended - self.t0, records=self.records, stopped_by=self.stopped_by)
+                           measure_start=self.measure_start - self.t0, stop=stop,
+                           ended=ended - self.t0, records=self.records, stopped_by=self.stopped_by,
+                           measure_end=stop if self.measure_end is None else min(self.measure_end - self.t0, stop))
 
 
 NextPoint = Callable[[list[PointResult]], LoadPoint | None]  # the points run so far -> the next one (None: done)
@@ -257,8 +296,9 @@ async def run_sweep(backend: Backend, prompts: Sequence[Prompt], points: Sequenc
 
 def completed_rate(result: PointResult) -> float:
     """Successful requests that ended inside the point's window, per second (the summary's requests_per_s)."""
-    window = max(result.stop - result.measure_start, 1e-9)
-    return sum(1 for r in result.records if r.status == OK and result.measure_start <= r.end <= result.stop) / window
+    end = result.stop if result.measure_end is None else result.measure_end
+    window = max(end - result.measure_start, 1e-9)
+    return sum(1 for r in result.records if r.status == OK and result.measure_start <= r.end <= end) / window
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,8 @@ per request, over the successful, measured (not warm-up) requests of a point:
 - ``itl``: every gap between consecutive token-carrying chunks, divided by the tokens of the later chunk, pooled
   over all requests (streaming only)
 - ``e2e``: end - start; ``input_tokens``, ``output_tokens`` as the server reported them
-per point, over the measurement window W = [measure_start, stop] (warm-up excluded, drain excluded):
+per point, over the measurement window W = [measure_start, measure_end] (ramp-up, cool-down and drain excluded;
+``measure_end`` defaults to ``stop`` in files written before it existed; measured: neither warm-up nor cool-down):
 - ``output_tokens_per_s``: tokens of successful requests that arrived inside W / |W|
 - ``requests_per_s``: successful requests that ended inside W / |W|
 - ``achieved_rate``: measured requests started inside W / |W|; ``offered_rate``: the open loop's rate
@@ -73,9 +74,9 @@ def tokens_inside(record: dict[str, Any], low: float, high: float) -> int:
 def summarize_point(point: dict[str, Any], records: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """The summary of one load point: its settings, window, throughputs, rates, failures and statistics."""
     records = list(records)
-    low, high = point["measure_start"], point["stop"]
+    low, high = point["measure_start"], point.get("measure_end", point["stop"])
     window = max(high - low, 1e-9)
-    measured = [r for r in records if not r.get("warmup")]
+    measured = [r for r in records if is_measured(r)]
     succeeded = [r for r in measured if r["status"] == OK]
     latencies: dict[str, list[float]] = {name: [] for name in LATENCIES}
     for record in succeeded:
@@ -100,7 +101,8 @@ def summarize_point(point: dict[str, Any], records: Iterable[dict[str, Any]]) ->
         "window_s": window,
         "requests": len(measured),
         "succeeded": len(succeeded),
-        "warmup_requests": len(records) - len(measured),
+        "warmup_requests": sum(1 for r in records if r.get("warmup")),
+        "cooldown_requests": sum(1 for r in records if r.get("cooldown") and not r.get("warmup")),
         "failures": dict(sorted(failures.items())),
         "failure_rate": (len(measured) - len(succeeded)) / len(measured) if measured else 0.0,
         "achieved_rate": sum(1 for r in measured if low <= r["start"] <= high) / window,
@@ -134,15 +136,20 @@ def slo_summary(targets: dict[str, float | None], records: list[dict[str, Any]],
             verdicts[name] = value is not None and value * 1000.0 <= target
         meets = all(verdicts.values())
         goodput += meets and low <= record["end"] <= high
-        if not record.get("warmup"):
+        if is_measured(record):
             good += meets
             for name, verdict in verdicts.items():
                 met[name].append(verdict)
-    measured = sum(1 for r in records if not r.get("warmup"))
+    measured = sum(1 for r in records if is_measured(r))
     count = max(measured, 1)
     return {"targets": targets, "good_requests": good, "attainment": good / count if measured else 0.0,
             "attainment_by_target": {name: sum(values) / count for name, values in met.items()},
             "goodput": goodput / window}
+
+
+def is_measured(record: dict[str, Any]) -> bool:
+    """Neither ramp-up (warm-up) nor cool-down."""
+    return not (record.get("warmup") or record.get("cooldown"))
 
 
 def scale(values: dict[str, float] | None, factor: float) -> dict[str, float] | None:

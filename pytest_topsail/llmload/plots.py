@@ -15,7 +15,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from pytest_topsail.llmload.metrics import request_latencies
+from pytest_topsail.llmload.metrics import is_measured, request_latencies
 from pytest_topsail.llmload.records import OK
 
 QUANTILE_LINES = (("median", "median"), ("p90", "p90"), ("p99", "p99"))
@@ -73,7 +73,7 @@ def distribution_figure(points: Sequence[dict[str, Any]], by_point: dict[int, li
     for point in points:
         values: list[float] = []
         for record in by_point.get(point["index"], []):
-            if record.get("warmup") or record["status"] != OK:
+            if not is_measured(record) or record["status"] != OK:
                 continue
             latency = request_latencies(record)[metric]
             if isinstance(latency, list):

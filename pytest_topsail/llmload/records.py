@@ -31,6 +31,7 @@ class RequestRecord:
     user: int | None = None
     stream: bool = True
     warmup: bool = False
+    cooldown: bool = False  # issued after the measurement ended (cool-down): kept, out of the metrics
     input_tokens: int = 0
     output_tokens: int = 0
     status: str = OK

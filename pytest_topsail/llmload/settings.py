@@ -28,7 +28,10 @@ class LoadSettings(pydantic.BaseModel):
     rate: float | None = pydantic.Field(default=None, gt=0)
     duration_s: float | None = pydantic.Field(default=None, gt=0)
     requests: int | None = pydantic.Field(default=None, ge=1)
-    warmup_s: float = pydantic.Field(default=0.0, ge=0)
+    warmup_s: float = pydantic.Field(default=0.0, ge=0)  # ramp-up: requests issued this long are warm-up
+    warmup_requests: int = pydantic.Field(default=0, ge=0)  # ... and the first this many
+    cooldown_s: float = pydantic.Field(default=0.0, ge=0)  # cool-down: issuing goes on this long after measuring
+    cooldown_requests: int = pydantic.Field(default=0, ge=0)  # ... and for this many requests
     timeout_s: float = pydantic.Field(default=300.0, gt=0)
     drain_timeout_s: float = pydantic.Field(default=60.0, ge=0)
     seed: int = 0
@@ -49,7 +52,8 @@ class LoadSettings(pydantic.BaseModel):
         """The point (mode sweep: its first point, one user; ``plan()`` gives the whole sweep)."""
         mode, concurrency = ("concurrency", 1) if self.mode == "sweep" else (self.mode, self.concurrency)
         return LoadPoint(mode=mode, concurrency=concurrency, rate=self.rate, duration_s=self.duration_s,
-                         requests=self.requests, warmup_s=self.warmup_s, timeout_s=self.timeout_s,
+                         requests=self.requests, warmup_s=self.warmup_s, warmup_requests=self.warmup_requests,
+                         cooldown_s=self.cooldown_s, cooldown_requests=self.cooldown_requests, timeout_s=self.timeout_s,
                          drain_timeout_s=self.drain_timeout_s, seed=self.seed,
                          max_errors=self.max_errors, max_error_rate=self.max_error_rate,
                          error_rate_min_requests=self.error_rate_min_requests)
