@@ -45,10 +45,11 @@ def _profile(nodes: int) -> Profile:
 
 def _pod(index: int) -> dict[str, Any]:
     requests = {"cpu": "50m", "memory": "1Mi", "nvidia.com/gpu": "1"}
+    limits = {"nvidia.com/gpu": "1"}  # an extended resource needs a limit equal to its request, as on the apiserver
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": f"bench-{index:06d}", "namespace": NAMESPACE, "labels": {"app": "bench"}},
             "spec": {"containers": [{"name": "c", "image": "sim", "command": ["sleep", "infinity"],
-                                     "resources": {"requests": requests}}]}}
+                                     "resources": {"requests": requests, "limits": limits}}]}}
 
 
 def _ready(node: dict[str, Any]) -> bool:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
-import re
 from typing import Any
+
+from . import gojson
 
 
 class ApiError(Exception):
@@ -33,8 +33,8 @@ class ApiError(Exception):
         return body
 
     def body(self) -> bytes:
-        """The Status as the apiserver writes it: compact JSON in Go's encoding (see ``go_json``)."""
-        return go_json(self.status())
+        """The Status as the apiserver writes it: compact JSON in Go's encoding (sim/gojson.py)."""
+        return gojson.dumps(self.status())
 
 
 # metav1.StatusDetails and metav1.StatusCause field order (Go's encoding/json writes struct fields in order).
@@ -48,17 +48,6 @@ def ordered_details(details: dict[str, Any]) -> dict[str, Any]:
         ordered["causes"] = [{key: cause[key] for key in _CAUSE_ORDER if cause.get(key)} for cause in ordered["causes"]]
     ordered.update((key, value) for key, value in details.items() if key not in ordered and key not in _DETAIL_ORDER)
     return ordered
-
-
-_GO_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
-_GO_ESCAPED = re.compile("[<>&\u2028\u2029]")
-
-
-def go_json(value: Any) -> bytes:
-    """Compact JSON as Go's encoding/json writes it: UTF-8, no spaces, HTML characters escaped (``<`` is
-    ``\\u003c``)."""
-    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    return _GO_ESCAPED.sub(lambda match: _GO_ESCAPES[match.group()], text).encode()
 
 
 def _details(kind: str, group: str, name: str | None) -> dict[str, Any]:

@@ -49,25 +49,41 @@ def _has_unknown(fields: dict[str, str], obj: dict[str, Any]) -> bool:
         kind = fields.get(key)
         if kind is None:
             return True
-        if value.__class__ is dict or value.__class__ is list:
-            if _value_has_unknown(kind, value):
-                return True
+        if (value.__class__ is dict or value.__class__ is list) and _value_has_unknown(kind, value):
+            return True
     return False
 
 
 def _value_has_unknown(kind: str, value: Any) -> bool:
+    shape, inner = _shape(kind)
     if value.__class__ is dict:
-        if kind.startswith("Dict["):
-            inner = kind[10:-1]
-            return any(_value_has_unknown(inner, item) for item in value.values()
-                       if item.__class__ is dict or item.__class__ is list)
-        fields = _fields(kind) if kind[:1].isupper() else None
-        return fields is not None and _has_unknown(fields, value)
-    if value.__class__ is list and kind.startswith("List["):
-        inner = kind[5:-1]
-        return any(_value_has_unknown(inner, item) for item in value
-                   if item.__class__ is dict or item.__class__ is list)
+        if shape is _MODEL:
+            return _has_unknown(inner, value)
+        if shape is _MAP:
+            for item in value.values():
+                if (item.__class__ is dict or item.__class__ is list) and _value_has_unknown(inner, item):
+                    return True
+        return False
+    if value.__class__ is list and shape is _ARRAY:
+        for item in value:
+            if (item.__class__ is dict or item.__class__ is list) and _value_has_unknown(inner, item):
+                return True
     return False
+
+
+_MODEL, _MAP, _ARRAY, _OTHER = "model", "map", "array", "other"
+
+
+@functools.cache
+def _shape(kind: str) -> tuple[str, Any]:
+    """What a type name of the client's models is: (_MODEL, its fields), (_MAP or _ARRAY, the item type name) or
+    (_OTHER, None) for scalars and free-form objects."""
+    if kind.startswith("Dict["):
+        return _MAP, kind[10:-1]
+    if kind.startswith("List["):
+        return _ARRAY, kind[5:-1]
+    fields = _fields(kind) if kind[:1].isupper() else None
+    return (_OTHER, None) if fields is None else (_MODEL, fields)
 
 
 def _prune_model(fields: dict[str, str], obj: dict[str, Any], path: str, unknown: list[str]) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from fractions import Fraction
@@ -102,14 +103,17 @@ _WORKLOAD_TEMPLATES = {("batch", "jobs"): ("OnFailure", "Never"), ("apps", "depl
                        ("apps", "daemonsets"): ("Always",)}
 
 
-def validate(rtype: ResourceType, obj: dict[str, Any]) -> None:
-    """Kind-specific checks: 422 Invalid with the offending fields, as the apiserver words them."""
+def validate(rtype: ResourceType, obj: dict[str, Any], stored: dict[str, Any] | None = None) -> None:
+    """Kind-specific checks: 422 Invalid with the offending fields, as the apiserver words them. ``stored``: the
+    version being updated; the parts ``obj`` shares with it (the same objects) were checked when it was stored."""
     name = obj["metadata"].get("name", "")
     causes: Causes = []
     spec = obj.get("spec")
+    stored_spec = (stored or {}).get("spec")
     if rtype.key == ("", "pods"):
-        _check_pod_spec(spec if isinstance(spec, dict) else {}, "spec", causes)
-    elif rtype.key in _WORKLOAD_TEMPLATES:
+        if not _same_parts(spec, stored_spec, ("containers", "initContainers", "restartPolicy")):
+            _check_pod_spec(spec if isinstance(spec, dict) else {}, "spec", causes)
+    elif rtype.key in _WORKLOAD_TEMPLATES and not _same_parts(spec, stored_spec, ("template",)):
         template = (spec or {}).get("template")
         if not isinstance(template, dict) or not isinstance(template.get("spec"), dict):
             causes.append(("spec.template", "Required value"))
@@ -120,9 +124,20 @@ def validate(rtype: ResourceType, obj: dict[str, Any]) -> None:
             policy = template["spec"].get("restartPolicy") or "Always"  # the pod template's default
             if policy in _RESTART_POLICIES and policy not in allowed:
                 causes.append(_not_supported("spec.template.spec.restartPolicy", policy, allowed))
-    check_labels(obj["metadata"].get("labels"), "metadata.labels", causes)
+    labels = obj["metadata"].get("labels")
+    if stored is None or labels is not stored["metadata"].get("labels"):
+        check_labels(labels, "metadata.labels", causes)
     if causes:
         raise invalid(rtype.kind, rtype.group, name, causes)
+
+
+def _same_parts(spec: Any, stored_spec: Any, keys: tuple[str, ...]) -> bool:
+    """Whether ``spec`` holds the very objects ``stored_spec`` holds at ``keys`` (an update that changed only other
+    fields, such as a binding's nodeName)."""
+    if spec is stored_spec:
+        return spec is not None
+    return isinstance(spec, dict) and isinstance(stored_spec, dict) and \
+        all(spec.get(key) is stored_spec.get(key) for key in keys)
 
 
 def _check_pod_spec(spec: dict[str, Any], path: str, causes: Causes) -> None:
@@ -213,7 +228,12 @@ def parse_quantity(value: Any) -> Fraction | None:
         return None
     if isinstance(value, (int, float)):
         return Fraction(value)
-    match = _QUANTITY_PARTS.match(str(value))
+    return _parse_quantity_text(str(value))
+
+
+@functools.lru_cache(maxsize=4096)  # the same few quantities ("50m", "1Gi") come with every pod
+def _parse_quantity_text(text: str) -> Fraction | None:
+    match = _QUANTITY_PARTS.match(text)
     if not match:
         return None
     number, suffix = Fraction(match.group(1)), match.group(2)
@@ -331,9 +351,10 @@ def _default_job(obj: dict[str, Any]) -> None:
     obj["spec"] = spec
 
 
-def check_kind(rtype: ResourceType, obj: dict[str, Any]) -> None:
+def check_kind(rtype: ResourceType, obj: dict[str, Any], stored: dict[str, Any] | None = None) -> None:
     """400 when the body's kind/apiVersion do not match the URL's resource (absent ones are filled in) or when a
-    field has a JSON type the apiserver could not decode."""
+    field has a JSON type the apiserver could not decode. ``stored``: the version an update replaces; spec fields
+    that are the very objects it holds were checked when it was stored (a controller's status update of a pod)."""
     kind = obj.get("kind")
     api_version = obj.get("apiVersion")
     if kind and kind != rtype.kind:
@@ -342,7 +363,7 @@ def check_kind(rtype: ResourceType, obj: dict[str, Any]) -> None:
     if api_version and (not isinstance(api_version, str) or api_version.rpartition("/")[0] != rtype.group):
         raise ApiError(400, "BadRequest", f"the API version in the data ({api_version}) does not match the expected "
                                           f"API version ({rtype.api_version})")
-    _check_structure(rtype, obj)
+    _check_structure(rtype, obj, (stored or {}).get("spec"))
 
 
 _GO_TYPES = {bool: "bool", int: "number", float: "number", str: "string", list: "array", dict: "object"}
@@ -363,7 +384,7 @@ def _check_string_map(value: Any, field: str) -> None:
             raise _undecodable(item, field, "string")
 
 
-def _check_structure(rtype: ResourceType, obj: dict[str, Any]) -> None:
+def _check_structure(rtype: ResourceType, obj: dict[str, Any], checked_spec: Any = None) -> None:
     """The decoding errors of the apiserver for the fields every object has and the common built-in maps."""
     metadata = obj.get("metadata")
     if metadata is not None and not isinstance(metadata, dict):
@@ -383,8 +404,12 @@ def _check_structure(rtype: ResourceType, obj: dict[str, Any]) -> None:
         for key in ("data", "binaryData", "stringData"):
             _check_string_map(obj.get(key), f"{rtype.kind}.{key}")
     spec_schema = _SPEC_SCHEMAS.get(rtype.key)
-    if spec_schema is not None and obj.get("spec") is not None:
-        _check_typed(obj["spec"], spec_schema, f"{rtype.kind}.spec")
+    spec = obj.get("spec")
+    if spec_schema is not None and spec is not None and spec is not checked_spec:
+        if isinstance(spec, dict) and isinstance(checked_spec, dict):
+            spec = {key: value for key, value in spec.items() if checked_spec.get(key) is not value}
+        if not _typed_ok(spec, spec_schema):
+            _check_typed(spec, spec_schema, f"{rtype.kind}.spec")  # finds the field and words the error
 
 
 # Decoding types of the fields the simulator's controllers read: a dict is a struct (unknown keys are kept, as the
@@ -417,6 +442,38 @@ _SPEC_SCHEMAS: dict[tuple[str, str], dict[str, Any]] = {
     ("apps", "statefulsets"): {"replicas": int, "selector": _SELECTOR, "template": _TEMPLATE, "serviceName": str},
 }
 _SCALAR_NAMES = {str: "string", int: "int32", bool: "bool"}
+
+
+def _typed_ok(value: Any, schema: Any) -> bool:
+    """Whether ``value`` has the type ``schema`` describes: ``_check_typed`` without building field paths, for the
+    common case (every write of a pod or workload passes here)."""
+    if value is None:
+        return True
+    schema_class = schema.__class__
+    if schema_class is dict:
+        if value.__class__ is not dict:
+            return False
+        wildcard = schema.get("*")
+        for key, item in value.items():
+            item_schema = schema.get(key, wildcard)
+            if item_schema is not None and item is not None and not _typed_ok(item, item_schema):
+                return False
+        return True
+    if schema_class is list:
+        if value.__class__ is not list:
+            return False
+        item_schema = schema[0]
+        return all(_typed_ok(item, item_schema) for item in value)
+    if schema is str:
+        return value.__class__ is str or isinstance(value, str)
+    if schema is QUANTITY:
+        return not isinstance(value, bool) and isinstance(value, (str, int, float)) and \
+            _QUANTITY.match(str(value)) is not None
+    if schema is STRING_MAP:
+        return isinstance(value, dict) and all(isinstance(item, str) for item in value.values())
+    if schema is OBJECT:
+        return isinstance(value, dict)
+    return _is_scalar(value, schema)
 
 
 def _check_typed(value: Any, schema: Any, field: str) -> None:

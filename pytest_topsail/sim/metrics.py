@@ -5,6 +5,7 @@ Names, labels and buckets as kube-apiserver 1.32 exposes them."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
@@ -47,14 +48,20 @@ class ApiMetrics:
                                   ["verb", "group", "version", "resource", "subresource", "scope", "component"],
                                   registry=self.registry)
         self.registry.register(_StoredObjects(stored_counts))
+        self._children: dict[tuple[str, tuple[str, ...], int], tuple[Any, Any]] = {}
 
     def observe(self, verb: str, labels: tuple[str, ...], code: int, seconds: float) -> None:
         """One finished request; ``labels`` are (dry_run, group, version, resource, subresource, scope).
         Watches count but, being long-running, have no latency, as on the apiserver."""
-        values = (verb, *labels, "apiserver")
-        self._total.labels(*values, str(code)).inc()
-        if verb != "WATCH":
-            self._duration.labels(*values).observe(seconds)
+        key = (verb, labels, code)
+        children = self._children.get(key)
+        if children is None:  # labels() costs more than the count itself: one lookup per request instead
+            values = (verb, *labels, "apiserver")
+            children = self._children[key] = (self._total.labels(*values, str(code)),
+                                              None if verb == "WATCH" else self._duration.labels(*values))
+        children[0].inc()
+        if children[1] is not None:
+            children[1].observe(seconds)
 
     def watching(self, labels: tuple[str, ...], delta: int) -> None:
         """A watch started (+1) or ended (-1); ``labels`` as for ``observe`` without dry_run."""

@@ -19,7 +19,7 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from . import apierror, nvidiasmi, spdy, streaming
+from . import apierror, gojson, nvidiasmi, spdy, streaming
 from .controllers.containers import ExecResult, run_exec
 
 PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io", "v3.channel.k8s.io", "v2.channel.k8s.io", "channel.k8s.io")
@@ -214,7 +214,7 @@ async def _wait(closed: asyncio.Event, until: float) -> bool:
 def _status_body(protocol: str, status: dict[str, Any] | None) -> bytes | None:
     """What the error channel says at the end: v4 and later a Status (also on success), before only a failure."""
     if protocol in ("v5.channel.k8s.io", "v4.channel.k8s.io"):
-        return apierror.go_json(status or {"metadata": {}, "status": "Success"})
+        return gojson.dumps(status or {"metadata": {}, "status": "Success"})
     return status["message"].encode() if status is not None else None
 
 

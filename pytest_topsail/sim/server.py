@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import yaml
 from aiohttp import web
 
-from . import apierror, discovery, exporters, fieldmanager, openapi, podexec, portforward, protobuf, reviews
+from . import apierror, discovery, exporters, fieldmanager, gojson, openapi, podexec, portforward, protobuf, reviews
 from .apierror import ApiError
 from .listoptions import EXACT, check_list_options, requested_version, too_large
 from .metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -135,7 +135,7 @@ def status_response(error: ApiError) -> web.Response:
 def _json_response(body: bytes | dict[str, Any], status: int = 200,
                    validation: FieldValidation | None = None) -> web.Response:
     if isinstance(body, dict):
-        body = json.dumps(body, separators=(",", ":")).encode()
+        body = gojson.dumps(body)
     response = web.Response(status=status, body=body, content_type=JSON)
     for warning in validation.warnings if validation is not None else ():
         response.headers.add("Warning", f"299 - {json.dumps(warning)}")  # kubectl prints "Warning: <text>"
@@ -325,7 +325,7 @@ class ApiServer:
             document = openapi.document(self.store, path, self.server_address)
             if document is None:
                 return None
-            body = self._discovery_cache[path] = json.dumps(document, separators=(",", ":")).encode()
+            body = self._discovery_cache[path] = gojson.dumps(document)
         return body
 
     def _swagger_protobuf(self) -> bytes:
@@ -354,7 +354,7 @@ class ApiServer:
             document = discovery.api_resource_list(types, parts[1], parts[2])
         if document is None:
             return None
-        body = json.dumps(document, separators=(",", ":")).encode()
+        body = gojson.dumps(document)
         self._discovery_cache[path] = body
         return body
 
@@ -428,7 +428,7 @@ class ApiServer:
 
     def _serialize(self, rtype: ResourceType, obj: dict[str, Any]) -> bytes:
         if obj.get("apiVersion") != rtype.api_version:
-            return json.dumps({**obj, "apiVersion": rtype.api_version}, separators=(",", ":")).encode()
+            return gojson.dumps({**obj, "apiVersion": rtype.api_version})
         return self.store.to_json(rtype, obj)
 
     @staticmethod
@@ -465,8 +465,7 @@ class ApiServer:
             table = table_for(rtype, items, resource_version, request.query.get("includeObject", "Metadata"))
             table["metadata"].update(list_metadata)
             return _json_response(table)
-        head = json.dumps({"kind": rtype.list_kind, "apiVersion": rtype.api_version,
-                           "metadata": list_metadata}, separators=(",", ":")).encode()
+        head = gojson.dumps({"kind": rtype.list_kind, "apiVersion": rtype.api_version, "metadata": list_metadata})
         body = head[:-1] + b',"items":[' + b",".join(self._serialize(rtype, obj) for obj in items) + b"]}"
         return _json_response(body)
 
@@ -543,7 +542,7 @@ class ApiServer:
             return _json_response(self._serialize(rtype, obj))
         details = apierror.ordered_details({"name": parsed.name, "group": rtype.group, "kind": rtype.plural,
                                             "uid": obj["metadata"]["uid"]})
-        return _json_response(apierror.go_json({"kind": "Status", "apiVersion": "v1", "metadata": {},
+        return _json_response(gojson.dumps({"kind": "Status", "apiVersion": "v1", "metadata": {},
                                                 "status": "Success", "details": details}))
 
     async def _delete_collection(self, request: web.Request, parsed: _Request) -> web.Response:
@@ -555,9 +554,9 @@ class ApiServer:
             if self.store.find(parsed.rtype, metadata.get("namespace"), metadata["name"]) is not None:
                 deleted.append(self.store.delete(parsed.rtype, metadata.get("namespace"), metadata["name"],
                                                  propagation_policy=policy, dry_run=dry_run))
-        head = json.dumps({"kind": parsed.rtype.list_kind, "apiVersion": parsed.rtype.api_version,
-                           "metadata": {"resourceVersion": str(self.store.resource_version)}}).encode()
-        items = b",".join(json.dumps(obj, separators=(",", ":")).encode() for obj in deleted)
+        head = gojson.dumps({"kind": parsed.rtype.list_kind, "apiVersion": parsed.rtype.api_version,
+                             "metadata": {"resourceVersion": str(self.store.resource_version)}})
+        items = b",".join(gojson.dumps(obj) for obj in deleted)
         return _json_response(head[:-1] + b',"items":[' + items + b"]}")
 
     # ----------------------------------------------------------------- scale subresource
@@ -612,13 +611,12 @@ class ApiServer:
                                     "metadata": {"resourceVersion": str(self.store.resource_version)}}
         if initial_events_end:
             bookmark["metadata"]["annotations"] = {INITIAL_EVENTS_END: "true"}
-        return b'{"type":"BOOKMARK","object":' + json.dumps(bookmark, separators=(",", ":")).encode() + b"}\n"
+        return b'{"type":"BOOKMARK","object":' + gojson.dumps(bookmark) + b"}\n"
 
     def _event_line(self, event_type: str, rtype: ResourceType, obj: dict[str, Any],
                     table: str | None = None) -> bytes:
         if table is not None:
-            body = json.dumps(table_for(rtype, [obj], obj["metadata"]["resourceVersion"], table),
-                              separators=(",", ":")).encode()
+            body = gojson.dumps(table_for(rtype, [obj], obj["metadata"]["resourceVersion"], table))
         else:
             body = self._serialize(rtype, obj)
         return b'{"type":"' + event_type.encode() + b'","object":' + body + b"}\n"

@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import builtins
 import collections
+import functools
 import json
 import logging
 import random
@@ -71,7 +72,7 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from . import apierror, fieldmanager
+from . import apierror, fieldmanager, gojson
 from .apierror import ApiError
 from .defaults import apply_create_defaults, check_kind, validate, validate_name
 from .discovery import api_service
@@ -109,7 +110,12 @@ KUBERNETES_SERVICE_IP = "10.96.0.1"
 
 def format_time(epoch: float) -> str:
     """RFC 3339 with whole seconds, as metav1.Time."""
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _format_second(int(epoch // 1))
+
+
+@functools.lru_cache(maxsize=16)  # thousands of objects are stamped within one second
+def _format_second(second: int) -> str:
+    return datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def format_micro_time(epoch: float) -> str:
@@ -350,7 +356,7 @@ class Store:
             cached = table.raw.get(key)
             if cached is not None and cached[0] is obj:
                 return cached[1]
-        raw = json.dumps(obj, separators=(",", ":")).encode()
+        raw = gojson.dumps(obj)
         if table is not None and table.objects.get(key) is obj:
             table.raw[key] = (obj, raw)
         return raw
@@ -499,12 +505,12 @@ class Store:
         managedFields to store as they are (an apply computed them)."""
         if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
             raise apierror.bad_request("the body of the request is not an object with metadata")
-        check_kind(rtype, obj)
         incoming_meta = obj["metadata"]
+        table = self._table(rtype)
+        check_kind(rtype, obj, self._stored(rtype, table, incoming_meta))
         name = incoming_meta.get("name") or ""
         if not name:
             raise apierror.invalid(rtype.kind, rtype.group, "", [("metadata.name", "Required value")])
-        table = self._table(rtype)
         key = self._obj_key(rtype, incoming_meta.get("namespace"), name)
         old = table.objects.get(key)
         if old is None:
@@ -552,7 +558,7 @@ class Store:
             metadata.pop("managedFields", None)
         if subresource is None and _spec_changed(old, new):
             metadata["generation"] = old["metadata"].get("generation", 1) + 1
-            validate(rtype, new)
+            validate(rtype, new, old)
         if new == old:
             return old
         if rtype.key == CRDS and subresource is None:
@@ -560,6 +566,13 @@ class Store:
         if dry_run:
             return new
         return self._commit_update(rtype, table, key, old, new)
+
+    def _stored(self, rtype: ResourceType, table: Table, metadata: Obj) -> Obj | None:
+        """The stored version named by ``metadata`` (None if absent or if the name is not even a string)."""
+        name, namespace = metadata.get("name"), metadata.get("namespace")
+        if isinstance(name, str) and (namespace is None or isinstance(namespace, str)):
+            return table.objects.get(self._obj_key(rtype, namespace, name))
+        return None
 
     def _commit_update(self, rtype: ResourceType, table: Table, key: ObjKey, old: Obj, new: Obj) -> Obj:
         metadata = new["metadata"]
