@@ -291,6 +291,11 @@ class KpiRecorder:
             values[name] = float(value)
         return values
 
+    def warn(self, message: str) -> None:
+        """A warning about this item's figures (e.g. the load client was saturated): shown in the terminal summary
+        and the report's problems, kept in item.json (a replot shows it again); the item does not fail for it."""
+        self.item_record.setdefault("warnings", []).append(message)
+
     def add_figure(self, title: str, figure: Any, *, directory: Path | None = None) -> Path:
         """Save a plotly figure (object or dict) as JSON in the item's artifacts; the report embeds it."""
         base = directory or (Path(self.item_record["artifact_dir"]) if self.item_record.get("artifact_dir") else None)

@@ -205,12 +205,14 @@ def merge(directory: Path, records_dir: Path, generators: list[Generator], point
         record.update(point=0, index=index)
     stop = max(stops) if stops else ended
     measure_end = max(measure_ends) if measure_ends else stop
+    clients = [read[g.name][0]["client"] for g in generators if read[g.name][0].get("client")]
+    client = max(clients, key=lambda c: (c["cpu_share"], c["loop_lag_p99_ms"])) if clients else {}  # the busiest
     stopped_by = next((f"{g.name}: {read[g.name][0]['stopped_by']}" for g in generators
                        if read[g.name][0].get("stopped_by")), None)
     document = {"index": 0, "label": point.label + f" x{len(generators)} generators", "point": asdict(point),
                 "started_epoch": base, "measure_start": measure_start, "measure_end": measure_end, "stop": stop,
                 "ended": ended,
-                "stopped_by": stopped_by, "slo": slo,
+                "stopped_by": stopped_by, "slo": slo, "client": client,
                 "generators": [asdict(g) for g in generators]}
     (directory / POINTS).write_text(json.dumps([document], indent=1), encoding="utf-8")
     with (directory / RECORDS).open("w", encoding="utf-8") as file:

@@ -23,6 +23,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.llmload.backends import Backend, BackendError
@@ -49,6 +50,8 @@ class LoadPoint:
     max_errors: int | None = None  # stop rule: the point stops issuing once this many requests failed
     max_error_rate: float | None = None  # stop rule: ... once this share of the ended requests failed
     error_rate_min_requests: int = 20  # ... counted from this many ended requests on
+    client_max_cpu_share: float = 0.9  # client saturation warning: the client process's CPU over the point's time
+    client_max_loop_lag_ms: float = 50.0  # ... or its event loop's p99 scheduling lag
 
     def stop_rule(self, ended: int, errors: int) -> str | None:
         """Why the point must stop issuing after ``ended`` requests of which ``errors`` failed (None: go on)."""
@@ -105,6 +108,7 @@ class PointResult:
     records: list[RequestRecord] = field(default_factory=list)
     stopped_by: str | None = None  # the stop rule that ended the point early
     measure_end: float | None = None  # when the measurement ended (the cool-down began); None: at ``stop``
+    client: dict[str, Any] = field(default_factory=dict)  # the client's own load (ClientWatch.result)
 
 
 class PointRun:
@@ -252,10 +256,15 @@ class PointRun:
 
     async def run(self) -> PointResult:
         started_epoch = time.time()
-        if self.point.mode == "concurrency":
-            await self.closed_loop()
-        else:
-            await self.open_loop()
+        watch = ClientWatch()
+        watcher = asyncio.create_task(watch.run())
+        try:
+            if self.point.mode == "concurrency":
+                await self.closed_loop()
+            else:
+                await self.open_loop()
+        finally:
+            watcher.cancel()
         ended = time.perf_counter()
         for record in self.records:
             record.relative_to(self.t0)
@@ -264,7 +273,34 @@ class PointRun:
         return PointResult(index=self.index, point=self.point, started_epoch=started_epoch,
                            measure_start=self.measure_start - self.t0, stop=stop,
                            ended=ended - self.t0, records=self.records, stopped_by=self.stopped_by,
-                           measure_end=stop if self.measure_end is None else min(self.measure_end - self.t0, stop))
+                           measure_end=stop if self.measure_end is None else min(self.measure_end - self.t0, stop),
+                           client=watch.result())
+
+
+class ClientWatch:
+    """How loaded the client itself was during a point (is the client, not the server, the bottleneck?): its
+    process's CPU time over the wall time (all threads: 1.0 is one core busy), and the event loop's scheduling lag
+    (how late a ``sleep(TICK_S)`` wakes up: the loop was busy running other callbacks)."""
+
+    TICK_S = 0.05
+
+    def __init__(self) -> None:
+        self.cpu0, self.wall0 = time.process_time(), time.perf_counter()
+        self.lags: list[float] = []
+
+    async def run(self) -> None:
+        while True:
+            before = time.perf_counter()
+            await asyncio.sleep(self.TICK_S)
+            self.lags.append(max(0.0, time.perf_counter() - before - self.TICK_S))
+
+    def result(self) -> dict[str, Any]:
+        wall = max(time.perf_counter() - self.wall0, 1e-9)
+        lags = sorted(self.lags)
+        return {"cpu_s": time.process_time() - self.cpu0, "wall_s": wall,
+                "cpu_share": (time.process_time() - self.cpu0) / wall,
+                "loop_lag_p99_ms": 1000.0 * lags[min(len(lags) - 1, int(0.99 * len(lags)))] if lags else 0.0,
+                "loop_lag_max_ms": 1000.0 * lags[-1] if lags else 0.0}
 
 
 NextPoint = Callable[[list[PointResult]], LoadPoint | None]  # the points run so far -> the next one (None: done)

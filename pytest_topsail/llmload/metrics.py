@@ -113,7 +113,26 @@ def summarize_point(point: dict[str, Any], records: Iterable[dict[str, Any]]) ->
         "stats": stats,
         "stopped_by": point.get("stopped_by"),  # the stop rule that ended the point early, if one did
         "slo": slo_summary(point.get("slo") or {}, records, low, high, window),
+        "client": client_summary(point.get("client") or {}, settings),
     }
+
+
+def client_summary(client: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+    """The client's own load during the point, with a ``warning`` when it was over the point's limits
+    (``client_max_cpu_share``, ``client_max_loop_lag_ms``): then the client may be what limits the figures."""
+    if not client:
+        return {"warning": None}
+    over = []
+    cpu_limit = settings.get("client_max_cpu_share", 0.9)
+    lag_limit = settings.get("client_max_loop_lag_ms", 50.0)
+    if client["cpu_share"] > cpu_limit:
+        over.append(f"its CPU was {client['cpu_share']:.0%} of a core > client_max_cpu_share {cpu_limit:.0%}")
+    if client["loop_lag_p99_ms"] > lag_limit:
+        over.append(f"its event loop woke up {client['loop_lag_p99_ms']:.0f} ms late (p99) > client_max_loop_lag_ms "
+                    f"{lag_limit:g}")
+    warning = ("load client saturated: " + " and ".join(over) + "; the client, not the server, may limit these "
+               "figures (fewer users per process: tests.llm_load.generators)") if over else None
+    return {**client, "warning": warning}
 
 
 SLO_METRICS = {"ttft_ms": "ttft", "itl_ms": "tpot", "e2e_ms": "e2e"}  # target -> the request's latency judged

@@ -28,7 +28,8 @@ def point_document(result: PointResult) -> dict[str, Any]:
     return {"index": result.index, "label": result.point.label, "point": asdict(result.point),
             "started_epoch": result.started_epoch, "measure_start": result.measure_start, "stop": result.stop,
             "ended": result.ended, "stopped_by": result.stopped_by,
-            "measure_end": result.stop if result.measure_end is None else result.measure_end}
+            "measure_end": result.stop if result.measure_end is None else result.measure_end,
+            "client": result.client}
 
 
 def run_load_test(backend: Backend, prompts: Sequence[Prompt], points: Sequence[LoadPoint] | NextPoint,

@@ -40,6 +40,8 @@ class LoadSettings(pydantic.BaseModel):
     max_errors: int | None = pydantic.Field(default=None, ge=1)  # stop rule: stop issuing after this many failures
     max_error_rate: float | None = pydantic.Field(default=None, ge=0, lt=1)  # ... above this share failed
     error_rate_min_requests: int = pydantic.Field(default=20, ge=1)  # ... counted from this many ended requests
+    client_max_cpu_share: float = pydantic.Field(default=0.9, gt=0)  # client saturation warning: CPU of a core
+    client_max_loop_lag_ms: float = pydantic.Field(default=50.0, gt=0)  # ... or the event loop's p99 lag
     sweep_rates: int = pydantic.Field(default=4, ge=0)  # mode sweep: constant rates between synchronous and max
     max_concurrency: int = pydantic.Field(default=256, ge=1)  # mode sweep: the max-throughput point's users
 
@@ -56,7 +58,9 @@ class LoadSettings(pydantic.BaseModel):
                          cooldown_s=self.cooldown_s, cooldown_requests=self.cooldown_requests, timeout_s=self.timeout_s,
                          drain_timeout_s=self.drain_timeout_s, seed=self.seed,
                          max_errors=self.max_errors, max_error_rate=self.max_error_rate,
-                         error_rate_min_requests=self.error_rate_min_requests)
+                         error_rate_min_requests=self.error_rate_min_requests,
+                         client_max_cpu_share=self.client_max_cpu_share,
+                         client_max_loop_lag_ms=self.client_max_loop_lag_ms)
 
     def plan(self) -> list[LoadPoint] | AutoSweep:
         """What ``run_load_test`` runs: the one point, or mode sweep's points, each chosen from those before."""

@@ -64,7 +64,7 @@ def main(argv: list[str]) -> int:
 
         result = asyncio.run(at_barrier(backend, prompts, point, start_at, save, out / f"{name}.json", document))
     document.update(measure_start=result.measure_start, measure_end=result.measure_end, stop=result.stop,
-                    ended=result.ended,
+                    ended=result.ended, client=result.client,
                     requests=len(result.records), stopped_by=result.stopped_by)
     (out / f"{name}.json").write_text(json.dumps(document), encoding="utf-8")
     print(f"generator {name}: {document['requests']} requests, started {document['started_epoch']:.3f}", flush=True)

@@ -47,6 +47,7 @@ class ItemOutputs:
         except TopsailError as error:
             self.results.errors.append(str(error))
         self.results.add(record, verdicts)
+        self.results.problems.extend(f"{record['nodeid']}: {warning}" for warning in record.get("warnings") or [])
         self.write_files(record)
         return verdicts
 

@@ -82,6 +82,8 @@ class LlmLoadSettings(topsail.Settings):
     max_errors: int | None = pydantic.Field(None, ge=1)  # stop rule: a point stops issuing after this many failures
     max_error_rate: float | None = pydantic.Field(None, ge=0, lt=1)  # ... or above this share of failures
     slo: SloSettings = SloSettings()
+    client_max_cpu_share: float = pydantic.Field(0.9, gt=0)  # a warning when the load client used more CPU (cores)
+    client_max_loop_lag_ms: float = pydantic.Field(50.0, gt=0)  # ... or its event loop woke up later (p99)
     generators: int = pydantic.Field(0, ge=0)  # > 0: the load runs as this many pods of a Job on the cluster
     generator_pool: GeneratorPoolSettings = GeneratorPoolSettings()
     api_key: ApiKeySettings = ApiKeySettings()  # the OpenAI backend's key: {env: NAME} or {file: PATH}
@@ -93,7 +95,9 @@ class LlmLoadSettings(topsail.Settings):
 
     def point_defaults(self) -> dict[str, Any]:
         """What every case point takes from the suite's settings unless it sets it."""
-        defaults: dict[str, Any] = {"timeout_s": self.timeout_s, "drain_timeout_s": self.drain_timeout_s}
+        defaults: dict[str, Any] = {"timeout_s": self.timeout_s, "drain_timeout_s": self.drain_timeout_s,
+                                    "client_max_cpu_share": self.client_max_cpu_share,
+                                    "client_max_loop_lag_ms": self.client_max_loop_lag_ms}
         for rule in ("max_errors", "max_error_rate"):
             if getattr(self, rule) is not None:
                 defaults[rule] = getattr(self, rule)

@@ -53,6 +53,10 @@ def test_llm_load(case: topsail.Case, llm_endpoint: Any, llm_settings: Any, arti
                runtime_image=options.runtime_image, deployment_mode=options.deployment_mode,
                serving=options.serving, replicas=llm_endpoint.replicas, accelerator=llm_endpoint.accelerator)
     kpis.record_from({"summary": summary, "sweep": sweep, "serving": serving})
+    for done in sweep or [summary]:
+        if (done.get("client") or {}).get("warning"):  # never silent: terminal summary and report
+            kpis.warn(f"{done['label']}: {done['client']['warning']}")
+            progress(f"{case.id}: {done['label']}: {done['client']['warning']}")
     stopped = next((s["stopped_by"] for s in sweep or [summary] if s.get("stopped_by")), None)
     if stopped:
         pytest.fail(f"{stopped}; records: {load_dir / 'records.jsonl'}", pytrace=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from pathlib import Path
@@ -206,3 +207,33 @@ def test_auto_sweep_finds_the_servers_capacity_and_rates_between(fake_server, tm
     rates = [s["offered_rate"] for s in summaries[2:]]
     assert [s["mode"] for s in summaries[2:]] == ["constant", "constant"] and sync < rates[0] < rates[1] < peak
     assert rates[1] - rates[0] == pytest.approx(rates[0] - sync, rel=0.01)  # evenly between
+
+
+class BusyBackend:
+    """A client whose every request costs 60 ms of its own CPU (parsing, say) inside the event loop: saturated."""
+
+    name, stream = "busy", False
+
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def send(self, prompt: Prompt, record: object) -> None:
+        end = time.process_time() + 0.06
+        while time.process_time() < end:
+            pass
+        await asyncio.sleep(0)  # then it lets the other users run
+
+
+def test_a_saturated_client_is_warned_about(fake_server, tmp_path: Path) -> None:
+    [busy] = run_load_test(BusyBackend(), PROMPTS, [LoadPoint(concurrency=4, duration_s=0.6)], tmp_path / "busy")
+    client = busy["client"]
+    assert client["loop_lag_p99_ms"] > 50 and client["cpu_s"] > 0  # (the CPU share depends on the machine's load)
+    assert busy["client"]["warning"].startswith("load client saturated: ") and "client_max_loop_lag_ms 50" in (
+        busy["client"]["warning"])
+    (tmp_path / "busy" / "summary.json").unlink()
+    assert analyse_directory(tmp_path / "busy")[0]["client"] == client  # a replot judges the same
+    fake_server.itl_s = 0.01
+    [idle] = run_load_test(backend(fake_server.url), PROMPTS, [LoadPoint(concurrency=1, duration_s=0.6)],
+                           tmp_path / "idle")
+    assert idle["client"]["warning"] is None and 0 < idle["client"]["cpu_share"] < 0.9
