@@ -48,7 +48,7 @@ class TgisClient:
         self.retries = retries
         self.backoff = backoff
         self._metadata = (("mm-model-id", model_id),) if model_id else ()
-        self._channel = _open_channel(target, ca_file, server_name)
+        self._channel = open_channel(target, ca_file, server_name)
         self._stub = GenerationServiceStub(self._channel)
 
     async def __aenter__(self) -> TgisClient:
@@ -118,10 +118,17 @@ class TgisClient:
         return min(self.backoff * 2**attempt, 2.0)
 
 
-def _open_channel(target: str, ca_file: str | Path | None, server_name: str | None) -> grpc.aio.Channel:
+def open_channel(target: str, ca_file: str | Path | None = None, server_name: str | None = None, *,
+                 sync: bool = False) -> Any:
+    """A grpc.aio channel, or with ``sync`` a grpc one whose unary-stream calls are read in the caller's thread."""
     options: list[tuple[str, Any]] = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
+    if sync:
+        from grpc.experimental import ChannelOptions
+
+        options.append((ChannelOptions.SingleThreadedUnaryStream, 1))
+    module: Any = grpc if sync else grpc.aio
     if ca_file is None:
-        return grpc.aio.insecure_channel(target, options=options)
+        return module.insecure_channel(target, options=options)
     try:
         root_certificates = Path(ca_file).read_bytes()
     except OSError as error:
@@ -129,4 +136,4 @@ def _open_channel(target: str, ca_file: str | Path | None, server_name: str | No
     if server_name:
         options.append(("grpc.ssl_target_name_override", server_name))
     credentials = grpc.ssl_channel_credentials(root_certificates=root_certificates)
-    return grpc.aio.secure_channel(target, credentials, options=options)
+    return module.secure_channel(target, credentials, options=options)

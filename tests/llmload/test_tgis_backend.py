@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 
 from pytest_topsail.llmload.backends.tgis_grpc import TgisBackend
@@ -40,3 +42,26 @@ def test_grpc_errors_are_counted_by_code(fake_tgis, tmp_path: Path) -> None:
     summary = run_load_test(TgisBackend("127.0.0.1:9"), prompts, [LoadPoint(concurrency=1, requests=1,
                                                                              timeout_s=5)], tmp_path / "b")[0]
     assert summary["failures"] == {"UNAVAILABLE": 1}
+
+
+def test_a_stream_past_its_timeout_is_cancelled_and_its_reader_ends(fake_tgis, tmp_path: Path) -> None:
+    fake_tgis.itl_s = 0.2  # 50 tokens would take 10 s
+    began = time.monotonic()
+    summary = run_load_test(TgisBackend(fake_tgis.target), [Prompt("slow", 1, 50)],
+                            [LoadPoint(concurrency=2, requests=2, timeout_s=0.5)], tmp_path)[0]
+    assert time.monotonic() - began < 5
+    assert summary["failures"] == {"timeout": 2}
+    records = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
+    assert all(1 <= len(r["chunks"]) <= 3 and r["chunks"][-1][0] <= r["end"] for r in records)
+    assert not [thread for thread in threading.enumerate() if thread.name == "tgis-stream"]
+
+
+def test_stream_times_are_taken_per_message(fake_tgis, tmp_path: Path) -> None:
+    fake_tgis.itl_s = 0.02
+    run_load_test(TgisBackend(fake_tgis.target), [Prompt("one", 1, 6)], [LoadPoint(concurrency=1, requests=3)],
+                  tmp_path)
+    for record in (json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()):
+        times = [record["start"], *(when for when, _ in record["chunks"]), record["end"]]
+        assert times == sorted(times) and len(record["chunks"]) == 6
+        gaps = [b - a for a, b in zip(times[1:-2], times[2:-1], strict=True)]
+        assert all(0.015 <= gap < 0.2 for gap in gaps)
