@@ -23,6 +23,7 @@ from pytest_topsail.errors import TopsailError
 from pytest_topsail.kube.client import Kube, ObjectRef
 from pytest_topsail.llmload.dataset import Prompt
 from pytest_topsail.llmload.generator import LoadPoint
+from pytest_topsail.llmload.records import TIMES
 from pytest_topsail.llmload.run import POINTS, RECORDS, analyse_directory
 from pytest_topsail.llmload.worker import PROMPTS_FILE, SETTINGS_FILE
 
@@ -224,7 +225,7 @@ def merge(directory: Path, records_dir: Path, generators: list[Generator], point
 
 def shift_record(record: dict[str, Any], shift: float) -> dict[str, Any]:
     record = dict(record)
-    for name in ("start", "end", "first_token", "scheduled"):
+    for name in TIMES:
         if record.get(name) is not None:
             record[name] += shift
     record["chunks"] = [[when + shift, count] for when, count in record.get("chunks") or ()]

@@ -7,6 +7,8 @@ per request, over the successful, measured (not warm-up) requests of a point:
 - ``itl``: every gap between consecutive token-carrying chunks, divided by the tokens of the later chunk, pooled
   over all requests (streaming only)
 - ``e2e``: end - start; ``input_tokens``, ``output_tokens`` as the server reported them
+- ``tt_ack``: ack - start, the first response message even without a token (HTTP headers, a gRPC stream's first
+  message, a unary answer): how long the server took to take the request, apart from its prefill and queue
 per point, over the measurement window W = [measure_start, measure_end] (ramp-up, cool-down and drain excluded;
 ``measure_end`` defaults to ``stop`` in files written before it existed; measured: neither warm-up nor cool-down):
 - ``output_tokens_per_s``: tokens of successful requests that arrived inside W / |W|
@@ -32,7 +34,7 @@ import numpy as np
 from pytest_topsail.llmload.records import OK
 
 STATISTICS = ("min", "max", "median", "mean", "p80", "p90", "p95", "p99")
-LATENCIES = ("ttft", "tpot", "itl", "e2e")  # seconds in the records, milliseconds in the summaries
+LATENCIES = ("ttft", "tpot", "itl", "e2e", "tt_ack")  # seconds in the records, milliseconds in the summaries
 COUNTS = ("input_tokens", "output_tokens")
 
 
@@ -47,18 +49,20 @@ def statistics(values: Sequence[float]) -> dict[str, float] | None:
 
 
 def request_latencies(record: dict[str, Any]) -> dict[str, Any]:
-    """ttft, tpot, e2e (s) and the itl gaps (list, s) of one record; None where undefined."""
+    """ttft, tpot, e2e, tt_ack (s) and the itl gaps (list, s) of one record; None where undefined."""
     first = record.get("first_token")
     e2e = record["end"] - record["start"]
+    ack = record.get("ack")
+    tt_ack = None if ack is None else ack - record["start"]
     if first is None:
-        return {"ttft": None, "tpot": None, "e2e": e2e, "itl": []}
+        return {"ttft": None, "tpot": None, "e2e": e2e, "itl": [], "tt_ack": tt_ack}
     tokens = record.get("output_tokens") or 0
     tpot = (record["end"] - first) / (tokens - 1) if tokens >= 2 else None
     gaps = []
     chunks = record.get("chunks") or []
     for (before, _), (after, count) in zip(chunks, chunks[1:], strict=False):
         gaps.extend([(after - before) / count] * int(count) if count > 1 else [after - before])
-    return {"ttft": first - record["start"], "tpot": tpot, "e2e": e2e, "itl": gaps}
+    return {"ttft": first - record["start"], "tpot": tpot, "e2e": e2e, "itl": gaps, "tt_ack": tt_ack}
 
 
 def tokens_inside(record: dict[str, Any], low: float, high: float) -> int:
@@ -82,7 +86,7 @@ def summarize_point(point: dict[str, Any], records: Iterable[dict[str, Any]]) ->
     for record in succeeded:
         values = request_latencies(record)
         latencies["itl"].extend(values["itl"])
-        for name in ("ttft", "tpot", "e2e"):
+        for name in ("ttft", "tpot", "e2e", "tt_ack"):
             if values[name] is not None:
                 latencies[name].append(values[name])
     stats: dict[str, dict[str, float] | None] = {

@@ -1,9 +1,10 @@
 """One record per request: the raw data of a load test, saved as JSON lines, from which every metric is computed.
 
 Times are seconds on the monotonic clock relative to the start of the load point (``t0``): ``scheduled`` (open loop:
-when the request was due), ``start`` (just before the request was written), ``first_token`` (first chunk carrying at
-least one token), ``end`` (last byte of the response or the error), and ``chunks`` as ``[time, tokens]`` pairs, one per
-streamed chunk that carried tokens.
+when the request was due), ``start`` (just before the request was written), ``ack`` (the first response message, even
+an empty one: HTTP response headers, a gRPC stream's first message, a unary answer), ``first_token`` (first chunk
+carrying at least one token), ``end`` (last byte of the response or the error), and ``chunks`` as ``[time, tokens]``
+pairs, one per streamed chunk that carried tokens.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class RequestRecord:
     start: float = 0.0
     end: float = 0.0
     first_token: float | None = None
+    ack: float | None = None  # the first response message, even one without a token (headers, a role chunk)
     scheduled: float | None = None
     user: int | None = None
     stream: bool = True
@@ -45,6 +47,11 @@ class RequestRecord:
             self.first_token = now
         self.chunks.append([now, count])
 
+    def acked(self) -> None:
+        """A response message has just arrived (called by the backends for each; the first one counts)."""
+        if self.ack is None:
+            self.ack = time.perf_counter()
+
     def fail(self, status: str, message: str) -> None:
         self.status = status
         self.error = message[:500]
@@ -55,6 +62,8 @@ class RequestRecord:
         self.end -= t0
         if self.first_token is not None:
             self.first_token -= t0
+        if self.ack is not None:
+            self.ack -= t0
         if self.scheduled is not None:
             self.scheduled -= t0
         for chunk in self.chunks:
@@ -69,7 +78,7 @@ def as_dict(record: RequestRecord) -> dict[str, Any]:
 def relative_dict(record: RequestRecord, t0: float) -> dict[str, Any]:
     """The JSON object of a record whose times are still perf_counter values, in seconds since ``t0``."""
     data = as_dict(record)
-    for name in ("start", "end", "first_token", "scheduled"):
+    for name in TIMES:
         if data[name] is not None:
             data[name] -= t0
     data["chunks"] = [[when - t0, count] for when, count in record.chunks]
@@ -97,3 +106,4 @@ def read_records(path: Path) -> Iterator[dict[str, Any]]:
 
 
 FIELDS = tuple(f.name for f in fields(RequestRecord))
+TIMES = ("start", "end", "first_token", "ack", "scheduled")  # seconds since the point's t0

@@ -1,10 +1,12 @@
 """A load test's artifacts and analysis: ``points.json`` and ``records.jsonl`` are written as each point ends;
-``summary.json`` and ``summary.txt`` are computed from those two files only (``analyse_directory``: the replot).
+``summary.json``, ``summary.txt`` and ``records.csv`` (one row per request, for a spreadsheet or pandas) are computed
+from those two files only (``analyse_directory``: the replot).
 """
 
 from __future__ import annotations
 
 import asyncio
+import csv
 import json
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -16,12 +18,16 @@ from pytest_topsail.errors import TopsailError
 from pytest_topsail.llmload.backends import Backend
 from pytest_topsail.llmload.dataset import Prompt
 from pytest_topsail.llmload.generator import LoadPoint, NextPoint, PointResult, run_sweep
-from pytest_topsail.llmload.metrics import format_table, summarize_point, sweep_table
+from pytest_topsail.llmload.metrics import format_table, request_latencies, summarize_point, sweep_table
 from pytest_topsail.llmload.records import read_records, write_records
 
 POINTS = "points.json"
 RECORDS = "records.jsonl"
 SUMMARY = "summary.json"
+CSV = "records.csv"
+CSV_COLUMNS = ("point", "index", "generator", "user", "status", "warmup", "cooldown", "scheduled", "start", "ack",
+               "first_token", "end", "tt_ack_ms", "ttft_ms", "tpot_ms", "e2e_ms", "input_tokens", "output_tokens",
+               "chunks", "error")
 
 
 def point_document(result: PointResult) -> dict[str, Any]:
@@ -76,7 +82,21 @@ def analyse_directory(directory: Path) -> list[dict[str, Any]]:
     summaries = [summarize_point(point, by_point.get(point["index"], [])) for point in points]
     (directory / SUMMARY).write_text(json.dumps(summaries, indent=1), encoding="utf-8")
     (directory / "summary.txt").write_text(format_table(sweep_table(summaries)), encoding="utf-8")
+    write_csv(directory / CSV, [record for point in points for record in by_point.get(point["index"], [])])
     return summaries
+
+
+def write_csv(path: Path, records: list[dict[str, Any]]) -> None:
+    """One row per request: its times (s since the point's start), its latencies (ms) and token counts."""
+    with path.open("w", encoding="utf-8", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=CSV_COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        for record in records:
+            latencies = request_latencies(record)
+            row = {**record, "chunks": len(record.get("chunks") or ())}
+            for name in ("tt_ack", "ttft", "tpot", "e2e"):
+                row[f"{name}_ms"] = None if latencies[name] is None else round(latencies[name] * 1000.0, 3)
+            writer.writerow(row)
 
 
 def merge_directories(directories: Sequence[Path]) -> tuple[list[dict[str, Any]], dict[int, list[dict[str, Any]]]]:

@@ -33,7 +33,8 @@ from pytest_topsail.llmload.run import analyse_directory, merge_directories
 IGNORED_STATISTICS = ("mean", "p80", "p90", "p95")
 EXTREME_WHY = "an extreme (min or max) moves with a single fast or slow token or scheduling hiccup"
 LATENCIES = {"ttft": "time to first token", "itl": "inter-token latency (every token gap)",
-             "tpot": "time per output token after the first, per request", "e2e": "end-to-end request latency"}
+             "tpot": "time per output token after the first, per request", "e2e": "end-to-end request latency",
+             "tt_ack": "time to the first response message, even one without a token"}
 LOAD_DIR = "load"
 SWEPT = ("concurrency", "rate")  # the case settings a sweep varies: one item per value
 SERVING_FILE = "serving.json"

@@ -26,7 +26,7 @@ def test_request_latencies() -> None:
 def test_single_token_and_unstreamed_requests() -> None:
     assert request_latencies(record(0.0, [[0.3, 1]]))["tpot"] is None
     unstreamed = {**record(0.0, []), "end": 2.0, "output_tokens": 8}
-    assert request_latencies(unstreamed) == {"ttft": None, "tpot": None, "e2e": 2.0, "itl": []}
+    assert request_latencies(unstreamed) == {"ttft": None, "tpot": None, "e2e": 2.0, "itl": [], "tt_ack": None}
 
 
 def test_statistics_quantiles() -> None:

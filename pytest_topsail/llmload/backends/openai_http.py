@@ -80,6 +80,7 @@ class OpenAIBackend:
             raise RuntimeError("OpenAIBackend.send before open()")
         try:
             async with self.session.post(self.endpoint, json=self.body(prompt)) as response:
+                record.acked()
                 if response.status != 200:
                     raise BackendError(f"http_{response.status}", await error_message(response))
                 if self.stream:

@@ -82,6 +82,7 @@ class TgisBackend:
                 await self.read_stream(text, prompt, record)
             else:
                 answer = await self.client.generate([text], self.parameters(prompt.output_tokens))
+                record.acked()
                 response = answer.responses[0]
                 record.input_tokens = response.input_token_count
                 record.output_tokens = response.generated_token_count
@@ -110,6 +111,7 @@ def read_stream(call: Any, record: RequestRecord) -> None:
     """The stream's messages as they arrive (in a reader thread); the record's end is the end of the stream."""
     generated = 0
     for message in call:
+        record.acked()
         if message.input_token_count:
             record.input_tokens = message.input_token_count
         if message.generated_token_count > generated:
