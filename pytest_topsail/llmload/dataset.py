@@ -4,12 +4,18 @@ Accepted JSON-lines formats (one object per line; blank lines skipped):
 - ours: ``{"prompt": str, "input_tokens": int, "output_tokens": int, "system_prompt"?: str}``
 - llm-load-test's: ``{"question": str, "tok_input_length": int, "tok_output_length" | "output_tokens": int,
   "system_prompt"?: str}``, its first line being a metadata object (``name``/``dataset_info``, no prompt), skipped.
+Synthetic prompts (``synthetic_prompts``): token lengths drawn from a clipped normal distribution (seeded), the text
+exactly that many tokens long for our toy tokenizer (the reference server's), or for a tokenizer file
+(``tokenizer.json`` of the Hugging Face ``tokenizers`` library) when one is given. ``filter_prompts``: llm-load-test's
+input/output length filters.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -86,6 +92,88 @@ def first_int(entry: dict[str, Any], keys: tuple[str, ...], where: str) -> int:
                 raise TopsailError(f"{where}: {key} must be a non-negative integer, got {value!r}")
             return value
     raise TopsailError(f"{where}: needs one of {', '.join(keys)}")
+
+
+@dataclass(frozen=True)
+class Lengths:
+    """Token lengths: a normal distribution of ``mean`` and ``stdev`` (0: always ``mean``), rounded and clipped to
+    [``min``, ``max``]."""
+
+    mean: int
+    stdev: float = 0.0
+    min: int = 1
+    max: int | None = None
+
+    def draw(self, rng: random.Random) -> int:
+        value = round(rng.gauss(self.mean, self.stdev)) if self.stdev else self.mean
+        return max(self.min, min(value, self.max) if self.max is not None else value)
+
+
+SHORT_WORDS = tuple(word for word in WORDS if len(word) <= 7)  # one toy token each (tgis/tokenizer.py)
+
+
+def synthetic_prompts(count: int, input_tokens: Lengths, output_tokens: Lengths, seed: int = 0,
+                      tokenizer: Path | None = None) -> list[Prompt]:
+    """``count`` prompts whose lengths follow the distributions (seeded); each prompt's ``input_tokens`` is its
+    text's real token count: the toy tokenizer's, or the tokenizer file's."""
+    rng = random.Random(seed)
+    encode = file_tokenizer(tokenizer) if tokenizer is not None else None
+    prompts = []
+    for number in range(count):
+        wanted, output = input_tokens.draw(rng), output_tokens.draw(rng)
+        words = [SHORT_WORDS[(number + i * 7) % len(SHORT_WORDS)] for i in range(max(wanted, 1) * 2)]
+        if encode is None:
+            text, actual = " ".join(words[:wanted]), wanted
+        else:
+            text, actual = encode(" ".join(words), wanted)
+        prompts.append(Prompt(text=text, input_tokens=actual, output_tokens=output))
+    return prompts
+
+
+def file_tokenizer(path: Path) -> Callable[[str, int], tuple[str, int]]:
+    """(text, n) -> the text cut to its first n tokens of the tokenizer file, and its real token count."""
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        raise TopsailError(f"tokenizer {path}: reading a tokenizer file needs the tokenizers package "
+                           "(pip install 'pytest-topsail[tokenizer]')") from None
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as error:  # the library raises plain Exceptions for a missing or malformed file
+        raise TopsailError(f"tokenizer {path}: not a tokenizers file (tokenizer.json): {error}") from None
+
+    def cut(text: str, count: int) -> tuple[str, int]:
+        prefix = tokenizer.decode(tokenizer.encode(text, add_special_tokens=False).ids[:count])
+        return prefix, len(tokenizer.encode(prefix, add_special_tokens=False).ids)
+
+    return cut
+
+
+FILTERS = ("min_input_tokens", "max_input_tokens", "min_output_tokens", "max_output_tokens", "max_sequence_tokens")
+
+
+def filter_prompts(prompts: list[Prompt], where: str, **limits: int | None) -> list[Prompt]:
+    """llm-load-test's dataset filters (``FILTERS``; None: no limit); a TopsailError naming the filters and the
+    dataset's lengths when none is left."""
+    given = {name: value for name, value in limits.items() if value is not None}
+    if not given:
+        return prompts
+
+    def keep(prompt: Prompt) -> bool:
+        inputs, outputs = prompt.input_tokens, prompt.output_tokens
+        return (given.get("min_input_tokens", 0) <= inputs <= given.get("max_input_tokens", math.inf)
+                and given.get("min_output_tokens", 0) <= outputs <= given.get("max_output_tokens", math.inf)
+                and inputs + outputs <= given.get("max_sequence_tokens", math.inf))
+
+    kept = [prompt for prompt in prompts if keep(prompt)]
+    if not kept:
+        inputs = [p.input_tokens for p in prompts]
+        outputs = [p.output_tokens for p in prompts]
+        raise TopsailError(f"{where}: no prompt left after the filters "
+                           + ", ".join(f"{name}={value}" for name, value in given.items())
+                           + f" (its {len(prompts)} prompts: input tokens {min(inputs)}-{max(inputs)}, output tokens "
+                           f"{min(outputs)}-{max(outputs)})")
+    return kept
 
 
 def synthetic(count: int, input_tokens: tuple[int, int], output_tokens: tuple[int, int],

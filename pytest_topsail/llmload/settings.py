@@ -3,15 +3,60 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pydantic
 
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.llmload.backends import Backend
-from pytest_topsail.llmload.dataset import BUNDLED, Prompt, load_dataset
+from pytest_topsail.llmload.dataset import (
+    BUNDLED,
+    FILTERS,
+    Lengths,
+    Prompt,
+    filter_prompts,
+    load_dataset,
+    synthetic_prompts,
+)
 from pytest_topsail.llmload.generator import AutoSweep, LoadPoint
 from pytest_topsail.settings import validate
+
+
+class TokenLengths(pydantic.BaseModel):
+    """A token length distribution: normal of ``mean`` and ``stdev`` (0: always ``mean``), clipped to [min, max]."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    mean: int = pydantic.Field(ge=1)
+    stdev: float = pydantic.Field(default=0.0, ge=0)
+    min: int = pydantic.Field(default=1, ge=1)
+    max: int | None = pydantic.Field(default=None, ge=1)
+
+    @pydantic.model_validator(mode="after")
+    def _ordered(self) -> TokenLengths:
+        if self.max is not None and self.max < self.min:
+            raise ValueError(f"max ({self.max}) < min ({self.min})")
+        return self
+
+
+class SyntheticSettings(pydantic.BaseModel):
+    """``dataset: synthetic``: prompts generated at start-up (seeded by the case's ``seed``)."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    prompts: int = pydantic.Field(default=64, ge=1)
+    input_tokens: Annotated[int, pydantic.Field(ge=1)] | TokenLengths  # a length, or {mean, stdev, min, max}
+    output_tokens: Annotated[int, pydantic.Field(ge=1)] | TokenLengths
+    tokenizer: str | None = None  # a tokenizer.json (tokenizers library), relative to the rootdir; else our toy one
+
+    def generate(self, seed: int, rootdir: Path) -> list[Prompt]:
+        def lengths(value: int | TokenLengths) -> Lengths:
+            return Lengths(value) if isinstance(value, int) else Lengths(value.mean, value.stdev, value.min,
+                                                                          value.max)
+
+        tokenizer = Path(rootdir) / self.tokenizer if self.tokenizer else None
+        return synthetic_prompts(self.prompts, lengths(self.input_tokens), lengths(self.output_tokens), seed,
+                                 tokenizer)
 
 
 class LoadSettings(pydantic.BaseModel):
@@ -35,8 +80,15 @@ class LoadSettings(pydantic.BaseModel):
     timeout_s: float = pydantic.Field(default=300.0, gt=0)
     drain_timeout_s: float = pydantic.Field(default=60.0, ge=0)
     seed: int = 0
-    dataset: str = "bundled"  # "bundled" or a JSON-lines file (ours or llm-load-test's), relative to the rootdir
+    dataset: str = "bundled"  # "bundled", "synthetic" or a JSON-lines file (ours or llm-load-test's), relative to
+    # the rootdir
+    synthetic: SyntheticSettings | None = None  # dataset: synthetic
     max_prompts: int | None = pydantic.Field(default=None, ge=1)
+    min_input_tokens: int | None = pydantic.Field(default=None, ge=0)  # llm-load-test's dataset filters
+    max_input_tokens: int | None = pydantic.Field(default=None, ge=1)
+    min_output_tokens: int | None = pydantic.Field(default=None, ge=0)
+    max_output_tokens: int | None = pydantic.Field(default=None, ge=1)
+    max_sequence_tokens: int | None = pydantic.Field(default=None, ge=1)
     max_errors: int | None = pydantic.Field(default=None, ge=1)  # stop rule: stop issuing after this many failures
     max_error_rate: float | None = pydantic.Field(default=None, ge=0, lt=1)  # ... above this share failed
     error_rate_min_requests: int = pydantic.Field(default=20, ge=1)  # ... counted from this many ended requests
@@ -44,6 +96,13 @@ class LoadSettings(pydantic.BaseModel):
     client_max_loop_lag_ms: float = pydantic.Field(default=50.0, gt=0)  # ... or the event loop's p99 lag
     sweep_rates: int = pydantic.Field(default=4, ge=0)  # mode sweep: constant rates between synchronous and max
     max_concurrency: int = pydantic.Field(default=256, ge=1)  # mode sweep: the max-throughput point's users
+
+    @pydantic.model_validator(mode="after")
+    def _synthetic_with_its_dataset(self) -> LoadSettings:
+        if (self.dataset == "synthetic") != (self.synthetic is not None):
+            raise ValueError("dataset: synthetic and the synthetic: {prompts, input_tokens, output_tokens} settings "
+                             "go together")
+        return self
 
     @classmethod
     def parse(cls, values: dict[str, Any], where: str) -> LoadSettings:
@@ -69,8 +128,14 @@ class LoadSettings(pydantic.BaseModel):
         return AutoSweep(self.load_point(), rates=self.sweep_rates, max_concurrency=self.max_concurrency)
 
     def prompts(self, rootdir: Path) -> list[Prompt]:
-        path = BUNDLED if self.dataset == "bundled" else Path(rootdir) / self.dataset
-        return load_dataset(path, limit=self.max_prompts)
+        """The dataset's prompts (or the synthetic ones), filtered by length, then at most ``max_prompts``."""
+        if self.synthetic is not None:
+            prompts, where = self.synthetic.generate(self.seed, rootdir), "synthetic dataset"
+        else:
+            path = BUNDLED if self.dataset == "bundled" else Path(rootdir) / self.dataset
+            prompts, where = load_dataset(path), f"dataset {path}"
+        limits = {name: getattr(self, name) for name in FILTERS}
+        return filter_prompts(prompts, where, **limits)[:self.max_prompts]
 
     def make_backend(self, *, http_url: str | None = None, grpc_target: str | None = None,
                      served_model: str | None = None, api_key: str | None = None) -> Backend:
