@@ -120,7 +120,11 @@ def _format_second(second: int) -> str:
 
 def format_micro_time(epoch: float) -> str:
     """RFC 3339 with microseconds, as metav1.MicroTime."""
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    second = int(epoch // 1)
+    micro = round((epoch - second) * 1e6)
+    if micro == 1_000_000:  # rounded up into the next second, as datetime does
+        second, micro = second + 1, 0
+    return f"{_format_second(second)[:-1]}.{micro:06d}Z"
 
 
 class Store:

@@ -18,11 +18,11 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Hashable
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_topsail.conditions import find_condition
 from pytest_topsail.sim.apierror import ApiError
+from pytest_topsail.sim.store import format_micro_time, format_time
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -38,18 +38,12 @@ BATCH = 200
 
 def now_rfc3339() -> str:
     """Timestamps written by controllers: RFC 3339 UTC with microseconds (parsed by kubectl and the client)."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-_last_second: list[Any] = [-1, ""]  # (whole second, its text): formatting is costly and repeats within a second
+    return format_micro_time(time.time())
 
 
 def now_seconds() -> str:
     """RFC 3339 UTC to the second, as the apiserver writes metav1.Time fields such as lastTransitionTime."""
-    second = int(time.time())
-    if second != _last_second[0]:
-        _last_second[:] = [second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")]
-    return _last_second[1]
+    return format_time(time.time())
 
 
 def stable_fraction(seed: int, *parts: object) -> float:

@@ -4,7 +4,6 @@ profile's sync delay when it is added, at once when it or one of its pods change
 
 from __future__ import annotations
 
-import copy
 from typing import TYPE_CHECKING, Any
 
 from pytest_topsail.sim.controllers.base import Controller, stable_fraction
@@ -42,7 +41,9 @@ def owned_pods(store: Any, pods_type: Any, owner: dict[str, Any],
 
 
 def pod_from_template(owner: dict[str, Any], name: str, extra_labels: dict[str, str] | None = None) -> dict[str, Any]:
-    template = copy.deepcopy((owner.get("spec") or {}).get("template") or {})
+    """A pod of the owner's template. The template's parts are shared, not copied: the store never mutates what it
+    holds and takes ownership of what it is given (sim/store.py), so a thousand pods of a Job cost no copies."""
+    template = (owner.get("spec") or {}).get("template") or {}
     metadata = template.get("metadata") or {}
     labels = {**(metadata.get("labels") or {}), **(extra_labels or {})}
     return {
