@@ -7,6 +7,11 @@ serially and with `-n 2` back to back in each round. Figures: the wall time of e
 -n 2 / serial (median of the rounds' ratios), and the deployments' overlap: the sum of the deployments' durations
 over the time at least one was running (1.0: one after another; up to max_parallel_workers when they overlap),
 from each worker's `deployment.json` (written by fixtures/tgis_workers.py). Goals: serial <= 90 s, -n 2 <= 0.6x.
+
+Python bytecode is cached as in a user's repeated runs, in a private PYTHONPYCACHEPREFIX (nothing written into the
+checkout) warmed by one `--collect-only` before timing: without a cache (`--no-bytecode-cache`, i.e.
+PYTHONDONTWRITEBYTECODE=1) each process of the run, the controller and every xdist worker, compiles and
+assertion-rewrites pytest_topsail again (about 10 s each on a loaded 2-core machine).
 """
 
 from __future__ import annotations
@@ -26,14 +31,22 @@ REPO = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 900
 
 
-def run(mode: list[str], directory: Path) -> dict[str, Any]:
+def environment(pycache: Path | None) -> dict[str, str]:
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("ARTIFACT_DIR", None)
+    if pycache is not None:
+        env.pop("PYTHONDONTWRITEBYTECODE")
+        env["PYTHONPYCACHEPREFIX"] = str(pycache)
+    return env
+
+
+def run(mode: list[str], directory: Path, pycache: Path | None) -> dict[str, Any]:
     command = [sys.executable, "-m", "pytest", "suites/tgis", "--preset", "product", "-q", "-p", "no:randomly",
                "-p", "no:cacheprovider", "--artifacts", str(directory / "artifacts"), "--topsail-history",
                str(directory / "history.sqlite"), *mode]
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    env.pop("ARTIFACT_DIR", None)
     began = time.monotonic()
-    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT_S,
+                            env=environment(pycache))
     wall = time.monotonic() - began
     if result.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed ({result.returncode}):\n{result.stdout[-3000:]}")
@@ -57,26 +70,38 @@ def overlap(windows: list[dict[str, Any]]) -> float:
     return total / union if union else 0.0
 
 
+def measure_round(number: int, pycache: Path | None) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as serial_dir, tempfile.TemporaryDirectory() as parallel_dir:
+        serial = run([], Path(serial_dir), pycache)
+        parallel = run(["-n", "2"], Path(parallel_dir), pycache)
+    ratio = parallel["wall_s"] / serial["wall_s"]
+    print(f"round {number + 1}: serial {serial['wall_s']:.1f} s (overlap {serial['overlap']:.2f}), -n 2 "
+          f"{parallel['wall_s']:.1f} s (overlap {parallel['overlap']:.2f}), ratio {ratio:.2f}; "
+          f"{serial['summary']}; load {os.getloadavg()[0]:.1f}", flush=True)
+    return {"serial": serial, "n2": parallel, "ratio": ratio}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--output", type=Path)
+    parser.add_argument("--no-bytecode-cache", action="store_true",
+                        help="PYTHONDONTWRITEBYTECODE=1: every process compiles pytest_topsail again")
     args = parser.parse_args()
-    rounds = []
-    for number in range(args.rounds):
-        with tempfile.TemporaryDirectory() as serial_dir, tempfile.TemporaryDirectory() as parallel_dir:
-            serial = run([], Path(serial_dir))
-            parallel = run(["-n", "2"], Path(parallel_dir))
-        rounds.append({"serial": serial, "n2": parallel, "ratio": parallel["wall_s"] / serial["wall_s"]})
-        print(f"round {number + 1}: serial {serial['wall_s']:.1f} s (overlap {serial['overlap']:.2f}), -n 2 "
-              f"{parallel['wall_s']:.1f} s (overlap {parallel['overlap']:.2f}), ratio {rounds[-1]['ratio']:.2f}; "
-              f"{serial['summary']}", flush=True)
+    with tempfile.TemporaryDirectory() as pycache_dir:
+        pycache = None if args.no_bytecode_cache else Path(pycache_dir)
+        if pycache is not None:  # warm the cache (xdist's modules too) before timing
+            subprocess.run([sys.executable, "-m", "pytest", "suites/tgis", "--preset", "product", "--collect-only",
+                            "-q", "-p", "no:cacheprovider", "-n", "2"], cwd=REPO, capture_output=True,
+                           timeout=TIMEOUT_S, env=environment(pycache))
+        rounds = [measure_round(number, pycache) for number in range(args.rounds)]
     figures = {
         "serial_s": statistics.median(r["serial"]["wall_s"] for r in rounds),
         "n2_s": statistics.median(r["n2"]["wall_s"] for r in rounds),
         "ratio": statistics.median(r["ratio"] for r in rounds),
         "overlap_serial": statistics.median(r["serial"]["overlap"] for r in rounds),
         "overlap_n2": statistics.median(r["n2"]["overlap"] for r in rounds),
+        "bytecode_cache": pycache is not None,
         "goals": {"serial_s": 90, "ratio": 0.6},
     }
     print(json.dumps(figures, indent=1))

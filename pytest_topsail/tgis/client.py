@@ -5,6 +5,10 @@ connection. Every call has a deadline. While a server starts, UNAVAILABLE is ret
 exponential backoff (a stream only until its first message). The model id travels in the request and in the
 `mm-model-id` metadata, as model-mesh routes on it. Parameters are given as `generation_pb2.Parameters` or as a dict
 in the protobuf JSON form (camelCase or snake_case, e.g. tgis-tester's case files).
+
+`time_compressed_s` sums what a simulated server on a serving time scale below 1 took off this client's calls (its
+trailing metadata, pytest_topsail.tgis.serving): a call's wall time plus its share is its latency in simulated
+time. Always 0 against a real server.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from pytest_topsail.errors import TopsailError
 from pytest_topsail.tgis import generation_pb2 as pb
 from pytest_topsail.tgis.generation_pb2_grpc import GenerationServiceStub
 
+COMPRESSED_METADATA = "x-topsail-time-compressed-ms"  # trailing metadata of a simulated server, see above
 ParamsLike = pb.Parameters | Mapping[str, Any] | None
 
 
@@ -50,6 +55,7 @@ class TgisClient:
         self._metadata = (("mm-model-id", model_id),) if model_id else ()
         self._channel = open_channel(target, ca_file, server_name)
         self._stub = GenerationServiceStub(self._channel)
+        self.time_compressed_s = 0.0
 
     async def __aenter__(self) -> TgisClient:
         return self
@@ -82,6 +88,7 @@ class TgisClient:
                 async for message in call:
                     received = True
                     yield message
+                self._count_compressed(await call.trailing_metadata())
                 return
             except grpc.aio.AioRpcError as error:
                 if received or not self._should_retry(error, attempt):
@@ -104,12 +111,20 @@ class TgisClient:
     async def _unary(self, method: Any, request: Any, timeout: float | None) -> Any:
         for attempt in range(self.retries + 1):
             try:
-                return await method(request, timeout=timeout or self.timeout, metadata=self._metadata)
+                call = method(request, timeout=timeout or self.timeout, metadata=self._metadata)
+                response = await call
+                self._count_compressed(await call.trailing_metadata())
+                return response
             except grpc.aio.AioRpcError as error:
                 if not self._should_retry(error, attempt):
                     raise
             await asyncio.sleep(self._delay(attempt))
         raise AssertionError("unreachable: the last attempt raises")
+
+    def _count_compressed(self, trailers: Any) -> None:
+        for key, value in trailers or ():
+            if key == COMPRESSED_METADATA:
+                self.time_compressed_s += float(value) / 1000
 
     def _should_retry(self, error: grpc.aio.AioRpcError, attempt: int) -> bool:
         return error.code() == grpc.StatusCode.UNAVAILABLE and attempt < self.retries

@@ -38,8 +38,9 @@ from grpc_reflection.v1alpha import reflection
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.tgis import generation_pb2 as pb
 from pytest_topsail.tgis import generation_pb2_grpc as pb_grpc
+from pytest_topsail.tgis.client import COMPRESSED_METADATA
 from pytest_topsail.tgis.model_config import ModelConfig, load_model_config
-from pytest_topsail.tgis.serving import ModelServer, Overloaded, PreparedInput
+from pytest_topsail.tgis.serving import ModelServer, Overloaded, PreparedInput, ServedTime
 from pytest_topsail.tgis.toymodel import DecodingSettings, Generation, TokenDetail
 from pytest_topsail.tgis.validation import InvalidRequest, ResponseFlags, check_parameters
 
@@ -58,6 +59,7 @@ class ServerSettings:
     port: int = 0  # 0: a free port
     zero_latency: bool = False
     itl_factor: float = 1.0  # multiplies the latency model's inter-token latency (prefill unchanged)
+    time_scale: float = 1.0  # real seconds per simulated second of serving (serving.py)
     diverge: bool = False  # this server's text differs from every other config's (see toymodel)
     prefixes: dict[str, str] = field(default_factory=dict)  # prefix/adapter id -> prompt prefix text
     http_port: int | None = None  # also serve the OpenAI-compatible HTTP front (openai_http.py); 0: a free port
@@ -80,11 +82,14 @@ class GenerationServicer(pb_grpc.GenerationServiceServicer):
                 prepared = [self.backend.prepare(r.text, request.params.truncate_input_tokens, prefix)
                             for r in request.requests]
                 fitted = [self.backend.fit(settings, p) for p in prepared]
+                served = [ServedTime() for _ in prepared]
                 if len(prepared) == 1:  # the common case, without a task per request
-                    generations = [await self.backend.complete(prepared[0], fitted[0], time_limit)]
+                    generations = [await self.backend.complete(prepared[0], fitted[0], time_limit, served[0])]
                 else:
-                    generations = await asyncio.gather(*(self.backend.complete(p, s, time_limit)
-                                                         for p, s in zip(prepared, fitted, strict=True)))
+                    generations = await asyncio.gather(*(
+                        self.backend.complete(p, s, time_limit, t) for p, s, t in zip(prepared, fitted, served,
+                                                                                     strict=True)))
+                self._report_compressed(context, max(t.compressed_s for t in served))
         except InvalidRequest as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         except Overloaded as error:
@@ -107,7 +112,8 @@ class GenerationServicer(pb_grpc.GenerationServiceServicer):
                                             text=prepared.text if flags.input_text else "")
                 if flags.input_tokens:
                     yield pb.GenerationResponse(input_tokens=self._input_infos(prepared, flags, settings))
-                steps = self.backend.generate(prepared, settings, time_limit)
+                served = ServedTime()
+                steps = self.backend.generate(prepared, settings, time_limit, served)
                 async with contextlib.aclosing(steps):  # a cancelled stream frees its batch slot at once
                     async for generation, step in steps:
                         tokens = [_token_info(step.token, flags)] if flags.generated_tokens else []
@@ -117,10 +123,16 @@ class GenerationServicer(pb_grpc.GenerationServiceServicer):
                             generated_token_count=len(generation.tokens), text=step.text, tokens=tokens,
                             stop_reason=step.stop_reason.name, stop_sequence=generation.stop_sequence,
                             seed=settings.seed if generation.finished else 0)
+                self._report_compressed(context, served.compressed_s)
         except InvalidRequest as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         except Overloaded as error:
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(error))
+
+    def _report_compressed(self, context: grpc.aio.ServicerContext, compressed_s: float) -> None:
+        """On a time scale below 1: the call's simulated time its client did not wait, for the latency it reports."""
+        if self.backend.time_scale < 1:
+            context.set_trailing_metadata(((COMPRESSED_METADATA, f"{compressed_s * 1000:.3f}"),))
 
     async def Tokenize(self, request: pb.BatchedTokenizeRequest,  # noqa: N802
                        context: grpc.aio.ServicerContext) -> pb.BatchedTokenizeResponse:
@@ -200,7 +212,8 @@ class RunningServer:
 async def start_server(settings: ServerSettings) -> RunningServer:
     """Serve on the running event loop; TopsailError when the port cannot be bound."""
     backend = ModelServer(settings.model_name, settings.config, gpu_profile=settings.gpu_profile,
-                          zero_latency=settings.zero_latency, diverge=settings.diverge, prefixes=settings.prefixes)
+                          zero_latency=settings.zero_latency, diverge=settings.diverge, prefixes=settings.prefixes,
+                          time_scale=settings.time_scale)
     if settings.itl_factor != 1.0:
         latency = backend.latency
         backend.latency = dataclasses.replace(latency, itl_base_ms=latency.itl_base_ms * settings.itl_factor,

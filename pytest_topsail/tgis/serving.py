@@ -5,12 +5,18 @@ the limits of the ModelConfig and the latency model. Admission follows TGIS: mor
 requests in the server are refused (`Overloaded`); at most max_batch_size decode at once, the others wait in FIFO
 order. Each admitted request sleeps its prefill time before its first token and the inter-token latency of the
 current batch before each next one (no sleeping at all with a zero latency model).
+
+A ``time_scale`` below 1 (the simulator's ``plugins.kserve.serving_time_scale``) sleeps that fraction of the modelled
+times, and of a request's time limit, in real time. Each request's ``ServedTime`` counts what the scale took off
+(``compressed_s``: simulated minus real time slept or queued), which the gRPC server returns in trailing metadata
+so a client can report the latency in simulated time (pytest_topsail.tgis.client).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncGenerator, Iterator, Mapping
 from dataclasses import dataclass
 
@@ -35,10 +41,21 @@ class PreparedInput:
     prefix_tokens: list[str]
 
 
+class ServedTime:
+    """One request's time taken off by the time scale: simulated seconds minus the real seconds they took."""
+
+    def __init__(self) -> None:
+        self.compressed_s = 0.0
+
+
 class ModelServer:
     def __init__(self, model_name: str, config: ModelConfig | None = None, *, gpu_profile: str = "a100",
                  zero_latency: bool = False, diverge: bool = False,
-                 prefixes: Mapping[str, str] | None = None, include_stop_sequence: bool = True) -> None:
+                 prefixes: Mapping[str, str] | None = None, include_stop_sequence: bool = True,
+                 time_scale: float = 1.0) -> None:
+        if not 0 < time_scale <= 1:
+            raise ValueError(f"time_scale must be in (0, 1], got {time_scale}")
+        self.time_scale = time_scale
         self.model_name = model_name
         self.config = config or ModelConfig()
         self.gpu_profile = gpu_profile
@@ -86,36 +103,47 @@ class ModelServer:
         pieces = tokenize(text)
         return pieces[-truncate_input_tokens:] if 0 < truncate_input_tokens < len(pieces) else pieces
 
-    async def generate(self, prepared: PreparedInput, settings: DecodingSettings,
-                       time_limit_ms: int = 0) -> AsyncGenerator[tuple[Generation, Step], None]:
-        """Decode one request, yielding after each token; the batch slot is released however the caller stops."""
+    async def generate(self, prepared: PreparedInput, settings: DecodingSettings, time_limit_ms: int = 0,
+                       served: ServedTime | None = None) -> AsyncGenerator[tuple[Generation, Step], None]:
+        """Decode one request, yielding after each token; the batch slot is released however the caller stops.
+        ``served`` (optional) accumulates the time the time scale took off."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + time_limit_ms / 1000 if time_limit_ms else None
+        scale = self.time_scale
+        deadline = loop.time() + time_limit_ms / 1000 * scale if time_limit_ms else None
         generation = Generation(self.model, prepared.prefix_tokens + prepared.tokens, settings,
                                 deadline=deadline, clock=loop.time)
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.config.max_batch_size)
         latency = self.latency
+        queued = time.monotonic()
         async with self._slots:
+            if served is not None and scale < 1:  # the queue moves at the scaled pace of the requests ahead
+                served.compressed_s += (time.monotonic() - queued) * (1 / scale - 1)
             self.running += 1
             try:
                 if not latency.is_zero:
-                    await asyncio.sleep(latency.prefill_seconds(len(prepared.tokens) + len(prepared.prefix_tokens)))
+                    await self._sleep(latency.prefill_seconds(len(prepared.tokens) + len(prepared.prefix_tokens)),
+                                      served)
                 while True:
                     step = generation.step()
                     yield generation, step
                     if generation.finished:
                         return
                     if not latency.is_zero:
-                        await asyncio.sleep(latency.inter_token_seconds(self.running))
+                        await self._sleep(latency.inter_token_seconds(self.running), served)
             finally:
                 self.running -= 1
 
+    async def _sleep(self, simulated_s: float, served: ServedTime | None) -> None:
+        await asyncio.sleep(simulated_s * self.time_scale)
+        if served is not None:
+            served.compressed_s += simulated_s * (1 - self.time_scale)
+
     async def complete(self, prepared: PreparedInput, settings: DecodingSettings,
-                       time_limit_ms: int = 0) -> Generation:
+                       time_limit_ms: int = 0, served: ServedTime | None = None) -> Generation:
         """Decode one request to its end."""
         result = None
-        async with contextlib.aclosing(self.generate(prepared, settings, time_limit_ms)) as steps:
+        async with contextlib.aclosing(self.generate(prepared, settings, time_limit_ms, served)) as steps:
             async for generation, _step in steps:
                 result = generation
         assert result is not None and result.finished

@@ -15,7 +15,10 @@ the pod: initialize = storage download of the weights (their size follows dtype 
 pytest_topsail.tgis.sizing.weights_gb) at `storage_gbps`, ready = model load (sizing.load_seconds on the cluster's
 GPU profile). Both run on the profile's time scale (`plugins.kserve.time_scale`, default 0.02: a minute of download
 passes in 1.2 s) while the times reported stay simulated: the pod's `sim.topsail.io/model-download-seconds` and
-`model-load-seconds` (what pytest_topsail.tgis.load_time reads) and the ModelLoaded event. A model that does not
+`model-load-seconds` (what pytest_topsail.tgis.load_time reads) and the ModelLoaded event. Serving (prefill and
+decode) runs on `plugins.kserve.serving_time_scale` (default 1: real time); below 1 the server returns in each
+call's trailing metadata the simulated time its client did not wait, which pytest_topsail.tgis.client counts so a
+latency stays in simulated time (the TGIS suite's `request_latency_ms`). A model that does not
 fit the GPU memory crashes its container after the (scaled) load time with the reason in its log, and the
 InferenceService reports `modelStatus` FailedToLoad with that reason.
 
@@ -147,6 +150,8 @@ class KServeSimSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     time_scale: float = Field(0.02, gt=0, le=1)  # real seconds per simulated second of model download and load
+    # real seconds per simulated second of serving (prefill, decode); the TGIS client adds back what it took off
+    serving_time_scale: float = Field(1.0, gt=0, le=1)
     storage_gbps: float = Field(1.0, gt=0)  # the storage-initializer's simulated download speed (GB/s)
 
 
@@ -284,7 +289,7 @@ class KServeController(Controller):
         try:
             settings = ServerSettings(model_name=model, config=model_config(container),
                                       gpu_profile=self._node_profile(pod), http_port=0 if http is not None else None,
-                                      **environment_settings(env))
+                                      time_scale=self._timing.serving_time_scale, **environment_settings(env))
             running = await start_server(settings)
         except (TopsailError, ValueError) as error:
             self.store.record_event(pod, "FailedToLoad", str(error), type="Warning", source=SOURCE)

@@ -41,10 +41,5 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture
-def worker_settings(topsail_suite: topsail.Suite) -> Any:
-    return topsail_suite.settings("worker")
-
-
-@pytest.fixture
 def runner_settings(topsail_suite: topsail.Suite) -> Any:
     return topsail_suite.settings("runner")

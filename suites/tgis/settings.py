@@ -18,6 +18,7 @@ import pytest_topsail as topsail
 from pytest_topsail.tgis.casefile import TgisCase, load_case_file
 from pytest_topsail.tgis.evaluation import DEFAULT_ABS_TOLERANCE, DEFAULT_REL_TOLERANCE, Tolerance
 from pytest_topsail.tgis.model_config import ModelConfig
+from pytest_topsail.tgis.worker_settings import WorkerSettings as BaseWorkerSettings
 
 
 class TgisSpec(topsail.Settings):
@@ -70,20 +71,9 @@ class TgisTests(pydantic.RootModel[list[TgisSpec]]):
         return self
 
 
-class WorkerSettings(topsail.Settings):
-    """tgis-tester's ``worker`` section, for KServe or plain pods."""
-
-    image: str = "quay.io/opendatahub/text-generation-inference:stable"
-    deploy_mode: Literal["inferenceservice", "pod"] = "inferenceservice"
-    endpoint: Literal["port-forward", "direct", "url"] = "port-forward"
-    url: str | None = None  # endpoint: url — an already served worker, host:port
-    scheduled_timeout_s: float = pydantic.Field(900, gt=0)
-    ready_timeout_s: float = pydantic.Field(1800, gt=0)
-    max_parallel_workers: int = pydantic.Field(2, ge=1)
-    keep: bool = False
-    storage_uri_prefix: str = "s3://models/"
-    # extra container environment per config short name, e.g. {"tgis_native|bf16": {TOPSAIL_TGIS_DIVERGE: "1"}}
-    env: dict[str, dict[str, str]] = {}
+class WorkerSettings(BaseWorkerSettings):
+    """tgis-tester's ``worker`` section (pytest_topsail/tgis/worker_settings.py), its ``env`` keys checked against
+    the configs of tests.tgis."""
 
     @pydantic.model_validator(mode="after")
     def _env_names_a_config(self, info: pydantic.ValidationInfo) -> WorkerSettings:

@@ -38,7 +38,8 @@ def skip_reason(config: ModelConfig, case: TgisCase, reference: bool, recording:
 
 async def call(target: str, model: str, case: TgisCase, runner: Any, stream: bool) -> dict[str, Any]:
     """The case's request, unary (Generate) or streamed (GenerateStream): the answers (or the gRPC error) in JSON
-    form, and the latency."""
+    form, and the latency (in simulated time on a simulator serving on a time scale: the wall time plus what the
+    scale took off, pytest_topsail/tgis/client.py)."""
     outcome: dict[str, Any] = {"responses": None, "error": None, "stream": None}
     async with TgisClient(target, model_id=model, timeout=runner.request_timeout_s) as client:
         began = time.perf_counter()
@@ -52,7 +53,7 @@ async def call(target: str, model: str, case: TgisCase, runner: Any, stream: boo
                 outcome["responses"] = [response_dict(response) for response in answer.responses]
         except grpc.aio.AioRpcError as error:
             outcome["error"] = [error.code().name, error.details() or ""]
-        outcome["latency_ms"] = (time.perf_counter() - began) * 1000
+        outcome["latency_ms"] = (time.perf_counter() - began + client.time_compressed_s) * 1000
     return outcome
 
 
@@ -92,20 +93,32 @@ def workers_to_run(session: pytest.Session, recording: bool) -> list[tuple[str, 
     return list(found.values())
 
 
-def test_tgis(case: topsail.Case, tgis_workers: Any, worker_settings: Any, runner_settings: Any,
-              request: pytest.FixtureRequest, artifact_dir: Path, kpis: topsail.KpiRecorder) -> None:
+def last_items(session: pytest.Session) -> set[str]:
+    """The node ids of the items that are the last of their worker (model, config) in the session's order: after
+    them the worker can go. Under xdist a worker's items form one group, run in this order by one process."""
+    last: dict[tuple[str, str], str] = {}
+    for item in session.items:
+        settings = getattr(getattr(getattr(item, "callspec", None), "params", {}).get("case"), "settings", None) or {}
+        if "config_name" in settings:
+            last[(settings["model"], settings["config_name"])] = item.nodeid
+    return set(last.values())
+
+
+def test_tgis(case: topsail.Case, tgis_workers: Any, runner_settings: Any, request: pytest.FixtureRequest,
+              artifact_dir: Path, kpis: topsail.KpiRecorder) -> None:
     settings = case.settings
     config = ModelConfig.model_validate(settings["config"])
+    if request.node.nodeid in last_items(request.session):
+        request.addfinalizer(lambda: tgis_workers.release(request, settings["model"], config))
     tgis_case = TgisCase.from_settings(settings["case"])
     stream = bool(settings["stream"])
     recording = bool(request.config.getoption("tgis_record"))
     reason = skip_reason(config, tgis_case, settings["reference"], recording, stream)
     if reason:
         pytest.skip(reason)
-    tgis_workers.prefetch(request, workers_to_run(request.session, recording), worker_settings)
+    tgis_workers.prefetch(request, workers_to_run(request.session, recording))
     try:
-        worker = tgis_workers.worker(request, settings["model"], config, worker_settings,
-                                     worker_settings.env.get(config.name, {}))
+        worker = tgis_workers.worker(request, settings["model"], config)
     except topsail.TopsailError as error:
         failure = str(error)
     else:

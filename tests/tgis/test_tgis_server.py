@@ -312,6 +312,42 @@ def test_time_limit_stops_generation() -> None:
     assert response.stop_reason == pb.TIME_LIMIT and 1 <= response.generated_token_count < 10
 
 
+def test_time_scale_compresses_serving_and_the_client_adds_it_back() -> None:
+    """On a serving time scale, a call takes that fraction of its modelled time; the client is told the rest, so
+    wall time + time_compressed_s is the latency in simulated time (unary, streamed and a queued request)."""
+    config = ModelConfig(max_batch_size=1)
+    params = {"stopping": {"maxNewTokens": 6, "minNewTokens": 6}}
+    with ServerThread(ServerSettings("meta-llama/Llama-2-7b-hf", config, gpu_profile="t4", time_scale=0.1)) as running:
+        latency = running.backend.latency
+        one_request = latency.prefill_seconds(1) + 5 * latency.inter_token_seconds(1)
+
+        async def scenario() -> tuple[float, float, float]:
+            async with TgisClient(running.address, timeout=30) as client:
+                await client.generate(["hi"], params)
+                unary = client.time_compressed_s
+                async for _message in client.generate_stream("hi", params):
+                    pass
+                streamed = client.time_compressed_s - unary
+                before = client.time_compressed_s
+                await asyncio.gather(client.generate(["hi"], params), client.generate(["hi"], params))
+                return unary, streamed, client.time_compressed_s - before
+
+        unary, streamed, two = asyncio.run(scenario())
+    assert unary == pytest.approx(one_request * 0.9, rel=1e-3)
+    assert streamed == pytest.approx(one_request * 0.9, rel=1e-3)
+    # batch size 1: the second waited for the first, and its wait counts in simulated time too
+    assert two == pytest.approx(3 * one_request * 0.9, rel=0.2)
+
+
+def test_real_time_server_sends_no_compressed_time(server: RunningServer) -> None:
+    async def scenario() -> float:
+        async with TgisClient(server.address, timeout=20) as client:
+            await client.generate(["hi"], {"stopping": {"maxNewTokens": 2}})
+            return client.time_compressed_s
+
+    assert asyncio.run(scenario()) == 0.0
+
+
 def test_cancelled_stream_frees_its_batch_slot() -> None:
     config = ModelConfig(max_batch_size=1)
     with ServerThread(ServerSettings("meta-llama/Llama-2-7b-hf", config, gpu_profile="t4")) as running:
