@@ -28,6 +28,7 @@ from pytest_topsail.llmload.run import POINTS, RECORDS, analyse_directory
 from pytest_topsail.llmload.worker import PROMPTS_FILE, SETTINGS_FILE
 
 GENERATORS = "generators.json"
+CA_FILE = "grpc-ca.pem"  # the gRPC server's CA bundle, when the case gives one (public: a ConfigMap holds it)
 JOB_LABEL = "topsail.io/load-generator"
 POLL_S = 0.1
 
@@ -55,10 +56,10 @@ class Generator:
 
 def run_distributed(kube: Kube, namespace: str, name: str, settings: dict[str, Any], prompts: Sequence[Prompt],
                     endpoint: dict[str, Any], point: LoadPoint, pool: GeneratorPool, directory: Path,
-                    progress: Callable[[str], None], slo: dict[str, float] | None = None
-                    ) -> tuple[dict[str, Any], list[Generator]]:
+                    progress: Callable[[str], None], slo: dict[str, float] | None = None,
+                    files: dict[str, str] | None = None) -> tuple[dict[str, Any], list[Generator]]:
     """Run the point on ``pool.count`` pods; returns the merged point's summary and the generators (those that died
-    carry their state and message)."""
+    carry their state and message). ``files``: more files of the settings directory (name -> text)."""
     records_dir = directory / "generators"
     shutil.rmtree(records_dir, ignore_errors=True)
     records_dir.mkdir(parents=True)
@@ -67,7 +68,7 @@ def run_distributed(kube: Kube, namespace: str, name: str, settings: dict[str, A
     lines = [json.dumps({"prompt": p.text, "input_tokens": p.input_tokens, "output_tokens": p.output_tokens,
                          "system_prompt": p.system_prompt}) for p in prompts]
     configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace},
-                 "data": {SETTINGS_FILE: json.dumps(config), PROMPTS_FILE: "\n".join(lines) + "\n"}}
+                 "data": {SETTINGS_FILE: json.dumps(config), PROMPTS_FILE: "\n".join(lines) + "\n", **(files or {})}}
     job = job_manifest(name, namespace, pool, records_dir)
     kube.apply(configmap)
     kube.apply(job)

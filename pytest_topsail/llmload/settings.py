@@ -84,6 +84,8 @@ class LoadSettings(pydantic.BaseModel):
     # the rootdir
     synthetic: SyntheticSettings | None = None  # dataset: synthetic
     max_prompts: int | None = pydantic.Field(default=None, ge=1)
+    grpc_ca_file: str | None = None  # backend tgis over TLS: the CA bundle (PEM), relative to the rootdir
+    grpc_server_name: str | None = None  # ... the name the server's certificate holds, when not the target's host
     min_input_tokens: int | None = pydantic.Field(default=None, ge=0)  # llm-load-test's dataset filters
     max_input_tokens: int | None = pydantic.Field(default=None, ge=1)
     min_output_tokens: int | None = pydantic.Field(default=None, ge=0)
@@ -138,7 +140,8 @@ class LoadSettings(pydantic.BaseModel):
         return filter_prompts(prompts, where, **limits)[:self.max_prompts]
 
     def make_backend(self, *, http_url: str | None = None, grpc_target: str | None = None,
-                     served_model: str | None = None, api_key: str | None = None) -> Backend:
+                     served_model: str | None = None, api_key: str | None = None,
+                     rootdir: Path = Path(".")) -> Backend:
         """The backend for this case on the given endpoint (TopsailError when the endpoint is missing);
         ``served_model`` is the name the server knows the model by, when it differs from the case's."""
         model = served_model or self.model
@@ -147,7 +150,11 @@ class LoadSettings(pydantic.BaseModel):
                 raise TopsailError(f"backend tgis for model {self.model}: the server offers no gRPC endpoint")
             from pytest_topsail.llmload.backends.tgis_grpc import TgisBackend
 
-            return TgisBackend(grpc_target, model=model, stream=self.streaming)
+            ca_file = str(Path(rootdir) / self.grpc_ca_file) if self.grpc_ca_file else None
+            if ca_file and not Path(ca_file).is_file():
+                raise TopsailError(f"grpc_ca_file {ca_file}: not found (the CA bundle of the gRPC server's TLS)")
+            return TgisBackend(grpc_target, model=model, stream=self.streaming, ca_file=ca_file,
+                               server_name=self.grpc_server_name)
         if not http_url:
             raise TopsailError(f"backend openai for model {self.model}: the server offers no HTTP endpoint")
         from pytest_topsail.llmload.backends.openai_http import OpenAIBackend

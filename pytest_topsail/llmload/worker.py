@@ -44,7 +44,7 @@ def main(argv: list[str]) -> int:
         settings = LoadSettings.parse(config["settings"], f"{settings_dir / SETTINGS_FILE}: settings")
         prompts = load_dataset(settings_dir / PROMPTS_FILE)
         backend = settings.make_backend(http_url=config.get("http_url"), grpc_target=config.get("grpc_target"),
-                                        served_model=config.get("served_model"))
+                                        served_model=config.get("served_model"), rootdir=settings_dir)
         point = settings.load_point()
         start_at, late_s = float(config["start_at"]), float(config.get("late_s", 1.0))
     except (OSError, KeyError, ValueError, TopsailError) as error:

@@ -82,6 +82,8 @@ class LlmLoadSettings(topsail.Settings):
     max_errors: int | None = pydantic.Field(None, ge=1)  # stop rule: a point stops issuing after this many failures
     max_error_rate: float | None = pydantic.Field(None, ge=0, lt=1)  # ... or above this share of failures
     slo: SloSettings = SloSettings()
+    grpc_ca_file: str | None = None  # backend tgis over TLS: the server's CA bundle (PEM), relative to the rootdir
+    grpc_server_name: str | None = None  # ... the name its certificate holds, when not the endpoint's host
     client_max_cpu_share: float = pydantic.Field(0.9, gt=0)  # a warning when the load client used more CPU (cores)
     client_max_loop_lag_ms: float = pydantic.Field(50.0, gt=0)  # ... or its event loop woke up later (p99)
     generators: int = pydantic.Field(0, ge=0)  # > 0: the load runs as this many pods of a Job on the cluster
@@ -98,7 +100,7 @@ class LlmLoadSettings(topsail.Settings):
         defaults: dict[str, Any] = {"timeout_s": self.timeout_s, "drain_timeout_s": self.drain_timeout_s,
                                     "client_max_cpu_share": self.client_max_cpu_share,
                                     "client_max_loop_lag_ms": self.client_max_loop_lag_ms}
-        for rule in ("max_errors", "max_error_rate"):
+        for rule in ("max_errors", "max_error_rate", "grpc_ca_file", "grpc_server_name"):
             if getattr(self, rule) is not None:
                 defaults[rule] = getattr(self, rule)
         return defaults
@@ -111,6 +113,9 @@ class LlmLoadSettings(topsail.Settings):
             try:
                 where = f"{case.source or 'cases'}: case {case.id}"
                 settings = case_load_settings(case.settings, where, self.point_defaults())
+                rootdir = Path((info.context or {}).get("rootdir") or ".")
+                if settings.grpc_ca_file and not (rootdir / settings.grpc_ca_file).is_file():
+                    raise topsail.TopsailError(f"{where}: grpc_ca_file {rootdir / settings.grpc_ca_file}: not found")
                 if settings.mode == "sweep" and self.generators:
                     raise topsail.TopsailError(f"{where}: mode sweep runs in one process: it cannot run with "
                                                f"tests.llm_load.generators={self.generators}")

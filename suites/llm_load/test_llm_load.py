@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import pytest_topsail as topsail
-from pytest_topsail.llmload.distributed import GeneratorPool, run_distributed
+from pytest_topsail.llmload.distributed import CA_FILE, GeneratorPool, run_distributed
 from pytest_topsail.llmload.run import run_load_test
 from pytest_topsail.llmload.settings import SERVER_KEY, LoadSettings, case_load_settings
 
@@ -24,7 +24,8 @@ def test_llm_load(case: topsail.Case, llm_endpoint: Any, llm_settings: Any, arti
     try:
         prompts = settings.prompts(request.config.rootpath)
         backend = settings.make_backend(http_url=llm_endpoint.http_url, grpc_target=llm_endpoint.grpc_target,
-                                         served_model=llm_endpoint.served_model, api_key=options.api_key.value())
+                                         served_model=llm_endpoint.served_model, api_key=options.api_key.value(),
+                                         rootdir=request.config.rootpath)
         point = settings.load_point()
         what = "automatic sweep from " if settings.mode == "sweep" else ""
         progress(f"{case.id}: {what}{point.label} over {settings.backend}"
@@ -81,13 +82,17 @@ def distributed(case: topsail.Case, settings: LoadSettings, prompts: Any, endpoi
     namespace = request.getfixturevalue("namespace")
     pool = options.generator_pool
     values = settings.model_dump(exclude_defaults=True)
+    files = {}
+    if settings.grpc_ca_file:  # a CA bundle is public: it travels in the ConfigMap, beside load.json
+        files[CA_FILE] = (request.config.rootpath / settings.grpc_ca_file).read_text(encoding="utf-8")
+        values["grpc_ca_file"] = CA_FILE  # the worker reads it relative to the mounted settings directory
     name = "llm-load-" + re.sub(r"[^a-z0-9]+", "-", case.id.lower()).strip("-")[:40]
     summary, generators = run_distributed(
         cluster.kube, namespace, name, values, prompts,
         {"http_url": endpoint.http_url, "grpc_target": endpoint.grpc_target, "served_model": endpoint.served_model},
         settings.load_point(),
         GeneratorPool(options.generators, pool.image, pool.node_selector, pool.tolerations, pool.start_delay_s,
-                      pool.late_s), load_dir, progress, slo=slo_targets(options))
+                      pool.late_s), load_dir, progress, slo=slo_targets(options), files=files)
     dead = [f"{g.name} {g.state}" + (f" ({g.message})" if g.message else "") + f", {g.requests} records kept"
             for g in generators if g.state != "Succeeded"]
     return summary, dead

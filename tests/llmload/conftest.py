@@ -8,6 +8,7 @@ import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -167,4 +168,26 @@ def fake_tgis(background_loop: asyncio.AbstractEventLoop) -> Iterator[FakeTgis]:
 
     server = in_loop(background_loop, start())
     yield fake
+    in_loop(background_loop, server.stop(None))
+
+
+@pytest.fixture
+def tls_tgis(background_loop: asyncio.AbstractEventLoop, tmp_path: Path) -> Iterator[tuple[FakeTgis, Path]]:
+    """A TGIS server speaking TLS only; the CA bundle that checks it in ``tmp_path/ca.pem``."""
+    from pytest_topsail.sim.tls import make_certificates
+
+    certificates = make_certificates()
+    (tmp_path / "ca.pem").write_bytes(certificates.ca_pem)
+    fake = FakeTgis()
+
+    async def start() -> grpc.aio.Server:
+        server = grpc.aio.server()
+        add_GenerationServiceServicer_to_server(fake, server)
+        credentials = grpc.ssl_server_credentials([(certificates.key_pem, certificates.cert_pem)])
+        fake.target = f"127.0.0.1:{server.add_secure_port('127.0.0.1:0', credentials)}"
+        await server.start()
+        return server
+
+    server = in_loop(background_loop, start())
+    yield fake, tmp_path
     in_loop(background_loop, server.stop(None))

@@ -10,6 +10,7 @@ from aiohttp import web
 from pytest_topsail.llmload.backends import BackendError
 from pytest_topsail.llmload.backends.openai_http import OpenAIBackend
 from pytest_topsail.llmload.dataset import Prompt
+from pytest_topsail.llmload.records import RequestRecord
 
 CANARY = "sk-canary-4f1e9b2c7d"
 
@@ -37,7 +38,7 @@ def test_echoed_api_key_is_hidden_in_the_failure_message() -> None:
         await backend.open()
         try:
             with pytest.raises(BackendError) as failure:
-                await backend.send(Prompt("hi", 3, 3), record=None)  # type: ignore[arg-type]
+                await backend.send(Prompt("hi", 3, 3), RequestRecord(point=0, index=0))
             return f"{failure.value.status}: {failure.value.message}"
         finally:
             await backend.close()

@@ -38,6 +38,8 @@ class TgisBackend:
     model: str = ""
     stream: bool = True
     call_timeout_s: float = 3600.0  # the load point's timeout_s bounds each request; this only backs it up
+    ca_file: str | None = None  # TLS: the CA bundle (PEM) the server's certificate is checked against
+    server_name: str | None = None  # TLS: the name its certificate must hold, when not the target's host
     name: str = "tgis"
     client: Any = field(default=None, init=False, repr=False)
 
@@ -47,12 +49,13 @@ class TgisBackend:
         from pytest_topsail.tgis.generation_pb2_grpc import GenerationServiceStub
 
         if self.stream:
-            self.client = open_channel(self.target, sync=True)
+            self.client = open_channel(self.target, self.ca_file, self.server_name, sync=True)
             self.generate_stream = GenerationServiceStub(self.client).GenerateStream
             self.metadata = (("mm-model-id", self.model),) if self.model else ()
             self.readers = Readers()
         else:
-            self.client = TgisClient(self.target, model_id=self.model, timeout=self.call_timeout_s, retries=0)
+            self.client = TgisClient(self.target, model_id=self.model, timeout=self.call_timeout_s, retries=0,
+                                     ca_file=self.ca_file, server_name=self.server_name)
 
     async def close(self) -> None:
         if self.client is None:
