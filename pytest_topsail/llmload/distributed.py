@@ -11,6 +11,7 @@ death are kept.
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import time
@@ -25,9 +26,10 @@ from pytest_topsail.llmload.dataset import Prompt
 from pytest_topsail.llmload.generator import LoadPoint
 from pytest_topsail.llmload.records import TIMES
 from pytest_topsail.llmload.run import POINTS, RECORDS, analyse_directory
-from pytest_topsail.llmload.worker import PROMPTS_FILE, SETTINGS_FILE
+from pytest_topsail.llmload.worker import API_KEY_ENV, PROMPTS_FILE, SETTINGS_FILE
 
 GENERATORS = "generators.json"
+API_KEY_KEY = "api_key"  # the key of the generators' Secret
 CA_FILE = "grpc-ca.pem"  # the gRPC server's CA bundle, when the case gives one (public: a ConfigMap holds it)
 JOB_LABEL = "topsail.io/load-generator"
 POLL_S = 0.1
@@ -57,9 +59,11 @@ class Generator:
 def run_distributed(kube: Kube, namespace: str, name: str, settings: dict[str, Any], prompts: Sequence[Prompt],
                     endpoint: dict[str, Any], point: LoadPoint, pool: GeneratorPool, directory: Path,
                     progress: Callable[[str], None], slo: dict[str, float] | None = None,
-                    files: dict[str, str] | None = None) -> tuple[dict[str, Any], list[Generator]]:
+                    files: dict[str, str] | None = None, api_key: str | None = None
+                    ) -> tuple[dict[str, Any], list[Generator]]:
     """Run the point on ``pool.count`` pods; returns the merged point's summary and the generators (those that died
-    carry their state and message). ``files``: more files of the settings directory (name -> text)."""
+    carry their state and message). ``files``: more files of the settings directory (name -> text); ``api_key``:
+    the OpenAI backend's key, given to the pods through a Secret (never in the ConfigMap, the Job or a file)."""
     records_dir = directory / "generators"
     shutil.rmtree(records_dir, ignore_errors=True)
     records_dir.mkdir(parents=True)
@@ -69,8 +73,11 @@ def run_distributed(kube: Kube, namespace: str, name: str, settings: dict[str, A
                          "system_prompt": p.system_prompt}) for p in prompts]
     configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace},
                  "data": {SETTINGS_FILE: json.dumps(config), PROMPTS_FILE: "\n".join(lines) + "\n", **(files or {})}}
-    job = job_manifest(name, namespace, pool, records_dir)
+    secret = api_key_secret(f"{name}-api-key", namespace, api_key) if api_key else None
+    job = job_manifest(name, namespace, pool, records_dir, secret_name=f"{name}-api-key" if api_key else None)
     kube.apply(configmap)
+    if secret is not None:
+        kube.apply(secret)
     kube.apply(job)
     try:
         generators = wait_running(kube, namespace, name, pool.count, start_at)
@@ -80,11 +87,21 @@ def run_distributed(kube: Kube, namespace: str, name: str, settings: dict[str, A
     finally:
         kube.delete(ObjectRef.of(job), propagation="Background")
         kube.delete(ObjectRef.of(configmap))
+        if secret is not None:
+            kube.delete(ObjectRef.of(secret))
     summary = merge(directory, records_dir, generators, point, slo or {})
     return summary, generators
 
 
-def job_manifest(name: str, namespace: str, pool: GeneratorPool, records_dir: Path) -> dict[str, Any]:
+def api_key_secret(name: str, namespace: str, api_key: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": name, "namespace": namespace},
+            "data": {API_KEY_KEY: base64.b64encode(api_key.encode()).decode()}}
+
+
+def job_manifest(name: str, namespace: str, pool: GeneratorPool, records_dir: Path,
+                 secret_name: str | None = None) -> dict[str, Any]:
+    """The generator Job; with ``secret_name``, the pods' API_KEY_ENV comes from that Secret (secretKeyRef)."""
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never", "terminationGracePeriodSeconds": 5,
         "containers": [{"name": "generator", "image": pool.image,
@@ -93,6 +110,9 @@ def job_manifest(name: str, namespace: str, pool: GeneratorPool, records_dir: Pa
                                          {"name": "records", "mountPath": "/records"}]}],
         "volumes": [{"name": "settings", "configMap": {"name": name}},
                     {"name": "records", "hostPath": {"path": str(records_dir), "type": "DirectoryOrCreate"}}]}
+    if secret_name:
+        pod_spec["containers"][0]["env"] = [
+            {"name": API_KEY_ENV, "valueFrom": {"secretKeyRef": {"name": secret_name, "key": API_KEY_KEY}}}]
     if pool.node_selector:
         pod_spec["nodeSelector"] = dict(pool.node_selector)
     if pool.tolerations:

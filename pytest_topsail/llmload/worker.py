@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import socket
 import sys
@@ -30,6 +31,7 @@ from pytest_topsail.llmload.generator import LoadPoint, PointResult, PointRun
 from pytest_topsail.llmload.records import RequestRecord, relative_dict
 
 SETTINGS_FILE, PROMPTS_FILE = "load.json", "prompts.jsonl"
+API_KEY_ENV = "TOPSAIL_LOAD_API_KEY"  # the OpenAI backend's key, from the run's Secret (secretKeyRef)
 TERMINATION_LOG = Path("/dev/termination-log")
 
 
@@ -44,7 +46,8 @@ def main(argv: list[str]) -> int:
         settings = LoadSettings.parse(config["settings"], f"{settings_dir / SETTINGS_FILE}: settings")
         prompts = load_dataset(settings_dir / PROMPTS_FILE)
         backend = settings.make_backend(http_url=config.get("http_url"), grpc_target=config.get("grpc_target"),
-                                        served_model=config.get("served_model"), rootdir=settings_dir)
+                                        served_model=config.get("served_model"), rootdir=settings_dir,
+                                        api_key=os.environ.get(API_KEY_ENV) or None)
         point = settings.load_point()
         start_at, late_s = float(config["start_at"]), float(config.get("late_s", 1.0))
     except (OSError, KeyError, ValueError, TopsailError) as error:

@@ -188,7 +188,7 @@ class Runtime:
         argv = [entry.local(a) for a in (container.get("command") or entry.command) + (container.get("args") or [])]
         if not argv:
             raise RuntimeError_("the container has no command and the runtime entry none")
-        env = self._env(container, entry, _owner(pod))
+        env = self._env(container, entry, _owner(pod), meta.get("namespace", "default"), get_object)
         script = directory / "enter.sh"
         script.write_text(_enter_script(mounts, container.get("workingDir") or "/"), encoding="utf-8")
         unshare = shutil.which("unshare")
@@ -283,13 +283,16 @@ class Runtime:
         target.mkdir(parents=True, exist_ok=True)
         return target
 
-    def _env(self, container: dict[str, Any], entry: RuntimeEntry, owner: str) -> dict[str, str]:
+    def _env(self, container: dict[str, Any], entry: RuntimeEntry, owner: str, namespace: str,
+             get_object: Callable[[str, str, str], dict[str, Any] | None]) -> dict[str, str]:
         env = {"PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
                "HOME": os.environ.get("HOME", "/root"), "LANG": "C.UTF-8"}
         env.update({k: entry.local(v) for k, v in entry.env.items()})
         for item in container.get("env") or ():
             if "value" in item:
                 env[item["name"]] = str(item["value"])
+            elif (value := _env_from(item["name"], item.get("valueFrom") or {}, namespace, get_object)) is not None:
+                env[item["name"]] = value
         for name, value in env.items():
             if name.endswith("MASTER_PORT") and value.isdigit():
                 env[name] = str(self._port(owner, int(value)))
@@ -303,6 +306,25 @@ class Runtime:
                 probe.bind(("127.0.0.1", 0))
                 self.ports[key] = probe.getsockname()[1]
         return self.ports[key]
+
+
+def _env_from(name: str, source: dict[str, Any], namespace: str,
+              get_object: Callable[[str, str, str], dict[str, Any] | None]) -> str | None:
+    """A variable's value from a Secret's or ConfigMap's key, as the kubelet resolves it (a missing object or key
+    is the container's start error, CreateContainerConfigError on a real node); None for other sources (fieldRef,
+    resourceFieldRef: not set by the runtime)."""
+    for kind, ref_key in (("Secret", "secretKeyRef"), ("ConfigMap", "configMapKeyRef")):
+        ref = source.get(ref_key)
+        if not ref:
+            continue
+        obj = get_object(kind, namespace, ref.get("name") or "")
+        value = _keys(kind, obj).get(ref.get("key") or "") if obj is not None else None
+        if value is None:
+            if ref.get("optional"):
+                return ""
+            raise RuntimeError_(f"env {name}: {kind} {namespace}/{ref.get('name')} key {ref.get('key')!r} not found")
+        return value.decode("utf-8", errors="replace")
+    return None
 
 
 def _owner(pod: dict[str, Any]) -> str:

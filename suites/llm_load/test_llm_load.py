@@ -92,7 +92,8 @@ def distributed(case: topsail.Case, settings: LoadSettings, prompts: Any, endpoi
         {"http_url": endpoint.http_url, "grpc_target": endpoint.grpc_target, "served_model": endpoint.served_model},
         settings.load_point(),
         GeneratorPool(options.generators, pool.image, pool.node_selector, pool.tolerations, pool.start_delay_s,
-                      pool.late_s), load_dir, progress, slo=slo_targets(options), files=files)
+                      pool.late_s), load_dir, progress, slo=slo_targets(options), files=files,
+        api_key=options.api_key.value())
     dead = [f"{g.name} {g.state}" + (f" ({g.message})" if g.message else "") + f", {g.requests} records kept"
             for g in generators if g.state != "Succeeded"]
     return summary, dead

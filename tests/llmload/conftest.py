@@ -24,6 +24,7 @@ class FakeServer:
     prefill_s: float = 0.0
     itl_s: float = 0.0
     requests: list[dict[str, Any]] = field(default_factory=list)
+    authorizations: list[str | None] = field(default_factory=list)  # each request's Authorization header
     in_flight: int = 0
     max_in_flight: int = 0
     url: str = ""
@@ -33,6 +34,7 @@ class FakeServer:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.requests.append(body)
+        self.authorizations.append(request.headers.get("Authorization"))
         chat = request.path.endswith("/chat/completions")
         text = body["messages"][-1]["content"] if chat else body["prompt"]
         if "FAIL" in text:
