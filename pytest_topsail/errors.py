@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+# "<file>: <section>" (settings.where, a suite's sections): the section is the start of every key path the user wrote
+_SECTION = re.compile(r"(?P<file>.+): (?P<section>[A-Za-z_][\w.\-\[\]]*)")
 
 
 class TopsailError(Exception):
@@ -13,22 +17,33 @@ class TopsailError(Exception):
 
 
 def describe_validation_error(error: Any, where: str, what: str = "", model: Any = None,
-                              typed: dict[str, str] | None = None) -> str:
+                              typed: dict[str, str] | None = None, under: str = "") -> str:
     """One message for a pydantic ``ValidationError``: ``<where>: <what>: key a.b[0]: expected ...; key c: ...``.
 
     `where` names the file or object, `what` what was being validated ("invalid simulator profile"); with the
     `model`, an unknown top-level key lists the known ones. This is the one formatter of validation errors; build a
     TopsailError from it (or use pytest_topsail.settings.validate). ``typed`` maps an internal key path to the key
     the user wrote (a shortcut such as ``nodes`` for ``node_pools[0].count``), which the message names instead.
+    A `where` of the form ``<file>: <section>`` (a configuration section, e.g. ``suites/x/config.yaml: cluster.sim``)
+    names each key whole, as the user writes it in the file or a ``--var``: ``<file>: <what>: key cluster.sim.nodes:
+    ...`` (a problem of the whole section: ``<file>: <what>: cluster.sim: ...``). `under` is the key path of the
+    validated mapping inside that section or file (``plugins.fine_tuning``).
     """
+    section = ""
+    if (match := _SECTION.fullmatch(where)) is not None:
+        where, section = match["file"], match["section"]
     problems = []
     for detail in error.errors(include_url=False):
         problem = _problem(detail)
         if detail.get("type") == "extra_forbidden" and len(detail["loc"]) == 1 and model is not None:
             problem += f"; known: {', '.join(sorted(model.model_fields))}"
         key = _key_path(detail["loc"])
-        key = (typed or {}).get(key, key)
-        problems.append(f"key {key}: {problem}" if detail["loc"] else problem)
+        key = ".".join(part for part in (section, under, (typed or {}).get(key, key)) if part).replace(".[", "[")
+        if detail["loc"]:
+            problems.append(f"key {key}: {problem}")
+        else:
+            whole = ".".join(part for part in (section, under) if part)
+            problems.append(f"{whole}: {problem}" if whole else problem)
     head = f"{where}: {what}: " if what else f"{where}: "
     return head + "; ".join(problems)
 

@@ -70,3 +70,13 @@ def profile_of_label(product_label: str | None) -> GpuProfile | None:
         if product_label and profile.product and sanitize_label_value(profile.product) == product_label:
             return profile
     return None
+
+
+# Named cluster shapes for `cluster.sim.shape` (and the presets documented in docs/fixtures.md): the first node pool.
+SHAPES: dict[str, dict[str, str | int]] = {
+    "dgx": {"nodes": 1, "gpu_profile": "a100-80gb", "gpus_per_node": 8},
+    "a100": {"nodes": 4, "gpu_profile": "a100", "gpus_per_node": 8},
+    "h100": {"nodes": 4, "gpu_profile": "h100", "gpus_per_node": 8},
+    "scale-1k": {"nodes": 1000, "gpu_profile": "a100", "gpus_per_node": 8},
+    "scale-10k": {"nodes": 5000, "gpu_profile": "a100", "gpus_per_node": 8},
+}

@@ -106,9 +106,21 @@ def register_cleanup(state: ClusterSession, owner: Ownership, progress: Progress
         return
     if keep:
         progress(f"{owner.name}: kept on the cluster (keep / cleanup.after)")
+        disown_namespaces(state, owner)
     elif state.discards_cluster:
         progress(f"{owner.name}: no cleanup needed, the simulated cluster is discarded at the end")
     else:
         state.run.add_cleanup(owner.plan(timeout))
 
 
+
+
+def disown_namespaces(state: ClusterSession, owner: Ownership) -> None:
+    """Kept namespaces lose their run label: no later run takes them for what a killed run left."""
+    from pytest_topsail.cluster.namespaces import RUN_LABEL
+
+    if state.cluster is None or state.discards_cluster:
+        return
+    for ref in owner.created:
+        if (ref.api_version, ref.kind) == ("v1", "Namespace"):
+            state.cluster.kube.patch(ref, {"metadata": {"labels": {RUN_LABEL: None}}})

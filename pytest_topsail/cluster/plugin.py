@@ -83,10 +83,13 @@ def pytest_topsail_check_suite(suite: Suite) -> None:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    if hasattr(session.config, "workerinput"):  # every xdist worker counts as a participant until it finishes
+    """Every process that runs tests (an xdist worker, or pytest itself without xdist; not the xdist controller)
+    counts as a participant of the run until it finishes: a run whose participants all died was killed."""
+    config = session.config
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
         from pytest_topsail.cluster.fixture import cluster_session
 
-        cluster_session(session.config).run.join()
+        cluster_session(config).run.join()
 
 
 @pytest.hookimpl(trylast=True)  # after pytest's own session teardown of the fixtures

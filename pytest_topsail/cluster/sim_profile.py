@@ -12,6 +12,7 @@ import yaml
 
 from pytest_topsail.cluster.settings import ClusterSettings, suite_settings, where
 from pytest_topsail.errors import TopsailError
+from pytest_topsail.hardware import SHAPES
 from pytest_topsail.suites import load_suites_in_scope
 from pytest_topsail.tree import leaves, set_path
 
@@ -23,14 +24,6 @@ OPERATORS_CONFIGMAP = ("kube-system", "topsail-sim-operators", "behaviour.yaml")
 FIXTURE_KEYS = ("shape", "operators")  # keys of cluster.sim read by this fixture, not part of the simulator profile
 POOL_KEYS = ("shape", "nodes", "gpu_profile", "gpus_per_node", "node_pools")  # a suite's shape: its own pools
 
-# Named cluster shapes for `cluster.sim.shape` (and the presets documented in docs/fixtures.md): the first node pool.
-SHAPES: dict[str, dict[str, Any]] = {
-    "dgx": {"nodes": 1, "gpu_profile": "a100-80gb", "gpus_per_node": 8},
-    "a100": {"nodes": 4, "gpu_profile": "a100", "gpus_per_node": 8},
-    "h100": {"nodes": 4, "gpu_profile": "h100", "gpus_per_node": 8},
-    "scale-1k": {"nodes": 1000, "gpu_profile": "a100", "gpus_per_node": 8},
-    "scale-10k": {"nodes": 5000, "gpu_profile": "a100", "gpus_per_node": 8},
-}
 
 
 def sim_profile(raw: dict[str, Any], source: str) -> tuple[Profile, dict[str, Any] | None]:

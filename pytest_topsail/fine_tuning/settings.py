@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from pytest_topsail.errors import TopsailError
-from pytest_topsail.fine_tuning.catalog import Catalog
+from pytest_topsail.fine_tuning.catalog import Catalog, builtin_catalog
 from pytest_topsail.settings import Settings, validate
 
 DEFAULT_IMAGE = "quay.io/modh/fms-hf-tuning:v2.8.2"
@@ -111,21 +111,20 @@ class SuiteSettings(_Strict):
         suite = (info.context or {}).get("suite")
         if suite is not None:
             try:
-                check_points(suite.cases, self)
+                check_points(suite.cases, self, suite.config.get("cluster.sim", None) or {})
             except TopsailError as error:
                 raise ValueError(str(error)) from None
         return self
 
 
-def check_points(cases: list[Any], settings: SuiteSettings) -> None:
+def check_points(cases: list[Any], settings: SuiteSettings, sim: dict[str, Any] | None = None) -> None:
     """The matrix's size, each point's model, dataset, sequence length and LoRA settings; one TopsailError naming
-    the case file and case otherwise."""
+    the case file and case otherwise. `sim`: the suite's ``cluster.sim`` (the GPUs and performance model of the
+    matrix's time estimate)."""
     if len(cases) > settings.max_points:
         raise TopsailError(f"the matrix has {len(cases)} points, more than max_points ({settings.max_points}): each "
-                           "point is one PyTorchJob; set tests.fine_tuning.max_points to at least "
-                           f"{len(cases)} to run it")
-    from pytest_topsail.fine_tuning.catalog import builtin_catalog
-
+                           f"point is one PyTorchJob; {matrix_estimate(cases, settings, sim or {})}; set "
+                           f"tests.fine_tuning.max_points to at least {len(cases)} to run it")
     catalog = builtin_catalog().extended(settings.catalog, "tests.fine_tuning.catalog")
     lora_methods: dict[tuple[str, str], set[str]] = {}
     for case in cases:
@@ -143,6 +142,44 @@ def check_points(cases: list[Any], settings: SuiteSettings) -> None:
         if methods == {"full"}:
             raise TopsailError(f"{source} (case {name}): lora settings given, but every point uses method: full "
                                "(they apply to method lora or qlora only)")
+
+
+ESTIMATE_SAMPLE = 24  # points of a big matrix whose training time is computed (evenly spread), the rest scaled
+
+
+def matrix_estimate(cases: list[Any], settings: SuiteSettings, sim: dict[str, Any]) -> str:
+    """How long the matrix would train by the simulator's performance model, on the GPUs of the suite's
+    ``cluster.sim`` (its shape or first pool): the expected time on such GPUs and on the simulator."""
+    from pytest_topsail.fine_tuning.manifests import trainer_config
+    from pytest_topsail.fine_tuning.simulation import FineTuningModel, Job, expected_run_seconds
+    from pytest_topsail.hardware import SHAPES
+
+    gpu_profile = str(SHAPES.get(str(sim.get("shape")), {}).get("gpu_profile") or sim.get("gpu_profile") or "a100")
+    try:
+        model = FineTuningModel.model_validate(((sim.get("plugins") or {}).get("fine_tuning")) or {})
+    except ValueError:
+        model = FineTuningModel()
+    catalog = builtin_catalog().extended(settings.catalog, "tests.fine_tuning.catalog")
+    step = max(1, len(cases) // ESTIMATE_SAMPLE)
+    sampled = []
+    for case in cases[::step][:ESTIMATE_SAMPLE]:
+        point = validate_point(case.settings, f"{case.source} (case {case.id})").resolved(catalog, case.id)
+        job = Job({}, point.model, point.dataset.name, point.dataset.replication, point.gpus_per_pod, point.pods, 0)
+        sampled.append(expected_run_seconds(trainer_config(point), job, gpu_profile, model))
+    if not sampled or not any(sampled):
+        return f"no time estimate for GPU profile {gpu_profile}"
+    total = sum(sampled) / len(sampled) * len(cases)
+    return (f"training alone takes about {_duration(total)} on {gpu_profile} GPUs by the simulator's performance "
+            f"model ({_duration(total * model.time_scale)} on the simulator at time_scale {model.time_scale:g}, "
+            "plus each job's start and cleanup)")
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 2 * 86400:
+        return f"{seconds / 86400:.1f} days"
+    if seconds >= 3600:
+        return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60)} min"
+    return f"{int(seconds // 60)} min {int(seconds % 60)} s" if seconds >= 60 else f"{seconds:.1f} s"
 
 
 def validate_point(settings: dict[str, Any], where: str) -> PointSettings:

@@ -30,7 +30,7 @@ import functools
 import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, cast
 
 import numpy as np
@@ -397,6 +397,17 @@ def config_source(pod: dict[str, Any], container: dict[str, Any]) -> tuple[str, 
         if path.startswith(prefix) and config_map.get("name"):
             return str(config_map["name"]), path[len(prefix):]
     return None
+
+
+def expected_run_seconds(config: dict[str, Any], job: Job, gpu_profile: str, model: FineTuningModel) -> float:
+    """Seconds one trainer runs on GPUs of `gpu_profile` by this performance model: simulated seconds, i.e. the
+    expected time on a real cluster (the simulator takes them x `time_scale`). 0 for a GPU profile it does not know."""
+    profile = GPU_PROFILES.get(gpu_profile)
+    if profile is None or gpu_profile not in model.gpus:
+        return 0.0
+    gpu = Gpu(profile.product, profile.gpu_memory_mib / 1024.0, model.gpus[gpu_profile])
+    unscaled = model.model_copy(update={"time_scale": 1.0})
+    return plan_training(replace(job, config=config), gpu, unscaled, seed=0).run_seconds
 
 
 def job_of_pod(pod: dict[str, Any], container: dict[str, Any], config: dict[str, Any]) -> Job:

@@ -141,6 +141,8 @@ class Kube:
         self.request_timeout = request_timeout
         self.retry = retry
         self.kubeconfig: Path | None = None  # set by connect(): named in the commands given to users
+        # labels added to every Namespace this connection creates: the run's ownership (cluster/namespaces.py)
+        self.namespace_labels: dict[str, str] = {}
         self.retried = 0  # requests sent again after a transient failure (kube.retry), for diagnostics
         self._local = threading.local()  # per thread: the attempts of its last request (last_attempts)
         self._discovery: dict[str, dict[str, ResourceInfo]] = {}
@@ -165,6 +167,7 @@ class Kube:
         other = Kube(_api_client(configuration, pool_size), description=self.description, context=self.context,
                      request_timeout=self.request_timeout, retry=self.retry, field_validation=self.field_validation)
         other.kubeconfig = self.kubeconfig
+        other.namespace_labels = dict(self.namespace_labels)
         with self._discovery_lock:
             other._discovery = dict(self._discovery)
         return other
@@ -442,6 +445,10 @@ class Kube:
         tells how many times it was sent."""
         ref = ObjectRef.of(manifest)
         namespace = namespace or ref.namespace
+        if self.namespace_labels and (ref.api_version, ref.kind) == ("v1", "Namespace"):
+            metadata = manifest.get("metadata") or {}
+            manifest = {**manifest, "metadata": {**metadata, "labels": {**(metadata.get("labels") or {}),
+                                                                         **self.namespace_labels}}}
         info = self.resource(ref.api_version, ref.kind)
         what = f"create {ref.kind} {namespace + '/' if namespace else ''}{ref.name}"
         try:

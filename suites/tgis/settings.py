@@ -75,19 +75,21 @@ class WorkerSettings(BaseWorkerSettings):
     """tgis-tester's ``worker`` section (pytest_topsail/tgis/worker_settings.py), its ``env`` keys checked against
     the configs of tests.tgis."""
 
-    @pydantic.model_validator(mode="after")
-    def _env_names_a_config(self, info: pydantic.ValidationInfo) -> WorkerSettings:
+    @pydantic.field_validator("env")
+    @classmethod
+    def _env_names_a_config(cls, env: dict[str, dict[str, str]],
+                            info: pydantic.ValidationInfo) -> dict[str, dict[str, str]]:
         """Each ``env`` key is the short name of a config of tests.tgis (else its variables would reach no worker)."""
         suite = (info.context or {}).get("suite")
-        if suite is None or not self.env:
-            return self
+        if suite is None or not env:
+            return env
         names = sorted({config.name for spec in suite.settings("tests.tgis").root for config in spec.configs})
-        for key in self.env:
+        for key in env:
             if key not in names:
                 close = difflib.get_close_matches(key, names, n=3, cutoff=0.5)
                 hint = f"; closest: {', '.join(close)}" if close else ""
-                raise ValueError(f"env: {key!r} names no config of tests.tgis (configs: {', '.join(names)}){hint}")
-        return self
+                raise ValueError(f"{key!r} names no config of tests.tgis (configs: {', '.join(names)}){hint}")
+        return env
 
 
 class RunnerSettings(topsail.Settings):

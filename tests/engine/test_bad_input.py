@@ -282,20 +282,23 @@ def test_artifacts_root_that_cannot_be_created_is_a_start_up_error(make_project,
     assert "Traceback" not in output and "INTERNALERROR" not in output
 
 
-KEEP_NOT_BOOL = "suites/scale/config.yaml: tests.scale: invalid settings: key keep: Input should be a valid boolean"
+KEEP_NOT_BOOL = "suites/scale/config.yaml: invalid settings: key tests.scale.keep: Input should be a valid boolean"
 SCALE_SUITE_INPUTS = [  # the repository's scale suite: typed settings checked at start-up, before any cluster
     (["--var", "tests.scale.keep='false'"], KEEP_NOT_BOOL),
     (["--var", "tests.scale.keep=1"], KEEP_NOT_BOOL),
-    (["--var", "tests.scale.max_failed_jobs=many"], "key max_failed_jobs: Input should be a valid integer"),
-    (["--var", "tests.scale.max_failed_jobs=1.5"], "key max_failed_jobs: Input should be a valid integer"),
-    (["--var", "tests.scale.cleanup_timeout_s=soon"], "key cleanup_timeout_s: Input should be a valid number"),
-    (["--var", "tests.scale.cleanup_timeout_s=0"], "key cleanup_timeout_s: Input should be greater than 0"),
-    (["--var", "tests.scale.include_plotlyjs=maybe"], "key include_plotlyjs"),
-    (["--var", "tests.scale.progress=yes please"], "key progress: Input should be a valid boolean"),
-    (["--var", "tests.scale.namespace_prefix=123"], "key namespace_prefix: Input should be a valid string"),
+    (["--var", "tests.scale.max_failed_jobs=many"],
+     "key tests.scale.max_failed_jobs: Input should be a valid integer"),
+    (["--var", "tests.scale.max_failed_jobs=1.5"], "key tests.scale.max_failed_jobs: Input should be a valid integer"),
+    (["--var", "tests.scale.cleanup_timeout_s=soon"],
+     "key tests.scale.cleanup_timeout_s: Input should be a valid number"),
+    (["--var", "tests.scale.cleanup_timeout_s=0"],
+     "key tests.scale.cleanup_timeout_s: Input should be greater than 0"),
+    (["--var", "tests.scale.include_plotlyjs=maybe"], "key tests.scale.include_plotlyjs"),
+    (["--var", "tests.scale.progress=yes please"], "key tests.scale.progress: Input should be a valid boolean"),
+    (["--var", "tests.scale.namespace_prefix=123"], "key tests.scale.namespace_prefix: Input should be a valid string"),
     (["--var", "tests.scale.thresholds=[{step: Ready, metric: P99}]"], "a threshold needs step, metric and max_ms"),
     (["--var", "tests.scale.thresholds=[{step: Reddy, metric: P99, max_ms: 5}]"], "unknown step 'Reddy'"),
-    (["--var", "tests.scale.thresholds={step: Ready}"], "key thresholds: Input should be a valid list"),
+    (["--var", "tests.scale.thresholds={step: Ready}"], "key tests.scale.thresholds: Input should be a valid list"),
     (["--var", "regression.comparison_keys=workload"],
      "suites/scale/config.yaml: regression.comparison_keys: Input should be a valid list, got 'workload'"),
     (["--var", "regression.fail_on_regression=sometimes"], "regression.fail_on_regression: Input should be a valid "
@@ -303,11 +306,14 @@ SCALE_SUITE_INPUTS = [  # the repository's scale suite: typed settings checked a
 ]
 
 SIM_PROFILE_INPUTS = [  # the simulator profile of cluster.sim: one start-up error, no simulator started
-    (["--var", "cluster.sim.nodes=-1"], "suites/scale/config.yaml: cluster.sim: invalid simulator profile"),
-    (["--var", "cluster.sim.gpu_profile=z100"], "suites/scale/config.yaml: cluster.sim"),
+    (["--var", "cluster.sim.nodes=-1"], "suites/scale/config.yaml: invalid simulator profile: key cluster.sim.nodes: "),
+    (["--var", "cluster.sim.gpu_profile=z100"],
+     "suites/scale/config.yaml: invalid simulator profile: key cluster.sim.gpu_profile: unknown GPU profile 'z100'"),
     (["--var", "cluster.sim.shape=huge"], "suites/scale/config.yaml: cluster.sim.shape: unknown shape 'huge'"),
-    (["--var", "cluster.sim.stages.ready.delay_ms=soon"], "suites/scale/config.yaml: cluster.sim"),
-    (["--var", "cluster.sim.gpus_per_node='8'"], "suites/scale/config.yaml: cluster.sim"),
+    (["--var", "cluster.sim.stages.ready.delay_ms=soon"],
+     "suites/scale/config.yaml: invalid simulator profile: key cluster.sim.stages.ready.delay_ms: "),
+    (["--var", "cluster.sim.gpus_per_node='8'"],
+     "suites/scale/config.yaml: invalid simulator profile: key cluster.sim.gpus_per_node: "),
 ]
 SCALE_SUITE_INPUTS += SIM_PROFILE_INPUTS
 
@@ -386,15 +392,15 @@ def test_history_cli_bad_input_is_one_line(tmp_path, capsys: pytest.CaptureFixtu
 
 SUITE_START_UP_INPUTS = [  # the repository's other suites: one start-up error naming the key the user typed
     ("suites/llm_load", ["--var", "tests.llm_load.gpu_profile=z900"],
-     "suites/llm_load/config.yaml: tests.llm_load: invalid settings: key gpu_profile: no latency coefficients for "
+     "suites/llm_load/config.yaml: invalid settings: key tests.llm_load.gpu_profile: no latency coefficients for "
      "GPU profile 'z900' (known: a100, a100-80gb, b200, h100, l40s, none, t4); did you mean h100, b200, a100?"),
     ("suites/llm_load", ["--var", "cluster.sim.nodes=-3"],  # the shortcut typed, not node_pools[0].count
-     "suites/llm_load/config.yaml: cluster.sim: invalid simulator profile: key nodes: Input should be greater than "
+     "suites/llm_load/config.yaml: invalid simulator profile: key cluster.sim.nodes: Input should be greater than "
      "or equal to 0 (got -3)"),
     ("suites/llm_load", ["--var", "tests.llm_load.api_key.file=/nonexistent/key"],
-     "suites/llm_load/config.yaml: tests.llm_load: invalid settings: key api_key: file /nonexistent/key: not found"),
+     "suites/llm_load/config.yaml: invalid settings: key tests.llm_load.api_key: file /nonexistent/key: not found"),
     ("suites/tgis", ["--var", 'worker.env={"tgis_native|bf15": {A: "1"}}'],  # would reach no worker
-     "suites/tgis/config.yaml: worker: invalid settings: env: 'tgis_native|bf15' names no config of tests.tgis "
+     "suites/tgis/config.yaml: invalid settings: key worker.env: 'tgis_native|bf15' names no config of tests.tgis "
      "(configs: hf_transformers|f32, tgis_native|bf16, "),
 ]
 
@@ -422,7 +428,7 @@ def test_bad_suite_settings_are_one_start_up_error(suite: str, args: list[str], 
 LLM_LOAD_CASES = [  # llm_load case points checked at start-up (were caught at their item, after deploying)
     ("mode: constant\n  duration_s: 1", "case c: mode constant needs rate > 0 (requests/s)"),
     ("concurrency: [1]\n  duration_s: 1\n  server: {max_batch_size: 8, max_batch_sise: 3}",
-     "case c: server: invalid TGIS model config: key max_batch_sise: unknown key; known: "),
+     "case c: invalid TGIS model config: key server.max_batch_sise: unknown key; known: "),
     ("concurrency: [1]\n  duration_s: 1\n  server: {revision: main}",
      "case c: server: revision cannot be given to an InferenceService (known: "),
 ]
@@ -444,8 +450,8 @@ FINE_TUNING_CASES = [  # fine-tuning points checked at start-up against the cata
                                 "bigscience/bloom-560m (2048 positions)"),
     ("per_device_batch_size: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n  max_seq_length: [64, 128, 256, 512, 1024, 2048]\n"
      "  epochs: [1, 2, 3, 4, 5, 6, 7, 8, 9]",
-     "the matrix has 540 points, more than max_points (500): each point is one PyTorchJob; set "
-     "tests.fine_tuning.max_points to at least 540 to run it"),
+     "the matrix has 540 points, more than max_points (500): each point is one PyTorchJob; training alone takes "
+     "about "),  # the estimate: tests/fine_tuning/test_logic.py
 ]
 
 

@@ -76,6 +76,6 @@ def test_the_smoke_preset_from_the_environment_equals_the_option(hello: Path):
 def test_bad_settings_end_the_run_at_start_naming_the_key(hello: Path):
     result = run(hello, "suites/hello", "--var", "tests.hello.max_create_ms=-1", "-n", "2")
     assert result.returncode == 4
-    assert ("suites/hello/config.yaml: tests.hello: invalid settings: key max_create_ms: Input should be greater "
+    assert ("suites/hello/config.yaml: invalid settings: key tests.hello.max_create_ms: Input should be greater "
             "than 0") in result.stderr
     assert "Traceback" not in result.stderr + result.stdout

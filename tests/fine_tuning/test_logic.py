@@ -43,7 +43,7 @@ def test_catalog_knows_models_with_registry_suffix_and_can_be_extended():
     extended = catalog.extended({"models": {"acme/unknown-1b": {"params_b": 1, "layers": 16, "hidden": 2048,
                                                                 "heads": 16}}}, "config.yaml")
     assert extended.model("acme/unknown-1b").layers == 16
-    with pytest.raises(TopsailError, match="config.yaml: models.bad: key layers"):
+    with pytest.raises(TopsailError, match="config.yaml: key models.bad.layers"):
         catalog.extended({"models": {"bad": {"params_b": 1, "layers": 0, "hidden": 1, "heads": 1}}}, "config.yaml")
 
 
@@ -136,3 +136,42 @@ def test_trainer_config_has_a_loss_curve_interval_and_the_dataset_template():
     assert "{{instruction}}" in config["data_formatter_template"] and config["response_template"]
     assert trainer_config(validate_point({"logging_steps": 7}, "w"), 100)["logging_steps"] == 7
     assert config["include_num_input_tokens_seen"] is True
+
+
+def test_a_matrix_over_max_points_is_refused_with_its_point_count_and_a_time_estimate():
+    """The refusal says how long the matrix would train, by the same performance model the simulator runs: the
+    expected time on the GPUs of the suite's cluster.sim and x time_scale on the simulator; twice the epochs, about
+    twice the time; the setting that confirms it named."""
+    from types import SimpleNamespace
+
+    from pytest_topsail.fine_tuning.settings import check_points
+
+    def refusal(epochs: list[int], sim: dict) -> str:
+        cases = [SimpleNamespace(settings={"model": "bigscience/bloom-560m", "epochs": e, "per_device_batch_size": b},
+                                 source="cases/x.yaml", id=f"c-{e}-{b}", name="c")
+                 for e in epochs for b in range(1, 11)]
+        with pytest.raises(TopsailError) as error:
+            check_points(cases, validate_suite({"max_points": 5}, "w"), sim)
+        return str(error.value)
+
+    def seconds(text: str) -> float:  # "2.5 days", "27 h 29 min", "3 min 2 s", "4.0 s"
+        units = {"days": 86400, "h": 3600, "min": 60, "s": 1}
+        words = text.split()
+        return sum(float(number) * units[unit] for number, unit in zip(words[::2], words[1::2], strict=True))
+
+    def estimates(message: str) -> tuple[float, float]:
+        real, simulated = message.split("training alone takes about ", 1)[1].split(" GPUs by the simulator's", 1)[0], \
+            message.split("performance model (", 1)[1].split(" on the simulator", 1)[0]
+        return seconds(real.rsplit(" on ", 1)[0]), seconds(simulated)
+
+    sim = {"shape": "dgx", "plugins": {"fine_tuning": {"time_scale": 0.5}}}
+    once, twice = refusal([1, 1], sim), refusal([2, 2], sim)
+    assert once.startswith("the matrix has 20 points, more than max_points (5): each point is one PyTorchJob; "
+                           "training alone takes about ")
+    assert once.endswith("set tests.fine_tuning.max_points to at least 20 to run it")
+    assert "on a100-80gb GPUs by the simulator's performance model" in once  # the dgx shape's GPUs
+    assert "on the simulator at time_scale 0.5, plus each job's start and cleanup" in once
+    (real, simulated), (real_twice, _) = estimates(once), estimates(twice)
+    assert real_twice == pytest.approx(2 * real, rel=0.05)
+    assert simulated == pytest.approx(real * 0.5, rel=0.05)
+    assert "on h100 GPUs" in refusal([1, 1], {"gpu_profile": "h100"})

@@ -231,5 +231,5 @@ def test_bad_metrics_settings_stop_the_run_at_start_up(project: Path) -> None:
     result = run_pytest(project, "--var", "metrics.prometheus.scrape_interval_s=fast")
     assert result.returncode == 4, result.stdout[-2000:] + result.stderr[-2000:]
     output = result.stdout + result.stderr
-    assert "suites/gpu/config.yaml: metrics: invalid metrics settings: key prometheus.scrape_interval_s" in output
+    assert "suites/gpu/config.yaml: invalid metrics settings: key metrics.prometheus.scrape_interval_s" in output
     assert "Traceback" not in output and not (project / "artifacts").exists()

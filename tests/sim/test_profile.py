@@ -156,7 +156,8 @@ def test_plugin_settings_are_checked_by_their_plugin_when_the_profile_is_built(t
     path.write_text("plugins:\n  fine_tuning: {time_scale: -1}\n")
     with pytest.raises(TopsailError) as info:
         load_profile(path)
-    assert str(info.value).startswith(f"simulator profile {path}: invalid plugins.fine_tuning: key time_scale: ")
+    assert str(info.value).startswith(f"simulator profile {path}: invalid simulator plugin settings: "
+                                      "key plugins.fine_tuning.time_scale: ")
     with pytest.raises(TopsailError) as info:
         Profile.from_dict({"plugins": {"fine_tunning": {}}}, source="cluster.sim")
     message = str(info.value)

@@ -90,8 +90,8 @@ def check_plugin_settings(profile: Profile, source: str) -> None:
         try:
             owner.settings_model.model_validate(data)
         except ValidationError as exc:
-            raise TopsailError(describe_validation_error(exc, source, f"invalid plugins.{name}",
-                                                         owner.settings_model)) from None
+            raise TopsailError(describe_validation_error(exc, source, "invalid simulator plugin settings",
+                                                         owner.settings_model, under=f"plugins.{name}")) from None
 
 
 @dataclass
