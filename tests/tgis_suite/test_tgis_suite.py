@@ -96,6 +96,18 @@ def test_each_worker_is_deployed_once_under_xdist(tmp_path: Path) -> None:
     created = [entry for entry in audit if entry["verb"] == "create" and entry["resource"] == "inferenceservices"
                and entry["code"] == 201]
     assert len(created) == 3  # one per (model, config), whatever the number of xdist workers
+    # each removed after its last item, by the process that ran its group, its objects saved first
+    deleted = [entry for entry in audit if entry["verb"] == "delete" and entry["resource"] == "inferenceservices"]
+    assert len({entry["name"] for entry in deleted}) == 3
+    steps = sorted((tmp_path / "artifacts").glob("*__tgis_worker_*"))
+    assert len(steps) == 3
+    for step in steps:
+        timeline = json.loads((step / "deployment.json").read_text())
+        assert timeline["began"] < timeline["ready"] < timeline["removed"]
+        assert "kind: InferenceService" in (step / "final_objects.yaml").read_text()
+        assert list(step.glob("*.kserve-container.log"))
+    progress = "".join(path.read_text() for path in (tmp_path / "artifacts").rglob("progress.log"))
+    assert progress.count("removed after its last item") == 3
 
 
 def test_a_model_that_does_not_fit_fails_within_seconds_naming_the_cause_once(tmp_path: Path) -> None:
