@@ -57,13 +57,14 @@ def test_short_names(data: dict[str, Any], name: str) -> None:
     ({"grpc_port": 5001}, "port (5001), grpc_port (5001) and master_port (29500) must differ"),
     ({"cuda_process_memory_fraction": 1.5}, "cuda_process_memory_fraction must be <= 1.0"),
     ({"dtype_str": "float8"}, "dtype_str: Input should be 'float16', 'float32' or 'bfloat16'"),
-    ({"max_batch_sise": 4}, "key max_batch_sise: unknown key; known: "),
+    ({"max_batch_sise": 4}, "key configs[2].max_batch_sise: unknown key; known: "),
     ({"resources": {"gpu": {"mig_1g_10gb": 1, "mig_2g_20gb": 1}}}, "gpu takes one MIG profile"),
 ])
 def test_each_rule_is_rejected_naming_config_and_rule(data: dict[str, Any], message: str) -> None:
     with pytest.raises(TopsailError) as raised:
         load_model_config(data, WHERE)
-    assert str(raised.value).startswith(f"{WHERE}: invalid TGIS model config: ")
+    # the location's section is part of every key: configs[2].max_batch_sise, configs[2]: <a rule of the config>
+    assert str(raised.value).startswith("cases/tgis/flan.yaml: invalid TGIS model config: "), str(raised.value)
     assert message in str(raised.value)
 
 
