@@ -3,10 +3,10 @@
 Each pod runs ``python -m pytest_topsail.llmload.worker`` from the generator image, its settings and prompts from a
 mounted ConfigMap. The start barrier is a wall-clock instant in that ConfigMap (``start_at``: now + ``start_delay_s``):
 every pod sleeps until it, and a pod not Running by then fails the run, named. Each pod writes its records, one line
-per request as it ends, into a hostPath directory of the runner's machine (on the simulator every node is this
-machine); the runner merges them into one ``records.jsonl`` on the first pod's clock, so the metrics of an N-pod run
-are computed exactly as for one process. A pod that dies (deleted, killed, failed) is named; its records up to its
-death are kept.
+per request as it ends, and serves them on its records port; the runner pulls them through ``pods/portforward``
+(collect.py) and merges them into one ``records.jsonl`` on the first pod's clock, so the metrics of an N-pod run
+are computed exactly as for one process. A pod that dies (deleted, killed, failed) is named; its records up to the
+last pull before its death are kept.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any
 
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.kube.client import Kube, ObjectRef
+from pytest_topsail.llmload.collect import PORT, PORT_ENV, Collector
 from pytest_topsail.llmload.dataset import Prompt
 from pytest_topsail.llmload.generator import LoadPoint
 from pytest_topsail.llmload.records import TIMES
@@ -74,17 +75,25 @@ def run_distributed(kube: Kube, namespace: str, name: str, settings: dict[str, A
     configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace},
                  "data": {SETTINGS_FILE: json.dumps(config), PROMPTS_FILE: "\n".join(lines) + "\n", **(files or {})}}
     secret = api_key_secret(f"{name}-api-key", namespace, api_key) if api_key else None
-    job = job_manifest(name, namespace, pool, records_dir, secret_name=f"{name}-api-key" if api_key else None)
+    job = job_manifest(name, namespace, pool, secret_name=f"{name}-api-key" if api_key else None)
     kube.apply(configmap)
     if secret is not None:
         kube.apply(secret)
     kube.apply(job)
+    collectors: list[Collector] = []
     try:
         generators = wait_running(kube, namespace, name, pool.count, start_at)
         progress(f"{pool.count} generator pods Running, starting together at the barrier")
+        collectors = [Collector(kube, namespace, g.name, records_dir) for g in generators]
+        for collector in collectors:
+            collector.thread.start()
         last = point.warmup_s + (point.duration_s or 0) + point.cooldown_s + point.drain_timeout_s + point.timeout_s
         wait_ended(kube, namespace, generators, start_at + last + 30.0)
     finally:
+        for collector in collectors:
+            collector.stop.set()
+        for collector in collectors:
+            collector.thread.join(timeout=15)
         kube.delete(ObjectRef.of(job), propagation="Background")
         kube.delete(ObjectRef.of(configmap))
         if secret is not None:
@@ -99,20 +108,20 @@ def api_key_secret(name: str, namespace: str, api_key: str) -> dict[str, Any]:
             "data": {API_KEY_KEY: base64.b64encode(api_key.encode()).decode()}}
 
 
-def job_manifest(name: str, namespace: str, pool: GeneratorPool, records_dir: Path,
-                 secret_name: str | None = None) -> dict[str, Any]:
+def job_manifest(name: str, namespace: str, pool: GeneratorPool, secret_name: str | None = None) -> dict[str, Any]:
     """The generator Job; with ``secret_name``, the pods' API_KEY_ENV comes from that Secret (secretKeyRef)."""
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never", "terminationGracePeriodSeconds": 5,
         "containers": [{"name": "generator", "image": pool.image,
                         "command": ["python", "-m", "pytest_topsail.llmload.worker", "/etc/topsail-load", "/records"],
+                        "ports": [{"name": "records", "containerPort": PORT, "protocol": "TCP"}],
+                        "env": [{"name": PORT_ENV, "value": str(PORT)}],
                         "volumeMounts": [{"name": "settings", "mountPath": "/etc/topsail-load"},
                                          {"name": "records", "mountPath": "/records"}]}],
-        "volumes": [{"name": "settings", "configMap": {"name": name}},
-                    {"name": "records", "hostPath": {"path": str(records_dir), "type": "DirectoryOrCreate"}}]}
+        "volumes": [{"name": "settings", "configMap": {"name": name}}, {"name": "records", "emptyDir": {}}]}
     if secret_name:
-        pod_spec["containers"][0]["env"] = [
-            {"name": API_KEY_ENV, "valueFrom": {"secretKeyRef": {"name": secret_name, "key": API_KEY_KEY}}}]
+        pod_spec["containers"][0]["env"].append(
+            {"name": API_KEY_ENV, "valueFrom": {"secretKeyRef": {"name": secret_name, "key": API_KEY_KEY}}})
     if pool.node_selector:
         pod_spec["nodeSelector"] = dict(pool.node_selector)
     if pool.tolerations:

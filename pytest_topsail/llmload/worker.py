@@ -26,6 +26,7 @@ from typing import Any
 
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.llmload.backends import Backend
+from pytest_topsail.llmload.collect import PORT_ENV, RecordServer
 from pytest_topsail.llmload.dataset import Prompt, load_dataset
 from pytest_topsail.llmload.generator import LoadPoint, PointResult, PointRun
 from pytest_topsail.llmload.records import RequestRecord, relative_dict
@@ -58,6 +59,9 @@ def main(argv: list[str]) -> int:
               f"late_s={late_s:g}): sending nothing", flush=True)
         return 0
     out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").unlink(missing_ok=True)
+    port = os.environ.get(PORT_ENV)
+    server = RecordServer(int(port), out / f"{name}.jsonl", out / f"{name}.json") if port else None
     document: dict[str, Any] = {"generator": name, "barrier_epoch": start_at}
     with (out / f"{name}.jsonl").open("w", encoding="utf-8") as records:
 
@@ -71,6 +75,8 @@ def main(argv: list[str]) -> int:
                     requests=len(result.records), stopped_by=result.stopped_by)
     (out / f"{name}.json").write_text(json.dumps(document), encoding="utf-8")
     print(f"generator {name}: {document['requests']} requests, started {document['started_epoch']:.3f}", flush=True)
+    if server is not None and not server.wait_collected(float(config.get("collect_timeout_s", 120.0))):
+        print(f"generator {name}: nobody collected the records within collect_timeout_s", flush=True)
     return 0
 
 

@@ -96,6 +96,7 @@ class Workload:
     deadline_hit: bool = False
     exit: Exit | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
+    ports: dict[int, int] = field(default_factory=dict)  # declared container port -> the local port standing for it
 
     async def run(self) -> Exit:
         try:
@@ -188,7 +189,9 @@ class Runtime:
         argv = [entry.local(a) for a in (container.get("command") or entry.command) + (container.get("args") or [])]
         if not argv:
             raise RuntimeError_("the container has no command and the runtime entry none")
-        env = self._env(container, entry, _owner(pod), meta.get("namespace", "default"), get_object)
+        ports = {int(p["containerPort"]): self._port(f"{key[0]}/{key[1]}", int(p["containerPort"]))
+                 for p in container.get("ports") or () if p.get("containerPort")}
+        env = self._env(container, entry, _owner(pod), meta.get("namespace", "default"), get_object, ports)
         script = directory / "enter.sh"
         script.write_text(_enter_script(mounts, container.get("workingDir") or "/"), encoding="utf-8")
         unshare = shutil.which("unshare")
@@ -200,7 +203,7 @@ class Runtime:
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
             env=env, preexec_fn=_die_with_parent)
         fallback = container.get("terminationMessagePolicy") == "FallbackToLogsOnError"
-        workload = Workload(key, process, directory, on_line, entry.max_seconds, fallback)
+        workload = Workload(key, process, directory, on_line, entry.max_seconds, fallback, ports=ports)
         self.workloads[key] = workload
         task = asyncio.get_running_loop().create_task(workload.run())
         self.tasks.add(task)
@@ -284,7 +287,12 @@ class Runtime:
         return target
 
     def _env(self, container: dict[str, Any], entry: RuntimeEntry, owner: str, namespace: str,
-             get_object: Callable[[str, str, str], dict[str, Any] | None]) -> dict[str, str]:
+             get_object: Callable[[str, str, str], dict[str, Any] | None], ports: dict[int, int]
+             ) -> dict[str, str]:
+        """The process's environment. Pods share this machine's network, so a port number is remapped: a
+        ``*MASTER_PORT`` to one local port per owner (a job's pods meet there), any other ``*PORT`` variable holding
+        a declared container port to this pod's local port for it (the pod is annotated with it: port-forwards and
+        the pod's own listener meet there)."""
         env = {"PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
                "HOME": os.environ.get("HOME", "/root"), "LANG": "C.UTF-8"}
         env.update({k: entry.local(v) for k, v in entry.env.items()})
@@ -296,6 +304,8 @@ class Runtime:
         for name, value in env.items():
             if name.endswith("MASTER_PORT") and value.isdigit():
                 env[name] = str(self._port(owner, int(value)))
+            elif name.endswith("PORT") and value.isdigit() and int(value) in ports:
+                env[name] = str(ports[int(value)])
         return env
 
     def _port(self, owner: str, port: int) -> int:

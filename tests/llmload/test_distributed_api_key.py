@@ -1,5 +1,6 @@
 """The OpenAI api_key reaches the generator pods through a Secret (secretKeyRef in the Job), never in plaintext:
-not in the Job, the ConfigMap, the artifacts, the logs or the terminal (a canary value searched everywhere)."""
+not in the Job, the ConfigMap, the artifacts, the logs or the terminal (a canary value searched everywhere). The
+pods' records reach the runner through pods/portforward, with no directory shared between them."""
 
 from __future__ import annotations
 
@@ -59,13 +60,19 @@ def test_generator_pods_get_the_api_key_from_a_secret(fake_server, tmp_path: Pat
     assert result.returncode == 0, output[-3000:]
     assert fake_server.requests and set(fake_server.authorizations) == {f"Bearer {CANARY}"}  # every pod's requests
     container = seen["Job"]["spec"]["template"]["spec"]["containers"][0]
-    [variable] = container["env"]
+    [variable] = [v for v in container["env"] if "valueFrom" in v]
     assert variable["valueFrom"]["secretKeyRef"]["name"] == seen["Secret"]["metadata"]["name"]
     encoded = base64.b64encode(CANARY.encode()).decode()
     assert base64.b64decode(seen["Secret"]["data"][variable["valueFrom"]["secretKeyRef"]["key"]]).decode() == CANARY
     for kind in ("Job", "ConfigMap"):
         assert CANARY not in json.dumps(seen[kind]) and encoded not in json.dumps(seen[kind]), kind
     assert CANARY not in output
+    # the records came through the API (pods/portforward to the pods' records port), not a shared directory
+    assert container["ports"] == [{"name": "records", "containerPort": 8471, "protocol": "TCP"}]
+    assert [v for v in seen["Job"]["spec"]["template"]["spec"]["volumes"] if "hostPath" in v] == []
+    [item] = [p for p in (tmp_path / "artifacts" / "llm_load").iterdir() if "__test_llm_load" in p.name]
+    collected = sorted((item / "load" / "generators").glob("*.jsonl"))
+    assert len(collected) == 2 and all(path.read_text() for path in collected)
     leaks = [str(path) for path in tmp_path.rglob("*")  # artifacts, the simulator's run directory, pod logs
              if path.is_file() and not path.is_symlink() and path.name != "cases.yaml"
              and (CANARY.encode() in path.read_bytes() or encoded.encode() in path.read_bytes())]

@@ -32,6 +32,8 @@ from pytest_topsail.sim.controllers.containers import ContainerPlan, plan_contai
 from pytest_topsail.sim.controllers.runtime import WorkloadPlan, workload_plan
 from pytest_topsail.sim.controllers.scheduler import TERMINAL, pod_fault, stage_for
 from pytest_topsail.sim.gpuactivity import Phases, Usage, gpu_activity
+from pytest_topsail.sim.patch import MERGE_PATCH
+from pytest_topsail.sim.portforward import ENDPOINT_ANNOTATION
 from pytest_topsail.sim.realworkload import Exit, Runtime, RuntimeError_
 from pytest_topsail.sim.store import format_time
 
@@ -248,7 +250,11 @@ class PodLifecycle(Controller):
         try:
             if entry is None:
                 raise RuntimeError_(f"image {container.get('image')!r} left the runtime table")
-            await self.real.start(pod, container, entry, self._object, self._hosts(pod), on_line, on_exit)
+            workload = await self.real.start(pod, container, entry, self._object, self._hosts(pod), on_line, on_exit)
+            if workload.ports and self.store.find(self.pods, namespace, name) is not None:
+                annotations = {f"{ENDPOINT_ANNOTATION}{port}": f"127.0.0.1:{local}"
+                               for port, local in workload.ports.items()}  # what pods/portforward connects to
+                self.store.patch(self.pods, namespace, name, {"metadata": {"annotations": annotations}}, MERGE_PATCH)
         except Exception as error:  # noqa: BLE001 - whatever stops the start is the container's StartError
             on_line(f"failed to start the container: {error}\n")
             now = time.time()
