@@ -2,11 +2,12 @@
 
     python benchmarks/false_regressions.py [--suites scale,fine_tuning,tgis,llm_load] [--runs 8] [--busy 2] [--ci]
 
-Per suite: ``--runs`` identical smoke runs (``pytest suites -m <suite> --preset smoke``, the simulator's seed fixed by
-the suite config) into one fresh history; runs 6 to ``--runs`` are judged against at least 5 earlier runs, and every
-regression or improvement among them is a false alarm. ``--busy N`` keeps N busy processes running meanwhile
-(benchmarks/busy_load.py), as on a shared CI machine. ``--ci``: a CI-sized selection (one or a few items per suite,
-``CI_ITEMS``), the same number of runs. Prints per suite the judged KPIs and the false alarms; exit status 1 when any.
+``--runs`` identical smoke runs of the suites, all of them in one pytest invocation per run (``pytest suites -m
+"scale or ..." --preset smoke``, the simulator's seed fixed by each suite config), into one fresh history; runs 6 to
+``--runs`` are judged against at least 5 earlier runs, and every regression or improvement among them is a false
+alarm. ``--busy N`` keeps N busy processes running meanwhile (benchmarks/busy_load.py), as on a shared CI machine.
+``--ci``: a CI-sized selection (one or a few items per suite, ``CI_ITEMS``), the same number of runs: the CI gate
+(.ci/run). Prints per suite the judged KPIs and the false alarms, and the machine's load; exit status 1 when any.
 """
 
 from __future__ import annotations
@@ -23,48 +24,60 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 SUITES = ("scale", "fine_tuning", "tgis", "llm_load")
 FIRST_JUDGED = 6  # runs 1-5 build the history (regression.min_history = 5)
-CI_ITEMS = {"scale": "distributed", "fine_tuning": "lora", "tgis": "bf16 and greedy",  # -k: one worker or item
-            "llm_load": "tgis and not 1 and not 16"}
-RUN_TIMEOUT_S = 300
+CI_ITEMS = {"scale": "test_scale and distributed", "fine_tuning": "test_fine_tuning and lora",  # -k: a worker
+            "tgis": "test_tgis and bf16 and greedy", "llm_load": "test_llm_load and tgis and not 1 and not 16"}
+RUN_TIMEOUT_S = {True: 300, False: 1200}  # one run of every suite chosen: CI-sized, whole smoke presets
 
 
-def run_suite(suite: str, number: int, root: Path, ci: bool) -> tuple[float, list[dict]]:
-    command = [sys.executable, "-m", "pytest", "suites", "-m", suite, "--preset", "smoke", "-q",
+def run_suites(suites: list[str], number: int, root: Path, ci: bool) -> tuple[float, float, list[dict]]:
+    """One run of every suite chosen, in one pytest invocation: (seconds, load average after it, verdicts)."""
+    command = [sys.executable, "-m", "pytest", "suites", "-m", " or ".join(suites), "--preset", "smoke", "-q",
                "-p", "no:cacheprovider", "-p", "no:randomly", "--artifacts", str(root / f"run{number}"),
                "--topsail-history", str(root / "history.sqlite")]
-    if ci and CI_ITEMS.get(suite):
-        command += ["-k", CI_ITEMS[suite]]
+    if ci:
+        command += ["-k", " or ".join(f"({CI_ITEMS[suite]})" for suite in suites)]
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("ARTIFACT_DIR", None)
     began = time.monotonic()
-    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, env=env,
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=RUN_TIMEOUT_S[ci], env=env,
                             check=False)
     seconds = time.monotonic() - began
     if result.returncode != 0:
-        sys.exit(f"{suite} run {number} failed (exit {result.returncode}):\n{result.stdout[-3000:]}"
+        sys.exit(f"run {number} failed (exit {result.returncode}):\n{result.stdout[-3000:]}"
                  f"\n{result.stderr[-2000:]}")
-    return seconds, json.loads((root / f"run{number}" / "verdicts.json").read_text(encoding="utf-8"))
+    verdicts = json.loads((root / f"run{number}" / "verdicts.json").read_text(encoding="utf-8"))
+    return seconds, os.getloadavg()[0], verdicts
 
 
-def check_suite(suite: str, runs: int, ci: bool, keep: Path | None) -> tuple[int, list[str], float]:
-    """(judged KPI values in the judged runs, false alarms and unjudged runs as lines, seconds)."""
-    judged, alarms, total = 0, [], 0.0
-    with tempfile.TemporaryDirectory(prefix=f"false-regressions-{suite}-") as tmp:
-        root = keep / suite if keep else Path(tmp)
+def alarms_of(suite: str, number: int, verdicts: list[dict]) -> tuple[int, list[str]]:
+    """(judged KPI values of the suite in this run, its false alarms and 'nothing judged' as lines)."""
+    mine = [v for v in verdicts if v["suite"] == suite]
+    judged = sum(v["status"] in ("accepted", "regression", "improvement") for v in mine)
+    alarms = [] if judged else [f"run {number}: nothing judged ({len(mine)} verdicts: "
+                                f"{', '.join(sorted({v['status'] for v in mine}))})"]
+    alarms += [f"run {number} {v['nodeid'].split('::')[-1]} {v['kpi']}: {v['status']} "
+               f"{v['value']:g} {v['unit']} vs {v['reference']:g} ({v.get('explanation', '')})"
+               for v in mine if v["status"] in ("regression", "improvement")]
+    return judged, alarms
+
+
+def check(suites: list[str], runs: int, ci: bool, keep: Path | None) -> tuple[dict[str, tuple[int, list[str]]],
+                                                                            list[tuple[float, float]]]:
+    """Per suite (judged KPI values in the judged runs, false alarms), and per run (seconds, load average)."""
+    found: dict[str, tuple[int, list[str]]] = {suite: (0, []) for suite in suites}
+    timing = []
+    with tempfile.TemporaryDirectory(prefix="false-regressions-") as tmp:
+        root = keep if keep else Path(tmp)
         for number in range(1, runs + 1):
-            seconds, verdicts = run_suite(suite, number, root, ci)
-            total += seconds
+            seconds, load, verdicts = run_suites(suites, number, root, ci)
+            timing.append((seconds, load))
+            print(f"run {number}: {seconds:.0f} s, load average {load:.1f}", flush=True)
             if number < FIRST_JUDGED:
                 continue
-            counted = sum(v["status"] in ("accepted", "regression", "improvement") for v in verdicts)
-            judged += counted
-            if not counted:
-                statuses = sorted({v["status"] for v in verdicts})
-                alarms.append(f"run {number}: nothing judged ({len(verdicts)} verdicts: {', '.join(statuses)})")
-            alarms += [f"run {number} {v['nodeid'].split('::')[-1]} {v['kpi']}: {v['status']} "
-                       f"{v['value']:g} {v['unit']} vs {v['reference']:g} ({v.get('explanation', '')})"
-                       for v in verdicts if v["status"] in ("regression", "improvement")]
-    return judged, alarms, total
+            for suite in suites:
+                judged, alarms = alarms_of(suite, number, verdicts)
+                found[suite] = (found[suite][0] + judged, found[suite][1] + alarms)
+    return found, timing
 
 
 def main() -> None:
@@ -78,28 +91,29 @@ def main() -> None:
     args = parser.parse_args()
     if args.runs < FIRST_JUDGED:
         sys.exit(f"--runs {args.runs}: at least {FIRST_JUDGED} (5 to build the history, then judged runs)")
-    unknown = sorted(set(args.suites.split(",")) - set(SUITES))
+    suites = args.suites.split(",")
+    unknown = sorted(set(suites) - set(SUITES))
     if unknown:
         sys.exit(f"--suites: unknown {unknown}; known: {', '.join(SUITES)}")
     load = None
     if args.busy:
         load = subprocess.Popen([sys.executable, str(Path(__file__).with_name("busy_load.py")),
                                  "--processes", str(args.busy), "--seconds", "3600"])
-    failed = False
     try:
-        for suite in args.suites.split(","):
-            judged, alarms, seconds = check_suite(suite, args.runs, args.ci, args.keep)
-            failed = failed or bool(alarms)
-            print(f"{suite}: {len(alarms)} false alarms (regression, improvement, run not judged) in runs "
-                  f"{FIRST_JUDGED}-{args.runs} "
-                  f"({judged} judged KPI values, {args.runs} runs in {seconds:.0f} s, busy {args.busy})", flush=True)
-            for line in alarms:
-                print(f"  {line}", flush=True)
+        found, timing = check(suites, args.runs, args.ci, args.keep)
     finally:
         if load is not None:
             load.terminate()
             load.wait(30)
-    sys.exit(1 if failed else 0)
+    seconds, loads = sum(t for t, _ in timing), [load for _, load in timing]
+    print(f"{args.runs} runs of {', '.join(suites)} in {seconds:.0f} s (busy {args.busy}, load average "
+          f"{min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} CPUs)")
+    for suite, (judged, alarms) in found.items():
+        print(f"{suite}: {len(alarms)} false alarms (regression, improvement, run not judged) in runs "
+              f"{FIRST_JUDGED}-{args.runs} ({judged} judged KPI values)", flush=True)
+        for line in alarms:
+            print(f"  {line}", flush=True)
+    sys.exit(1 if any(alarms for _, alarms in found.values()) else 0)
 
 
 if __name__ == "__main__":

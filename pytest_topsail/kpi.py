@@ -55,6 +55,7 @@ class KpiSpec:
     why: str = ""  # why the KPI is informational (ignored_for_regression), shown in its verdict row
     samples: Callable[..., Any] | None = None  # a tail statistic or a rate: samples(data) -> its sample size
     min_samples: float | None = None  # judged from this sample size on (default regression.TAIL_MIN_SAMPLES)
+    machine_bound: bool = False  # measured on this machine's clock around its own work: CPU contention moves it
 
     def render(self, value: float) -> str:
         return format_value(value, self.format)
@@ -81,6 +82,7 @@ def kpi(
     why: str = "",
     samples: Callable[..., Any] | None = None,
     min_samples: float | None = None,
+    machine_bound: bool = False,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare the decorated function as a KPI named after it (exactly one of higher_better/lower_better).
 
@@ -88,7 +90,10 @@ def kpi(
     ``why``: the reason an ``ignored_for_regression`` KPI is informational, shown in its verdict row;
     ``samples``: for a tail statistic (P95, P99) or a rate, a function of the same data giving the size of the sample
     it was taken from: with fewer than ``min_samples`` (default ``regression.TAIL_MIN_SAMPLES``, 100; for a quantile q
-    10 / (1 - q), so that 10 samples lie beyond it: 1,000 for a P99) the value is informational, not judged."""
+    10 / (1 - q), so that 10 samples lie beyond it: 1,000 for a P99) the value is informational, not judged;
+    ``machine_bound``: the value is a time (or rate) this machine's own work makes up (an API round trip on the
+    client's clock, no simulated delay in it), so CPU contention moves it: a change is not judged when the machine
+    was clearly busier (or quieter) during the test than during every baseline run."""
     if higher_better == lower_better:
         raise TopsailError(
             f"KPI declared with unit {unit!r}: give exactly one of higher_better=True or lower_better=True")
@@ -101,7 +106,7 @@ def kpi(
         function.topsail_kpi = KpiSpec(  # type: ignore[attr-defined]
             name=function.__name__, unit=unit, help=help, higher_better=higher_better,
             ignored_for_regression=ignored_for_regression, format=format, function=function, scope=scope,
-            why=why, samples=samples, min_samples=min_samples,
+            why=why, samples=samples, min_samples=min_samples, machine_bound=machine_bound,
         )
         return function
 
@@ -262,6 +267,8 @@ class KpiRecorder:
         }
         if why or spec.why:
             entry["why"] = why or spec.why
+        if spec.machine_bound:
+            entry["machine_bound"] = True
         if samples is not None:
             entry["samples"] = float(samples)
             if spec.min_samples:
@@ -270,6 +277,15 @@ class KpiRecorder:
         kpis[:] = [k for k in kpis if k["name"] != name]  # recording a KPI again replaces its value
         kpis.append(entry)
         return entry
+
+    def machine_load(self, load: float | None) -> None:
+        """The machine's CPU contention during the test (runnable tasks per CPU, pytest_topsail.contention), kept
+        in the item record and on each KPI record: a ``machine_bound`` KPI's verdict takes it into account."""
+        if load is None:
+            return
+        self.item_record["machine_load"] = load
+        for entry in self.item_record["kpis"]:
+            entry["machine_load"] = load
 
     def record_from(self, data: Any, *, labels: Mapping[str, Any] | None = None) -> dict[str, float]:
         """Run every KPI function of the suite's kpis.py on ``data``; functions returning None are skipped."""

@@ -208,7 +208,9 @@ def in_baseline(record: Mapping[str, Any]) -> bool:
 
 _TIMESTAMP = operator.itemgetter("timestamp")
 TAIL_MIN_SAMPLES = 100  # default: a rate (or a statistic) of fewer samples moves with one of them
-HISTORY_FIELDS = ("timestamp", "value", "test_uuid", "run_id", "git_sha", "presets", "verdict", "acknowledged")
+HISTORY_FIELDS = ("timestamp", "value", "test_uuid", "run_id", "git_sha", "presets", "verdict", "acknowledged",
+                  "machine_load")
+BUSIER = 1.25  # a machine_bound change is not judged at this factor more (or less) contention than its baseline had
 
 
 @dataclass
@@ -236,6 +238,8 @@ class Verdict:
     change_points: list[int] = field(default_factory=list)  # indexes into the baseline + [current]
     scope: str = "item"  # where the KPI is measured: item, worker or run (kpi.SCOPES); judged once per scope key
     explanation: str = ""  # why this verdict: the noise floor and how it was derived, or why not judged
+    machine_bound: bool = False  # made of this machine's own work: judged only at a contention like its baseline's
+    machine_load: float | None = None  # runnable tasks per CPU during the test (pytest_topsail.contention)
 
     def as_dict(self, with_history: bool = False) -> dict[str, Any]:
         data = asdict(self)
@@ -279,7 +283,8 @@ def _history_entry(record: Mapping[str, Any]) -> dict[str, Any]:
     verdict, acknowledged = get("verdict"), get("acknowledged")
     return {"timestamp": float(record["timestamp"]), "value": float(record["value"]), "test_uuid": get("test_uuid"),
             "run_id": get("run_id"), "git_sha": get("git_sha"), "presets": get("presets"), "verdict": verdict,
-            "acknowledged": acknowledged, "baseline": verdict != State.REGRESSION or bool(acknowledged)}
+            "acknowledged": acknowledged, "baseline": verdict != State.REGRESSION or bool(acknowledged),
+            "machine_load": get("machine_load")}
 
 
 def judge(record: Mapping[str, Any], history: Sequence[Mapping[str, Any]], settings: RegressionSettings) -> Verdict:
@@ -316,7 +321,8 @@ def _prepare(record: Mapping[str, Any], history: Sequence[Mapping[str, Any]],
         value=float(record["value"]), unit=record.get("unit", ""), higher_better=bool(record["higher_better"]),
         labels=dict(record.get("labels") or {}), status=State.ACCEPTED.value, history_size=len(baseline),
         excluded=len(entries) - len(baseline), format=record.get("format") or "{}",
-        test_uuid=test_uuid, timestamp=timestamp, history=entries, scope=record.get("scope") or "item")
+        test_uuid=test_uuid, timestamp=timestamp, history=entries, scope=record.get("scope") or "item",
+        machine_bound=bool(record.get("machine_bound")), machine_load=record.get("machine_load"))
     samples = record.get("samples")
     if record.get("ignored_for_regression"):
         verdict.status, verdict.method = State.IGNORED.value, "informational"
@@ -355,9 +361,32 @@ def _judge_change_points(verdict: Verdict, values: list[float], rule: KpiRule, p
     if abs(delta) > verdict.noise_floor and delta != 0:
         verdict.status = _direction(delta, verdict.higher_better)
         verdict.explanation = f"change {delta:+.3g} {verdict.unit} beyond the {verdict.explanation}"
+        loads = [e["machine_load"] for e in verdict.history if e["baseline"]][len(values) - 1 - len(regime):]
+        excuse = _other_machine(verdict, loads)
+        if excuse:
+            verdict.status, verdict.method = State.IGNORED.value, "machine contention unlike its baseline's"
+            verdict.explanation = (f"not judged: {verdict.explanation}; but {excuse}: a KPI made of this machine's "
+                                   "own work (machine_bound) is not compared across such different contention")
     else:
         verdict.method = "e-divisive; change within the noise floor"
         verdict.explanation = f"change {delta:+.3g} {verdict.unit} within the {verdict.explanation}"
+
+
+def _other_machine(verdict: Verdict, loads: Sequence[float | None]) -> str:
+    """Why a machine_bound change cannot be told from the machine's contention ('' when it can): the test ran
+    with BUSIER times the contention of every run of its reference regime (a regression), or 1/BUSIER (an
+    improvement), and with more runnable tasks than CPUs on the busier side (below that, nothing waits)."""
+    known = [load for load in loads if load is not None]
+    current = verdict.machine_load
+    if not verdict.machine_bound or current is None or not known:
+        return ""
+    if verdict.status == State.REGRESSION and current > max(1.0, BUSIER * max(known)):
+        return (f"the machine was busier during this test ({current:.2f} runnable tasks per CPU) than during any "
+                f"of its {len(known)} reference runs (at most {max(known):.2f})")
+    if verdict.status == State.IMPROVEMENT and min(known) > max(1.0, BUSIER * current):
+        return (f"the machine was quieter during this test ({current:.2f} runnable tasks per CPU) than during any "
+                f"of its {len(known)} reference runs (at least {min(known):.2f})")
+    return ""
 
 
 def summarize(verdicts: Iterable[Verdict], total_points: int) -> dict[str, Any]:

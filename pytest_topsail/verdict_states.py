@@ -35,8 +35,9 @@ MEANINGS: dict[State, str] = {
     State.INSUFFICIENT_HISTORY: "1 to N-1 comparable earlier runs (N = regression.min_history, default 5): "
                                 "the change is shown, not judged",
     State.NO_HISTORY: "no comparable earlier run: not judged",
-    State.IGNORED: "the KPI is informational (declared ignored_for_regression, or a tail or rate of too small a "
-                   "sample): shown with why, never judged",
+    State.IGNORED: "the KPI is informational (declared ignored_for_regression, a tail or rate of too small a "
+                   "sample, or a machine_bound change measured under a CPU contention unlike its baseline's): shown "
+                   "with why, never judged",
 }
 
 JUDGED = frozenset({State.REGRESSION, State.IMPROVEMENT, State.ACCEPTED})

@@ -70,6 +70,7 @@ def _rootdir_taken_from_replot(config: pytest.Config, replot: Path) -> bool:
 def kpis(request: pytest.FixtureRequest) -> Iterator[KpiRecorder]:
     """Record KPI values and figures of this test: ``kpis.record(name, value)``, ``kpis.record_from(data)``,
     ``kpis.add_figure(title, figure)``, ``kpis.labels(**labels)``."""
+    from pytest_topsail.contention import ContentionSampler
     from pytest_topsail.items import ITEM_RECORD_KEY
     from pytest_topsail.kpi import KpiRecorder, SuiteKpis
     from pytest_topsail.suites import suite_of_item
@@ -86,7 +87,9 @@ def kpis(request: pytest.FixtureRequest) -> Iterator[KpiRecorder]:
     item = request.node
     recorder = KpiRecorder(record, suite_kpis, test_uuid=_test_uuid(directory),
                            hook_labels=lambda: _hook_labels(item))
+    contention = ContentionSampler().start()
     yield recorder
+    recorder.machine_load(contention.stop())
     if directory is not None and record["kpis"]:
         recorder.write_json(directory)
 

@@ -103,6 +103,8 @@ def reparse(record: dict[str, Any], suite_kpis: SuiteKpis, parse: Callable[[Path
     timestamp = min((k["timestamp"] for k in old.values()), default=record.get("end") or record.get("start"))
     for entry in recorder.item_record["kpis"]:
         entry["timestamp"] = old.get(entry["name"], {}).get("timestamp", timestamp)
+        if record.get("machine_load") is not None:  # the contention measured when it ran
+            entry["machine_load"] = record["machine_load"]
     record["kpis"] = recorder.item_record["kpis"]
 
 

@@ -77,16 +77,29 @@ def test_replot_recomputes_the_kpis_from_the_records(smoke_run, tmp_path: Path) 
     assert again["throughput"] == pytest.approx(saved["throughput"])
 
 
+SLOWER_DECODE = 4.0  # the injected change: the server's inter-token latency x4 (tests.llm_load.itl_factor)
+
+
 def test_slower_decode_regresses_itl_and_tpot_not_ttft(tmp_path: Path) -> None:
-    """Five normal runs, then one with the slow-itl preset (the server's inter-token latency x2), in one history.
-    The server runs in-process here to keep the six runs short (the InferenceService path is the smoke test's)."""
+    """Five normal runs, then one with the server's inter-token latency x4, in one history.
+    The server runs in-process here to keep the six runs short (the InferenceService path is the smoke test's).
+
+    Detectable under load by construction: every prompt asks for 12 tokens, so each of the ~20 requests of a run
+    has the same TPOT (the median is not a mix of short and long answers) and the 11 gaps of a request dilute one
+    stalled wake-up; the change (+3 x the ~24 ms ITL of a 3B model on an A100 profile) is ~30 times the run-to-run
+    spread of the medians at a load average of 10-14 on 2 cores (~2-3 ms), where the t-test of one run against 5
+    (p < 0.001) needs ~10 times; the slow-itl preset's x2 was at that edge and missed TPOT 2 runs in 3."""
+    dataset = tmp_path / "twelve_tokens.jsonl"
+    dataset.write_text("".join(json.dumps({"prompt": f"prompt {n}: the load the model serves a batch of tokens",
+                                           "input_tokens": 40, "output_tokens": 12}) + "\n" for n in range(8)))
     case_file = tmp_path / "regress.yaml"
     case_file.write_text(yaml.safe_dump([{
         "name": "regress", "model": "ibm-granite/granite-3b-code-base", "backend": "tgis", "streaming": True,
-        "concurrency": 4, "duration_s": 2, "warmup_s": 0.3, "server": {"max_batch_size": 8}}]))
+        "concurrency": 4, "duration_s": 2, "warmup_s": 0.3, "dataset": str(dataset),
+        "server": {"max_batch_size": 8}}]))
     options = ["suites/llm_load", "-q", "--var", f"cases=[{case_file}]", "--var", "tests.llm_load.serving=in-process"]
     for run in range(6):
-        slow = ["--preset", "slow-itl"] if run == 5 else []
+        slow = ["--var", f"tests.llm_load.itl_factor={SLOWER_DECODE}"] if run == 5 else []
         result = run_pytest(tmp_path, f"run{run}", *options, *slow)
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
         verdicts = json.loads((tmp_path / f"run{run}" / "verdicts.json").read_text())

@@ -296,3 +296,43 @@ def test_a_worker_or_run_measurement_is_kept_once_per_scope_key() -> None:
                                      entry("load", "worker", model="b"), entry("setup", "run")], seen)
     assert [(e["name"], e["labels"]) for e in second] == [("latency", {}), ("load", {"model": "b"}), ("setup", {})]
     assert [e["labels"] for e in shared] == [{"model": "a"}]
+
+
+def test_a_machine_bound_change_is_judged_only_at_a_contention_like_its_baselines() -> None:
+    def loaded(value: float, timestamp: float, load: float | None) -> dict:
+        return {**record(value, timestamp, higher_better=False), "machine_bound": True, "machine_load": load}
+
+    past = [loaded(v, float(i), 2.0 + 0.1 * (i % 3)) for i, v in enumerate(flat(10))]  # 2.0-2.2 runnable per CPU
+    busier = judge(loaded(300, 99.0, 4.0), past, SETTINGS)
+    assert busier.status == "ignored" and busier.machine_load == 4.0
+    assert "busier during this test (4.00 runnable tasks per CPU) than during any of its 10 reference runs " \
+           "(at most 2.20)" in busier.explanation and busier.explanation.startswith("not judged: change +200 x")
+    same = judge(loaded(300, 99.0, 2.1), past, SETTINGS)  # as busy as its baseline: a slower cluster
+    assert same.status == "regression"
+    quieter = judge(loaded(50, 99.0, 0.5), past, SETTINGS)
+    assert quieter.status == "ignored" and "quieter during this test" in quieter.explanation
+    assert judge(loaded(50, 99.0, 2.0), past, SETTINGS).status == "improvement"
+    unmeasured = judge(loaded(300, 99.0, None), past, SETTINGS)  # no /proc/loadavg: judged as any KPI
+    assert unmeasured.status == "regression"
+    not_bound = judge({**loaded(300, 99.0, 4.0), "machine_bound": False}, past, SETTINGS)
+    assert not_bound.status == "regression"
+    quiet_past = [loaded(v, float(i), 0.4) for i, v in enumerate(flat(10))]  # nothing waited for a CPU
+    assert judge(loaded(300, 99.0, 0.9), quiet_past, SETTINGS).status == "regression"
+    assert judge(loaded(300, 99.0, 1.5), quiet_past, SETTINGS).status == "ignored"
+
+
+def test_the_contention_sampler_averages_runnable_tasks_per_cpu(tmp_path: Path) -> None:
+    import time
+
+    from pytest_topsail.contention import ContentionSampler, runnable_tasks
+
+    loadavg = tmp_path / "loadavg"
+    loadavg.write_text("9.41 4.51 2.18 9/462 2198\n")
+    assert runnable_tasks(loadavg) == 8  # the reader itself excluded
+    sampler = ContentionSampler(interval_s=0.01, path=loadavg)
+    sampler.cpus = 2
+    sampler.start()
+    time.sleep(0.05)
+    assert sampler.stop() == 4.0
+    assert runnable_tasks(tmp_path / "missing") is None
+    assert ContentionSampler(path=tmp_path / "missing").start().stop() is None
