@@ -24,8 +24,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 SUITES = ("scale", "fine_tuning", "tgis", "llm_load")
 FIRST_JUDGED = 6  # runs 1-5 build the history (regression.min_history = 5)
-CI_ITEMS = {"scale": "test_scale and distributed", "fine_tuning": "test_fine_tuning and lora",  # -k: a worker
-            "tgis": "test_tgis and bf16 and greedy", "llm_load": "test_llm_load and tgis and not 1 and not 16"}
+CI_ITEMS = {"scale": "test_scale and distributed", "fine_tuning": "test_fine_tuning and lora",  # -k: one item
+            "tgis": "test_tgis and bf16 and greedy and basic and not stream",
+            "llm_load": "test_llm_load and tgis and not 1 and not 16"}
 RUN_TIMEOUT_S = {True: 300, False: 1200}  # one run of every suite chosen: CI-sized, whole smoke presets
 
 

@@ -84,11 +84,12 @@ def test_slower_decode_regresses_itl_and_tpot_not_ttft(tmp_path: Path) -> None:
     """Five normal runs, then one with the server's inter-token latency x4, in one history.
     The server runs in-process here to keep the six runs short (the InferenceService path is the smoke test's).
 
-    Detectable under load by construction: every prompt asks for 12 tokens, so each of the ~20 requests of a run
+    Detectable under load by construction: every prompt asks for 12 tokens, so each of the 20-28 requests of a run
     has the same TPOT (the median is not a mix of short and long answers) and the 11 gaps of a request dilute one
-    stalled wake-up; the change (+3 x the ~24 ms ITL of a 3B model on an A100 profile) is ~30 times the run-to-run
-    spread of the medians at a load average of 10-14 on 2 cores (~2-3 ms), where the t-test of one run against 5
-    (p < 0.001) needs ~10 times; the slow-itl preset's x2 was at that edge and missed TPOT 2 runs in 3."""
+    stalled wake-up; the change (+3 x the ~25 ms ITL of a 3B model on an A100 profile: ~97 ms) is 13 to 70 times
+    the run-to-run stddev of the TPOT medians (1-5 ms at a load average of 12-13 on 2 cores, 3 tests: p <= 0.0002),
+    where the t-test of one run against 5 (p < 0.001) needs ~10 times; the slow-itl preset's x2 on mixed answer
+    lengths was at that edge and missed TPOT 2 runs in 3 (load 10-14)."""
     dataset = tmp_path / "twelve_tokens.jsonl"
     dataset.write_text("".join(json.dumps({"prompt": f"prompt {n}: the load the model serves a batch of tokens",
                                            "input_tokens": 40, "output_tokens": 12}) + "\n" for n in range(8)))
