@@ -90,8 +90,9 @@ class Collector:
     ``<pod>.jsonl`` and ``<pod>.json``) through a port-forward, until the pod's point ended and every record is
     here (then tells the pod), the pod is gone, or ``stop`` is set."""
 
-    def __init__(self, kube: Kube, namespace: str, pod: str, directory: Path) -> None:
+    def __init__(self, kube: Kube, namespace: str, pod: str, directory: Path, not_before: float = 0.0) -> None:
         self.kube, self.namespace, self.pod = kube, namespace, pod
+        self.not_before = not_before  # epoch s: the first pull (after the start barrier: no work of ours at it)
         self.records, self.point = directory / f"{pod}.jsonl", directory / f"{pod}.json"
         self.offset = 0
         self.done = False
@@ -102,6 +103,8 @@ class Collector:
     def run(self) -> None:
         from pytest_topsail.kube.portforward import PortForward
 
+        if self.stop.wait(max(0.0, self.not_before - time.time())):
+            return
         try:
             with PortForward(self.kube, self.namespace, self.pod, PORT) as forward:
                 base = f"http://{forward.address}"

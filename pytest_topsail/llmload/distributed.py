@@ -84,7 +84,7 @@ def run_distributed(kube: Kube, namespace: str, name: str, settings: dict[str, A
     try:
         generators = wait_running(kube, namespace, name, pool.count, start_at)
         progress(f"{pool.count} generator pods Running, starting together at the barrier")
-        collectors = [Collector(kube, namespace, g.name, records_dir) for g in generators]
+        collectors = [Collector(kube, namespace, g.name, records_dir, not_before=start_at + 0.2) for g in generators]
         for collector in collectors:
             collector.thread.start()
         last = point.warmup_s + (point.duration_s or 0) + point.cooldown_s + point.drain_timeout_s + point.timeout_s
