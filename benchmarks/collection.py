@@ -18,6 +18,10 @@ goal: topsail / baseline <= 1.5.
 
 A third figure checks that the plugin costs nothing measurable in a run that collects no suite: the wall time of
 ``pytest --collect-only`` on a small ordinary project, with the plugin and with ``-p no:topsail``.
+
+``--cache-bytecode``: the runs may write and read compiled bytecode (in a private ``PYTHONPYCACHEPREFIX``, after one
+untimed round), as any installation does; without it, an environment with ``PYTHONDONTWRITEBYTECODE=1`` compiles
+(and assertion-rewrites) the engine's modules in every run, while the baseline's pytest comes precompiled.
 """
 
 from __future__ import annotations
@@ -94,13 +98,17 @@ def write_projects(root: Path, count: int) -> tuple[Path, Path, Path]:
     return topsail, baseline, ordinary
 
 
-def collect(project: Path, target: str, timer_dir: Path, extra: list[str]) -> dict[str, float]:
+def collect(project: Path, target: str, timer_dir: Path, extra: list[str], bytecode: bool = False
+            ) -> dict[str, float]:
     """Timings of one ``pytest --collect-only`` run: configuration + collection (``seconds``, ``cpu``), ``wall``."""
     timings = timer_dir / "timings.jsonl"
     timings.unlink(missing_ok=True)
     env = {**os.environ, "BENCH_TIMINGS": str(timings),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(timer_dir), os.environ.get("PYTHONPATH", "")]))}
     env.pop("ARTIFACT_DIR", None)
+    if bytecode:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(timer_dir / "pycache")
     command = [sys.executable, "-m", "pytest", target, "--collect-only", "-q", "-p", "bench_timer", *extra]
     start = time.perf_counter()
     result = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=600)
@@ -114,18 +122,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--cache-bytecode", action="store_true", help="bytecode written and read, as installed")
     args = parser.parse_args()
+    bytecode = args.cache_bytecode
 
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in ("cold", "warm", "baseline", "plugin", "no-plugin")}
     with tempfile.TemporaryDirectory(prefix="topsail-bench-collection-") as tmp:
         root = Path(tmp)
         topsail, baseline, ordinary = write_projects(root, args.cases)
+        if bytecode:  # one untimed round compiles every module into the private bytecode cache
+            collect(topsail, "suites", root, [], bytecode)
+            collect(baseline, "tests", root, [], bytecode)
+            collect(ordinary, "tests", root, [], bytecode)
         for _ in range(args.repeat):  # alternate, so that machine load affects both sides alike
-            runs["cold"].append(collect(topsail, "suites", root, ["--cache-clear"]))
-            runs["warm"].append(collect(topsail, "suites", root, []))
-            runs["baseline"].append(collect(baseline, "tests", root, []))
-            runs["plugin"].append(collect(ordinary, "tests", root, []))
-            runs["no-plugin"].append(collect(ordinary, "tests", root, ["-p", "no:topsail"]))
+            runs["cold"].append(collect(topsail, "suites", root, ["--cache-clear"], bytecode))
+            runs["warm"].append(collect(topsail, "suites", root, [], bytecode))
+            runs["baseline"].append(collect(baseline, "tests", root, [], bytecode))
+            runs["plugin"].append(collect(ordinary, "tests", root, [], bytecode))
+            runs["no-plugin"].append(collect(ordinary, "tests", root, ["-p", "no:topsail"], bytecode))
 
     for name in ("cold", "warm", "baseline"):
         items = {run["items"] for run in runs[name]}
@@ -138,7 +152,8 @@ def main() -> None:
     def ratio(key: str, name: str, base: str = "baseline") -> float:
         return median(name, key) / median(base, key)
 
-    print(f"collection of {args.cases} cases: configuration + collection, median of {args.repeat} runs")
+    print(f"collection of {args.cases} cases: configuration + collection, median of {args.repeat} runs "
+          f"({'bytecode cached' if bytecode else 'bytecode as the environment says'}, load {os.getloadavg()[0]:.1f})")
     labels = {"cold": "topsail, first run (YAML parsed)", "warm": "topsail, next runs (parsed cases cached)",
               "baseline": "plain pytest.mark.parametrize"}
     for name, label in labels.items():

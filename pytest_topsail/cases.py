@@ -33,6 +33,7 @@ from pytest_topsail.tree import copy_tree, deep_merge, get_path, leaves, set_pat
 # Arguments a suite's own pytest_generate_tests parametrized with parametrize_cases (the engine leaves them alone).
 PARAMETRIZED_KEY = pytest.StashKey[set[str]]()
 RESERVED_CASE_KEYS = ("name", "raw_lists", "extra_settings", "skip_if", "marks", "xdist_group")
+_OPTION_KEYS = frozenset(RESERVED_CASE_KEYS) - {"name"}
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,9 @@ def expand_case(entry: Any, source: str) -> list[Case]:
     if not isinstance(name, str | int) or isinstance(name, bool) or str(name) == "":
         raise TopsailError(f"{source}: case without a 'name' (every case needs a non-empty name)")
     name = str(name)
+    if _OPTION_KEYS.isdisjoint(entry) and not _has_list(entry):  # the common case: one item, settings as written
+        return [Case(name=name, id=name, settings={key: value for key, value in entry.items() if key != "name"},
+                     source=source)]
     where = f"{source} (case {name!r})"
     raw_lists = _string_list(entry.get("raw_lists"), "raw_lists", where)
     marks = tuple(_string_list(entry.get("marks"), "marks", where))
@@ -249,7 +253,12 @@ def _dimensions(tree: Mapping[str, Any], raw: set[str], prefix: str) -> list[tup
 
 
 def _has_list(tree: Mapping[str, Any]) -> bool:
-    return any(isinstance(value, list) or isinstance(value, Mapping) and _has_list(value) for value in tree.values())
+    for value in tree.values():
+        if isinstance(value, str | int | float):
+            continue
+        if isinstance(value, list) or isinstance(value, Mapping) and _has_list(value):
+            return True
+    return False
 
 
 def _leaf_keys(tree: Mapping[str, Any], prefix: str) -> list[str]:

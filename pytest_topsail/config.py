@@ -18,6 +18,7 @@ from typing import Any
 
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.tree import has_path, paths, set_path
+from pytest_topsail.yamlparse import parse_yaml
 
 PRESETS_KEY = "ci_presets"
 TO_APPLY_KEY = "to_apply"
@@ -99,80 +100,6 @@ def _write_cached(cache_dir: Path, path: Path, raw: bytes, document: Any) -> Non
         os.replace(tmp, entry)
     except (ValueError, OSError):
         return
-
-
-_STR_TAG = "tag:yaml.org,2002:str"
-_MAP_TAG = "tag:yaml.org,2002:map"
-_SEQ_TAG = "tag:yaml.org,2002:seq"
-_MERGE_TAG = "tag:yaml.org,2002:merge"
-
-
-def parse_yaml(text: str) -> Any:
-    """``yaml.safe_load`` (C parser when available), with plain strings, lists and mappings built directly.
-
-    A key given twice in one mapping is an error (PyYAML keeps the last one silently: a second top-level ``tests:``
-    would wipe the first). Case files hold thousands of small mappings; PyYAML's generic constructor costs as much as
-    parsing them. Anything else (numbers, dates, merge keys, anchors to non-trivial nodes) goes through the safe
-    constructor unchanged.
-    """
-    import yaml
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
-    try:
-        node = loader.get_single_node()
-        return None if node is None else _build(loader, node, {})
-    finally:
-        loader.dispose()
-
-
-def _build(loader: Any, node: Any, built: dict[int, Any]) -> Any:
-    from yaml.nodes import MappingNode, ScalarNode, SequenceNode
-
-    if id(node) in built:  # an alias: the same object, as PyYAML gives
-        return built[id(node)]
-    if isinstance(node, ScalarNode):
-        return node.value if node.tag == _STR_TAG else loader.construct_object(node, deep=True)
-    if isinstance(node, SequenceNode) and node.tag == _SEQ_TAG:
-        items: list[Any] = []
-        built[id(node)] = items
-        items.extend(_build(loader, child, built) for child in node.value)
-        return items
-    if (isinstance(node, MappingNode) and node.tag == _MAP_TAG
-            and all(isinstance(key, ScalarNode) and key.tag != _MERGE_TAG for key, _ in node.value)):
-        mapping: dict[Any, Any] = {}
-        built[id(node)] = mapping
-        first_seen: dict[Any, Any] = {}
-        for key_node, value in node.value:
-            key = _build(loader, key_node, built)
-            if key in first_seen:
-                raise _duplicate_key(key, first_seen[key], key_node)
-            first_seen[key] = key_node
-            mapping[key] = _build(loader, value, built)
-        return mapping
-    if isinstance(node, MappingNode):
-        _check_unique_keys(node)
-    return loader.construct_object(node, deep=True)
-
-
-def _check_unique_keys(node: Any) -> None:
-    """Duplicate scalar keys of a mapping handed to PyYAML's constructor (merge keys ``<<`` may repeat)."""
-    from yaml.nodes import ScalarNode
-
-    first_seen: dict[tuple[str, str], Any] = {}
-    for key_node, _ in node.value:
-        if not isinstance(key_node, ScalarNode) or key_node.tag == _MERGE_TAG:
-            continue
-        identity = (key_node.tag, key_node.value)
-        if identity in first_seen:
-            raise _duplicate_key(key_node.value, first_seen[identity], key_node)
-        first_seen[identity] = key_node
-
-
-def _duplicate_key(key: Any, first: Any, again: Any) -> Exception:
-    from yaml.constructor import ConstructorError
-
-    return ConstructorError(None, None, f"duplicate key {key!r} (first given at line {first.start_mark.line + 1})",
-                            again.start_mark)
 
 
 def _describe_yaml_error(exc: Exception) -> str:

@@ -237,7 +237,11 @@ def modify_items(config: pytest.Config, items: list[pytest.Item]) -> None:
     # The suite marker goes on each test module once (items inherit it: -m, -k, get_closest_marker): cheaper than
     # 10,000 item markers.
     marked: set[int] = set()
+    last_parent: Any = None  # items of one function share their parent (module or class): looked at once
     for item in items:
+        if item.parent is last_parent and last_parent is not None:
+            continue
+        last_parent = item.parent
         name = suite_name_of_path(config, item.path)
         if name is None:
             continue

@@ -102,6 +102,8 @@ class Suite:
     @functools.cached_property
     def settings_models(self) -> dict[str, Any]:
         """``SETTINGS`` of the suite's settings.py: configuration key -> pydantic model (empty without the file)."""
+        if not (self.path / SETTINGS_FILE).is_file():
+            return {}  # without importing pydantic
         from pytest_topsail.settings import load_settings_models
 
         return load_settings_models(self.path / SETTINGS_FILE)

@@ -50,6 +50,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_topsail_check_suite(suite: Suite) -> None:
     """The suite's ``metrics:`` section, checked at start-up."""
+    if "metrics" not in suite.config:  # (metrics.settings.METRICS_KEY) a suite without one imports no pydantic
+        return
     from pytest_topsail.metrics.settings import metrics_settings
 
     metrics_settings(suite.config)

@@ -137,6 +137,12 @@ plain: [yes, no, true, null, ~, "", 2026-11-22, 2026-11-22T10:00:00Z]
 nested: {a: {b: [{c: d}]}}
 binary: !!binary aGVsbG8=
 set: !!set {a, b}
+quoted: ["1", '2.5', "true", !!str 3, !!int "4", !!float 5]
+anchored: &list [a, &scalar b]
+again: [*list, *scalar, *list]
+? &key k
+: *key
+seq_tags: [!!seq [1], !!map {x: 1}, ! plain]
 """
 
 
@@ -148,6 +154,11 @@ def test_parse_yaml_gives_what_safe_load_gives() -> None:
     parsed = parse_yaml(YAML_KINDS)
     assert parsed == yaml.safe_load(YAML_KINDS)
     assert parsed["shared"][0] is parsed["shared"][1]  # aliases are one object, as with safe_load
+    assert parsed["again"][0] is parsed["anchored"] is parsed["again"][2]
+    cases = "".join(f"- name: case-{index}\n  jobs: {index % 3}\n  on: [yes, off]\n  n: ~\n" for index in range(50))
+    assert parse_yaml(cases) == yaml.safe_load(cases)
+    recursive = parse_yaml("a: &x [1, *x]\n")
+    assert recursive["a"][1] is recursive["a"]
     assert parse_yaml("") is None and parse_yaml("- a\n") == ["a"]
     for unsafe_or_invalid in ("a: !!python/object/apply:os.system [ls]\n", "? [list, key]\n: value\n"):
         with pytest.raises(yaml.YAMLError):
