@@ -29,6 +29,7 @@ from .tls import make_certificates
 
 DEFAULT_KUBECONFIG = "topsail-sim.kubeconfig"
 PROG = "python -m pytest_topsail.sim"
+SHUTDOWN_S = 0.25  # aiohttp shutdown_timeout (see serve)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -135,7 +136,9 @@ async def serve(options: Options, stop: asyncio.Event | None = None) -> int:
     except OSError as error:
         sock.close()
         raise TopsailError(f"--audit-log {options.audit_log}: cannot open: {error.strerror or error}") from None
-    runner = web.AppRunner(server.make_app(), access_log=None, handle_signals=False, shutdown_timeout=2.0)
+    # Stopping waits shutdown_timeout twice for a request in progress (to end, then once cancelled): a port-forward or
+    # exec stream still open would hold every stop for 4 s; a simulator that stops is discarded, so 0.25 s is plenty.
+    runner = web.AppRunner(server.make_app(), access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_S)
     await runner.setup()
     controllers = None
     try:
