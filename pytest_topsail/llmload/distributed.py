@@ -51,7 +51,7 @@ class GeneratorPool:
 @dataclass
 class Generator:
     name: str
-    state: str = "Pending"  # Running | Succeeded | Failed | Deleted
+    state: str = "Pending"  # Running | Succeeded | Failed | Deleted | NotCollected
     message: str = ""
     started_epoch: float | None = None
     requests: int = 0
@@ -98,6 +98,11 @@ def run_distributed(kube: Kube, namespace: str, name: str, settings: dict[str, A
         kube.delete(ObjectRef.of(configmap))
         if secret is not None:
             kube.delete(ObjectRef.of(secret))
+    for generator, collector in zip(generators, collectors, strict=True):
+        if generator.state == "Succeeded" and not collector.done:  # ended without giving every record: named
+            generator.state = "NotCollected"
+            generator.message = ("its records were not all collected through pods/portforward to port "
+                                 f"{PORT}" + (f": {collector.error}" if collector.error else ""))
     summary = merge(directory, records_dir, generators, point, slo or {})
     return summary, generators
 

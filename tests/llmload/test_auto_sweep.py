@@ -83,6 +83,14 @@ def test_auto_sweep_finds_the_knee_and_reports_goodput(tmp_path: Path) -> None:
     assert drawn[0]["x"] == sorted(drawn[0]["x"]) and len(drawn[0]["x"]) == 4  # every point, by completed rate
     assert drawn[2]["name"].startswith("goodput")
     assert "knee: concurrency=16:" in result.stdout + result.stderr  # each point of the sweep, in the terminal
+    (item / "load" / "summary.json").unlink()
+    replot = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+                             f"--topsail-replot={tmp_path / 'artifacts'}", "--artifacts", str(tmp_path / "unused"),
+                             "--topsail-history", str(tmp_path / "replot.sqlite")],
+                            cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert replot.returncode == 0, replot.stdout[-3000:] + replot.stderr[-2000:]
+    again = {k["name"]: k["value"] for k in json.loads((item / "kpis.json").read_text())}
+    assert again["goodput"] == pytest.approx(kpis["goodput"]) and again["requests_per_s"] == pytest.approx(peak)
 
 
 @pytest.mark.parametrize(("extra", "message"), [
