@@ -33,7 +33,7 @@ def describe_validation_error(error: Any, where: str, what: str = "", model: Any
     if (match := _SECTION.fullmatch(where)) is not None:
         where, section = match["file"], match["section"]
     problems = []
-    for detail in error.errors(include_url=False):
+    for detail in _unions_merged(error.errors(include_url=False)):
         problem = _problem(detail)
         if detail.get("type") == "extra_forbidden" and len(detail["loc"]) == 1 and model is not None:
             problem += f"; known: {', '.join(sorted(model.model_fields))}"
@@ -46,6 +46,39 @@ def describe_validation_error(error: Any, where: str, what: str = "", model: Any
             problems.append(f"{whole}: {problem}" if whole else problem)
     head = f"{where}: {what}: " if what else f"{where}: "
     return head + "; ".join(problems)
+
+
+_TYPE_TAGS = {"str", "int", "float", "bool", "none", "bytes", "dict", "list"}
+
+
+def _union_member(part: Any) -> bool:
+    """A location part pydantic adds for a member of a union (``literal['a','b']``, ``bool``), not a user's key."""
+    return isinstance(part, str) and ("[" in part or part in _TYPE_TAGS or part.startswith("function-"))
+
+
+def _unions_merged(details: list[Any]) -> list[dict[str, Any]]:
+    """One problem per key a union refused: pydantic's errors of each member (located at ``key.<member>``) become
+    ``key: Input should be 'a' or 'b', or a valid boolean``."""
+    members: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for detail in details:
+        location = tuple(detail["loc"])
+        if location and _union_member(location[-1]):
+            members.setdefault(location[:-1], []).append(detail)
+    merged, done = [], set()
+    for detail in details:
+        location = tuple(detail["loc"])
+        group = members.get(location[:-1], []) if location and _union_member(location[-1]) else []
+        if len(group) < 2:
+            merged.append(detail)
+            continue
+        if location[:-1] in done:
+            continue
+        done.add(location[:-1])
+        texts = [str(member.get("msg", "")) for member in group]
+        text = texts[0] + "".join(", or " + t.removeprefix("Input should be ") for t in texts[1:])
+        merged.append({"type": "union", "loc": location[:-1], "msg": text, **(
+            {"input": group[0]["input"]} if "input" in group[0] else {})})
+    return merged
 
 
 def _key_path(location: tuple[Any, ...]) -> str:

@@ -293,7 +293,8 @@ SCALE_SUITE_INPUTS = [  # the repository's scale suite: typed settings checked a
      "key tests.scale.cleanup_timeout_s: Input should be a valid number"),
     (["--var", "tests.scale.cleanup_timeout_s=0"],
      "key tests.scale.cleanup_timeout_s: Input should be greater than 0"),
-    (["--var", "tests.scale.include_plotlyjs=maybe"], "key tests.scale.include_plotlyjs"),
+    (["--var", "tests.scale.include_plotlyjs=maybe"],  # one problem under the user's key, not per union member
+     "key tests.scale.include_plotlyjs: Input should be 'shared' or 'directory', or a valid boolean (got 'maybe')"),
     (["--var", "tests.scale.progress=yes please"], "key tests.scale.progress: Input should be a valid boolean"),
     (["--var", "tests.scale.namespace_prefix=123"], "key tests.scale.namespace_prefix: Input should be a valid string"),
     (["--var", "tests.scale.thresholds=[{step: Ready, metric: P99}]"], "a threshold needs step, metric and max_ms"),

@@ -199,3 +199,32 @@ def test_malformed_yaml_is_not_cached_and_names_the_shown_path(tmp_path) -> None
     bad.write_bytes(b"- name: \xff\n")
     with pytest.raises(TopsailError, match=r"^cases/bad.yaml: not UTF-8 text"):
         load_yaml(bad, "cases/bad.yaml", cache_dir=tmp_path / "cache")
+
+
+def test_a_validation_message_names_each_key_as_the_user_writes_it() -> None:
+    """The one formatter: a '<file>: <section>' location gives whole keys (cluster.sim.nodes, not 'cluster.sim ...
+    key nodes'), a shortcut is named as typed (never node_pools[0].count), a union's members are one problem under
+    the user's key (never literal[...] or bool), and a dict key that happens to be a type name stays a key."""
+    from typing import Literal
+
+    import pydantic
+
+    from pytest_topsail.errors import TopsailError, describe_validation_error
+    from pytest_topsail.sim.profile import Profile
+
+    class Model(pydantic.BaseModel):
+        model_config = pydantic.ConfigDict(strict=True, extra="forbid")
+        plots: Literal["shared", "directory"] | bool = "shared"
+        limits: dict[str, int] = {}
+
+    with pytest.raises(pydantic.ValidationError) as error:
+        Model.model_validate({"plots": "maybe", "limits": {"bool": "x"}, "plotz": 1})
+    assert describe_validation_error(error.value, "suites/s/config.yaml: tests.s", "invalid settings", Model) == (
+        "suites/s/config.yaml: invalid settings: key tests.s.plots: Input should be 'shared' or 'directory', or a "
+        "valid boolean (got 'maybe'); key tests.s.limits.bool: Input should be a valid integer (got 'x'); "
+        "key tests.s.plotz: unknown key; known: limits, plots")
+    assert describe_validation_error(error.value, "profile.yaml", "bad").startswith("profile.yaml: bad: key plots: ")
+    with pytest.raises(TopsailError) as raised:
+        Profile.from_dict({"nodes": -3}, source="suites/s/config.yaml: cluster.sim")
+    assert str(raised.value) == ("suites/s/config.yaml: invalid simulator profile: key cluster.sim.nodes: Input "
+                                 "should be greater than or equal to 0 (got -3)")
