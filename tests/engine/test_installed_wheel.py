@@ -70,9 +70,11 @@ def test_a_suite_outside_the_repository_runs_against_the_installed_wheel(tmp_pat
         source, cwd=tmp_path)
     [wheel] = (tmp_path / "dist").glob("pytest_topsail-*.whl")
     venv = tmp_path / "venv"  # dependencies from this interpreter's site-packages, the package from the wheel
-    run(sys.executable, "-m", "venv", "--system-site-packages", venv, cwd=tmp_path)
+    # without pip of its own (ensurepip is most of a venv's creation time): this interpreter's pip installs into it
+    run(sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", venv, cwd=tmp_path)
     python = venv / "bin" / "python"
-    run(python, "-m", "pip", "install", "--no-deps", "--no-index", "-q", wheel, cwd=tmp_path)
+    run(sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "--no-index", "-q", wheel,
+        cwd=tmp_path)
 
     project = tmp_path / "elsewhere"
     for path, text in SUITE.items():
