@@ -6,6 +6,7 @@ terminal summary. What the plugin imports lazily, only when a suite reports, is 
 """
 
 import numpy  # noqa: F401
+import pytest
 
 import pytest_topsail.kpi  # noqa: F401
 import pytest_topsail.regression  # noqa: F401
@@ -16,3 +17,11 @@ try:
     import hypothesis.internal.observability  # noqa: F401
 except ImportError:
     pass
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """``pytest tests -n N`` keeps xdist groups (``--dist loadgroup`` unless ``--dist`` is given), as a suite run does:
+    a module whose tests share an expensive module-scoped fixture (a subprocess run, a simulator) is one group."""
+    from pytest_topsail.session import keep_xdist_groups
+
+    keep_xdist_groups(config)

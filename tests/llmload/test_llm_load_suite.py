@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+pytestmark = pytest.mark.xdist_group("llm_load_suite")  # -n N: the module-scoped smoke run once
+
 REPO = Path(__file__).resolve().parents[2]
 SMOKE_ITEMS = 9  # cases/llm_load/smoke.yaml: openai x (completions, chat) x 3 points, tgis x 3 points
 

@@ -19,8 +19,11 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.skipif(shutil.which("prometheus") is None,
-                                reason="needs Debian's prometheus package (apt-get install prometheus)")
+pytestmark = [
+    pytest.mark.skipif(shutil.which("prometheus") is None,
+                       reason="needs Debian's prometheus package (apt-get install prometheus)"),
+    pytest.mark.xdist_group("suite_metrics"),  # -n N: the module-scoped fine-tuning smoke run once
+]
 
 
 def run_pytest(*args: str, cwd: Path = REPO, env: dict[str, str] | None = None,

@@ -20,6 +20,8 @@ import pytest
 
 from tests.report.chromium import CHROMIUM, visit_page
 
+pytestmark = pytest.mark.xdist_group("scale_verdicts")  # -n N: the module-scoped series of runs once
+
 REPO = Path(__file__).resolve().parents[2]
 ITEMS = "distributed or interactive"  # two smoke items of 5 jobs each: seconds per run
 # The injected change: +3 s on the Ready stage. The t-test of one run against 5 needs ~10 baseline stddevs, and the

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.xdist_group("scale_suite")  # -n N: the module-scoped smoke run once
+
 REPO = Path(__file__).resolve().parents[2]
 SMOKE_ITEMS = 4  # cases/scale/smoke.yaml: training x 2 pacings, distributed, interactive
 RESULT_FILES = ("submitted.json", "sampled.json", "times.csv", "latency.txt", "latency.json", "general.html",

@@ -20,7 +20,10 @@ from kubernetes.stream import portforward
 
 from pytest_topsail.tgis.client import TgisClient
 
-pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+pytestmark = [
+    pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed"),
+    pytest.mark.xdist_group("sim_kserve"),  # -n N: the module-scoped simulator once
+]
 WAIT = 30.0
 
 RUNTIME = """

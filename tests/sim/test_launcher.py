@@ -22,6 +22,8 @@ from kubernetes import client, config
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.sim.launcher import SimCluster
 
+pytestmark = pytest.mark.xdist_group("sim_launcher")  # -n N: the module-scoped simulator once
+
 PROFILE = {"seed": 3, "node_pools": [{"name": "gpu", "count": 3, "gpu_profile": "h100"}]}
 
 

@@ -19,6 +19,8 @@ from kubernetes import client, config
 
 from pytest_topsail.sim.launcher import SimCluster
 
+pytestmark = pytest.mark.xdist_group("sim_realworkload")  # -n N: the module-scoped simulator once
+
 PROFILE = {"seed": 1, "node_pools": [{"name": "cpu", "count": 1, "gpu_profile": "a100"}],
            "runtime": [{"image": "local/shell:*", "max_seconds": 20}]}
 
