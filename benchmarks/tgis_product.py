@@ -3,7 +3,8 @@
     python benchmarks/tgis_product.py [--rounds 2] [--output FILE]
 
 `pytest suites/tgis --preset product` (seven models x 2 configs, 14 TGIS workers, 252 items on the simulator), run
-serially and with `-n 2` back to back in each round. Figures: the wall time of each (median over rounds), the ratio
+serially and with `-n 2` back to back in each round. Figures: the wall time and CPU time of each (median over
+rounds; the CPU time of all the run's processes, steadier than the wall time on a loaded machine), the ratio
 -n 2 / serial (median of the rounds' ratios), and the deployments' overlap: the sum of the deployments' durations
 over the time at least one was running (1.0: one after another; up to max_parallel_workers when they overlap),
 from each worker's `deployment.json` (written by fixtures/tgis_workers.py). Goals: serial <= 90 s, -n 2 <= 0.6x.
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -44,15 +46,22 @@ def run(mode: list[str], directory: Path, pycache: Path | None) -> dict[str, Any
     command = [sys.executable, "-m", "pytest", "suites/tgis", "--preset", "product", "-q", "-p", "no:randomly",
                "-p", "no:cacheprovider", "--artifacts", str(directory / "artifacts"), "--topsail-history",
                str(directory / "history.sqlite"), *mode]
-    began = time.monotonic()
+    began, cpu = time.monotonic(), cpu_seconds()
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT_S,
                             env=environment(pycache))
-    wall = time.monotonic() - began
+    wall, cpu = time.monotonic() - began, cpu_seconds() - cpu
     if result.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed ({result.returncode}):\n{result.stdout[-3000:]}")
     windows = [json.loads(path.read_text()) for path in (directory / "artifacts").glob("*/deployment.json")]
-    return {"wall_s": wall, "deployments": len(windows), "overlap": overlap(windows),
+    return {"wall_s": wall, "cpu_s": cpu, "deployments": len(windows), "overlap": overlap(windows),
             "summary": result.stdout.strip().splitlines()[-1]}
+
+
+def cpu_seconds() -> float:
+    """User + system CPU of the finished child processes (pytest, its xdist workers and simulator included): what
+    the run costs whatever the machine's load."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def overlap(windows: list[dict[str, Any]]) -> float:
@@ -75,8 +84,9 @@ def measure_round(number: int, pycache: Path | None) -> dict[str, Any]:
         serial = run([], Path(serial_dir), pycache)
         parallel = run(["-n", "2"], Path(parallel_dir), pycache)
     ratio = parallel["wall_s"] / serial["wall_s"]
-    print(f"round {number + 1}: serial {serial['wall_s']:.1f} s (overlap {serial['overlap']:.2f}), -n 2 "
-          f"{parallel['wall_s']:.1f} s (overlap {parallel['overlap']:.2f}), ratio {ratio:.2f}; "
+    print(f"round {number + 1}: serial {serial['wall_s']:.1f} s (CPU {serial['cpu_s']:.1f} s, overlap "
+          f"{serial['overlap']:.2f}), -n 2 {parallel['wall_s']:.1f} s (CPU {parallel['cpu_s']:.1f} s, overlap "
+          f"{parallel['overlap']:.2f}), ratio {ratio:.2f}; "
           f"{serial['summary']}; load {os.getloadavg()[0]:.1f}", flush=True)
     return {"serial": serial, "n2": parallel, "ratio": ratio}
 
@@ -99,6 +109,8 @@ def main() -> None:
         "serial_s": statistics.median(r["serial"]["wall_s"] for r in rounds),
         "n2_s": statistics.median(r["n2"]["wall_s"] for r in rounds),
         "ratio": statistics.median(r["ratio"] for r in rounds),
+        "serial_cpu_s": statistics.median(r["serial"]["cpu_s"] for r in rounds),
+        "n2_cpu_s": statistics.median(r["n2"]["cpu_s"] for r in rounds),
         "overlap_serial": statistics.median(r["serial"]["overlap"] for r in rounds),
         "overlap_n2": statistics.median(r["n2"]["overlap"] for r in rounds),
         "bytecode_cache": pycache is not None,

@@ -3,7 +3,6 @@ with one text also has a streaming twin (``.../stream``) judged by the streaming
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from pathlib import Path
@@ -36,24 +35,25 @@ def skip_reason(config: ModelConfig, case: TgisCase, reference: bool, recording:
     return None
 
 
-async def call(target: str, model: str, case: TgisCase, runner: Any, stream: bool) -> dict[str, Any]:
+async def call(client: TgisClient, case: TgisCase, runner: Any, stream: bool) -> dict[str, Any]:
     """The case's request, unary (Generate) or streamed (GenerateStream): the answers (or the gRPC error) in JSON
     form, and the latency (in simulated time on a simulator serving on a time scale: the wall time plus what the
     scale took off, pytest_topsail/tgis/client.py)."""
     outcome: dict[str, Any] = {"responses": None, "error": None, "stream": None}
-    async with TgisClient(target, model_id=model, timeout=runner.request_timeout_s) as client:
-        began = time.perf_counter()
-        try:
-            if stream:
-                outcome["stream"] = [response_dict(message) async for message in client.generate_stream(
-                    case.texts[0], case.parameters(), prefix_id=case.prefix_id, adapter_id=case.adapter_id)]
-            else:
-                answer = await client.generate(list(case.texts), case.parameters(), prefix_id=case.prefix_id,
-                                               adapter_id=case.adapter_id)
-                outcome["responses"] = [response_dict(response) for response in answer.responses]
-        except grpc.aio.AioRpcError as error:
-            outcome["error"] = [error.code().name, error.details() or ""]
-        outcome["latency_ms"] = (time.perf_counter() - began + client.time_compressed_s) * 1000
+    timeout = runner.request_timeout_s
+    began, compressed = time.perf_counter(), client.time_compressed_s
+    try:
+        if stream:
+            outcome["stream"] = [response_dict(message) async for message in client.generate_stream(
+                case.texts[0], case.parameters(), prefix_id=case.prefix_id, adapter_id=case.adapter_id,
+                timeout=timeout)]
+        else:
+            answer = await client.generate(list(case.texts), case.parameters(), prefix_id=case.prefix_id,
+                                           adapter_id=case.adapter_id, timeout=timeout)
+            outcome["responses"] = [response_dict(response) for response in answer.responses]
+    except grpc.aio.AioRpcError as error:
+        outcome["error"] = [error.code().name, error.details() or ""]
+    outcome["latency_ms"] = (time.perf_counter() - began + client.time_compressed_s - compressed) * 1000
     return outcome
 
 
@@ -93,15 +93,24 @@ def workers_to_run(session: pytest.Session, recording: bool) -> list[tuple[str, 
     return list(found.values())
 
 
+LAST_ITEMS = pytest.StashKey[set[str]]()
+
+
 def last_items(session: pytest.Session) -> set[str]:
     """The node ids of the items that are the last of their worker (model, config) in the session's order: after
-    them the worker can go. Under xdist a worker's items form one group, run in this order by one process."""
-    last: dict[tuple[str, str], str] = {}
-    for item in session.items:
-        settings = getattr(getattr(getattr(item, "callspec", None), "params", {}).get("case"), "settings", None) or {}
-        if "config_name" in settings:
-            last[(settings["model"], settings["config_name"])] = item.nodeid
-    return set(last.values())
+    them the worker can go. Under xdist a worker's items form one group, run in this order by one process; with a
+    ``--dist`` that spreads groups (e.g. ``load``) none: the workers stay until the end of the run."""
+    if LAST_ITEMS not in session.stash:
+        last: dict[tuple[str, str], str] = {}
+        option = session.config.option  # an xdist worker keeping groups has dist "load" and loadgroup set
+        spread = getattr(option, "dist", "no") not in ("no", "loadgroup") and not getattr(option, "loadgroup", False)
+        for item in [] if spread else session.items:
+            settings = getattr(getattr(getattr(item, "callspec", None), "params", {}).get("case"), "settings",
+                               None) or {}
+            if "config_name" in settings:
+                last[(settings["model"], settings["config_name"])] = item.nodeid
+        session.stash[LAST_ITEMS] = set(last.values())
+    return session.stash[LAST_ITEMS]
 
 
 def test_tgis(case: topsail.Case, tgis_workers: Any, runner_settings: Any, request: pytest.FixtureRequest,
@@ -116,7 +125,8 @@ def test_tgis(case: topsail.Case, tgis_workers: Any, runner_settings: Any, reque
     reason = skip_reason(config, tgis_case, settings["reference"], recording, stream)
     if reason:
         pytest.skip(reason)
-    tgis_workers.prefetch(request, workers_to_run(request.session, recording))
+    if not tgis_workers.prefetched:  # once per process
+        tgis_workers.prefetch(request, workers_to_run(request.session, recording))
     try:
         worker = tgis_workers.worker(request, settings["model"], config)
     except topsail.TopsailError as error:
@@ -125,7 +135,7 @@ def test_tgis(case: topsail.Case, tgis_workers: Any, runner_settings: Any, reque
         failure = ""
     if failure:  # outside the except block: one message, not a second one "during handling of" the first
         pytest.fail(failure, pytrace=False)
-    outcome = asyncio.run(call(worker.target, settings["model"], tgis_case, runner_settings, stream))
+    outcome = tgis_workers.run(worker, lambda client: call(client, tgis_case, runner_settings, stream))
     (artifact_dir / "answer.json").write_text(json.dumps(outcome, indent=1, default=str), encoding="utf-8")
     kpis.scope("worker", worker=worker.name, model=settings["model"], config_name=config.name)  # judged once
     kpis.record_from({"latency_ms": outcome["latency_ms"], "load_seconds": worker.load_seconds})
