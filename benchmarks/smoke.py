@@ -17,6 +17,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -25,15 +26,20 @@ HERE = Path(__file__).resolve().parents[1]
 
 
 def one_run(tree: Path, timeout_s: float) -> tuple[float, float, bool]:
-    """(wall s, CPU s of the run and its children, passed) of one smoke run from checkout `tree`."""
+    """(wall s, CPU s of the run and its children, passed) of one smoke run from checkout `tree`, with its own
+    artifacts and an empty history (a checkout's accumulated history would make its regression analysis and report
+    costlier than the other's)."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.monotonic()
-    completed = subprocess.run([sys.executable, "-m", "pytest", "suites", "--preset", "smoke", "-q", "-p",
-                                "no:randomly", "-p", "no:cacheprovider"], cwd=tree, env=env, timeout=timeout_s,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False)
-    wall = time.monotonic() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    env.pop("ARTIFACT_DIR", None)
+    with tempfile.TemporaryDirectory(prefix="topsail-bench-smoke-") as tmp:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.monotonic()
+        completed = subprocess.run([sys.executable, "-m", "pytest", "suites", "--preset", "smoke", "-q", "-p",
+                                    "no:randomly", "-p", "no:cacheprovider", "--artifacts", f"{tmp}/artifacts",
+                                    "--topsail-history", f"{tmp}/history.sqlite"], cwd=tree, env=env,
+                                   timeout=timeout_s, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False)
+        wall = time.monotonic() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if completed.returncode != 0:
         print(completed.stdout.decode(errors="replace")[-2000:])

@@ -17,6 +17,7 @@ from pytest_topsail.kube.events import events_for, format_event
 T = TypeVar("T")
 Progress = Callable[[str], None]
 DEFAULT_INTERVAL = 0.25
+FIRST_INTERVAL = 0.05  # polls start this often and back off (x1.5) to `interval`: short waits end soon after the fact
 PROGRESS_EVERY = 5.0
 CONDITIONS_SHOWN = 5
 
@@ -36,8 +37,10 @@ def poll(
     interval: float = DEFAULT_INTERVAL,
     progress_every: float = PROGRESS_EVERY,
 ) -> T:
-    """Call `fetch` until `done(value)`; return the value. On timeout raise WaitTimeout with `describe(last)`."""
+    """Call `fetch` until `done(value)`; return the value. On timeout raise WaitTimeout with `describe(last)`.
+    Polls come every `FIRST_INTERVAL` at first, then less often, at least every `interval`."""
     start = time.monotonic()
+    pause = min(FIRST_INTERVAL, interval)
     deadline = start + timeout
     last: T | None = None
     last_error: KubeError | None = None
@@ -60,7 +63,8 @@ def poll(
         if now >= next_report:
             _report(progress, f"waiting for {what}: {now - start:.0f}s / {timeout:.0f}s")
             next_report = now + progress_every
-        time.sleep(min(interval, max(0.0, deadline - now)))
+        time.sleep(min(pause, max(0.0, deadline - now)))
+        pause = min(pause * 1.5, interval)
     details = describe(last) if describe else ""
     if last_error is not None:
         details = f"{details}; last error: {last_error}" if details else f"last error: {last_error}"
