@@ -83,6 +83,9 @@ def test_identical_runs_give_no_regression_and_no_improvement(series: Series) ->
         assert series.statuses(number, "regression", "improvement") == set(), f"run {number}"
     judged = [v for v in series.verdicts(IDENTICAL_RUNS) if v["status"] == "accepted"]
     assert judged and all(v["history_size"] == 5 for v in judged), "the 6th run is judged against 5 runs"
+    if Path("/proc/loadavg").is_file():  # each test's CPU contention, for its machine_bound KPIs (job_* steps)
+        assert all(v["machine_load"] is not None and v["machine_load"] >= 0 for v in judged)
+        assert {v["kpi"] for v in judged if v["machine_bound"]} >= {"job_created_p50_ms", "job_ready_p50_ms"}
     assert "topsail: no regression" in series.runs[IDENTICAL_RUNS - 1].stdout
 
 
