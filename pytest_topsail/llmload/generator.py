@@ -105,7 +105,7 @@ class PointResult:
     measure_start: float
     stop: float  # when issuing stopped (the deadline, or when the request count was reached; then the cool-down)
     ended: float  # when the last request ended (or was cancelled)
-    records: list[RequestRecord] = field(default_factory=list)
+    records: list[RequestRecord] = field(default_factory=list, repr=False)  # repr: asyncio.run reprs its result
     stopped_by: str | None = None  # the stop rule that ended the point early
     measure_end: float | None = None  # when the measurement ended (the cool-down began); None: at ``stop``
     client: dict[str, Any] = field(default_factory=dict)  # the client's own load (ClientWatch.result)
