@@ -35,13 +35,16 @@ WRITES = [
 ]
 
 
-@pytest.fixture
-def sse_url(background_loop: asyncio.AbstractEventLoop) -> Iterator[str]:
+PEERS: list[object] = []  # each request's client address, as the server saw it
+
+
+def serve(background_loop: asyncio.AbstractEventLoop, writes: list[tuple[bytes, bool]]) -> Iterator[str]:
     async def handle(request: web.Request) -> web.StreamResponse:
         await request.read()
+        PEERS.append(request.transport.get_extra_info("peername") if request.transport else None)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
-        for data, pause in WRITES:
+        for data, pause in writes:
             await response.write(data)
             if pause:
                 await asyncio.sleep(GAP_S)
@@ -60,6 +63,18 @@ def sse_url(background_loop: asyncio.AbstractEventLoop) -> Iterator[str]:
     in_loop(background_loop, runner.cleanup())
 
 
+@pytest.fixture
+def sse_url(background_loop: asyncio.AbstractEventLoop) -> Iterator[str]:
+    yield from serve(background_loop, WRITES)
+
+
+@pytest.fixture
+def done_url(background_loop: asyncio.AbstractEventLoop) -> Iterator[str]:
+    PEERS.clear()
+    # the end of the answer (the chunked terminator) comes a moment after [DONE], as from a busy server
+    yield from serve(background_loop, [(event({"choices": [{"text": "a"}]}) + b"data: [DONE]\n\n", True)])
+
+
 def test_events_are_read_whatever_the_network_cuts(sse_url: str, tmp_path: Path) -> None:
     summary = run_load_test(OpenAIBackend(sse_url, "toy"), [Prompt("hi", 1, 4)],
                             [LoadPoint(concurrency=1, requests=2)], tmp_path)[0]
@@ -73,3 +88,11 @@ def test_events_are_read_whatever_the_network_cuts(sse_url: str, tmp_path: Path)
         gaps = [later - earlier for earlier, later in zip(times[:-1], times[1:], strict=True)]
         assert all(GAP_S * 0.8 <= gap < GAP_S * 6 for gap in gaps), gaps
         assert times[-1] <= record["end"]
+
+
+def test_each_user_keeps_its_connection(done_url: str, tmp_path: Path) -> None:
+    """The stream is read to its end after [DONE], so its connection goes back to the pool (else: a new one)."""
+    summary = run_load_test(OpenAIBackend(done_url, "toy"), [Prompt("hi", 1, 1)],
+                            [LoadPoint(concurrency=3, requests=30)], tmp_path)[0]
+    assert summary["succeeded"] == 30 and len(PEERS) == 30
+    assert len(set(PEERS)) <= 3, f"{len(set(PEERS))} connections for 3 users"

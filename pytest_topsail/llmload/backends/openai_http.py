@@ -7,6 +7,7 @@ generates the dataset's output length; ``stream_options.include_usage`` asks for
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,7 @@ from pytest_topsail.llmload.records import RequestRecord
 
 APIS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 JSON_TYPE = {"Content-Type": "application/json"}
+DONE_GRACE_S = 1.0  # how long the end of a stream may follow its [DONE] event
 READ_BUFFER = 2**20  # aiohttp's 64 KiB default cannot hold one SSE line of a long completion
 
 
@@ -107,6 +109,7 @@ class OpenAIBackend:
                 payload = line[5:].strip()
                 if payload == b"[DONE]":
                     self.finish_stream(record, chunks)
+                    await end_of(response)
                     return
                 chunks += self.read_event(payload, record)
         if pending[:5] == b"data:" and pending[5:].strip() not in (b"", b"[DONE]"):  # no final newline
@@ -151,6 +154,18 @@ class OpenAIBackend:
         if usage:
             record.input_tokens = int(usage.get("prompt_tokens") or 0)
             record.output_tokens = int(usage.get("completion_tokens") or 0)
+
+
+async def end_of(response: aiohttp.ClientResponse) -> None:
+    """Read the answer to its end (the chunked terminator follows [DONE]): a response left unread closes its
+    connection instead of returning it to the pool, and the next request would pay a new connection."""
+    if response.content.is_eof():
+        return
+    try:
+        async with asyncio.timeout(DONE_GRACE_S):
+            await response.content.read()
+    except TimeoutError:
+        pass  # a server holding the stream open after [DONE]: the answer is complete, its connection is dropped
 
 
 async def error_message(response: aiohttp.ClientResponse) -> str:
