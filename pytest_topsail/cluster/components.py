@@ -77,8 +77,12 @@ def _sequence(state: ClusterSession, cluster: Cluster, name: str, settings: C, s
               prepare: Callable[[Prep[C]], dict[str, Any]], cleanup_before: Callable[[Prep[C]], None],
               unprepared: Callable[[Prep[C]], dict[str, Any]]) -> dict[str, Any]:
     progress = state.progress or Progress(state.config)
+    journal = None  # what the preparation created so far, for the next run if this one is killed meanwhile
+    if not settings.keep and not state.discards_cluster:
+        def journal(owner: Ownership) -> None:
+            state.run.write_pending(name, owner.plan(settings.timeout_s))
     with step(name, artifacts_root(state.config)) as directory:
-        prep = Prep(cluster, settings, source, Ownership(name), progress, directory)
+        prep = Prep(cluster, settings, source, Ownership(name, journal=journal), progress, directory)
         result: dict[str, Any] = {"prepared": False, "created": []}
         try:
             if settings.cleanup.before:
@@ -91,11 +95,13 @@ def _sequence(state: ClusterSession, cluster: Cluster, name: str, settings: C, s
         except BaseException:
             if not settings.keep and not state.discards_cluster:
                 rollback(cluster.kube, prep.owner, progress)
+            state.run.drop_pending(name)
             raise
         result["created"] = [str(ref) for ref in prep.owner.created]
         (directory / "created.yaml").write_text(yaml.safe_dump(result["created"]), encoding="utf-8")
         register_cleanup(state, prep.owner, progress, keep=settings.keep or not settings.cleanup.after,
                          timeout=settings.timeout_s)
+        state.run.drop_pending(name)
     return result
 
 
