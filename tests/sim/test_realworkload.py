@@ -77,6 +77,27 @@ def test_a_pod_runs_as_a_process_with_its_volumes_env_logs_and_termination_messa
     assert log == "hello\nenv me\noops\nreal-fail\nno newline\n"  # stdout and stderr merged, as kubectl logs shows them
 
 
+def test_env_from_secret_keys_and_a_declared_port_reached_through_its_annotation(core):
+    core.create_namespaced_secret("default", {"metadata": {"name": "api"}, "stringData": {"key": "sk-1"}})
+    env = [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "api", "key": "key"}}},
+           {"name": "LISTEN_PORT", "value": "8471"}]
+    script = 'echo "token $TOKEN port $LISTEN_PORT"; sleep 1'
+    core.create_namespaced_pod("default", shell_pod("envref", script, container={
+        "env": env, "ports": [{"containerPort": 8471}]}))
+    pod = wait_phase(core, "envref")
+    assert pod.status.phase == "Succeeded"
+    [line] = core.read_namespaced_pod_log("envref", "default").splitlines()
+    local = line.split()[-1]
+    assert line.startswith("token sk-1 port ") and local != "8471"  # this pod's own local port for 8471
+    assert pod.metadata.annotations["sim.topsail.io/endpoint-8471"] == f"127.0.0.1:{local}"
+    missing = [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "api", "key": "nope"}}}]
+    core.create_namespaced_pod("default", shell_pod("envmissing", "echo ran", container={"env": missing}))
+    failed = wait_phase(core, "envmissing")
+    terminated = failed.status.container_statuses[0].state.terminated
+    assert failed.status.phase == "Failed" and terminated.reason == "StartError"
+    assert "Secret default/api key 'nope' not found" in terminated.message
+
+
 def test_success_and_modelled_pods_side_by_side(core):
     core.create_namespaced_pod("default", shell_pod("real-ok", "echo done"))
     modelled = shell_pod("modelled", "echo never run")
