@@ -19,10 +19,11 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlparse
 
-from pytest_topsail.kube.client import Kube
+if TYPE_CHECKING:  # the worker imports this module: it must not load the Kubernetes client (seconds of start-up)
+    from pytest_topsail.kube.client import Kube
 
 PORT = 8471  # the generator container's records port
 PORT_ENV = "TOPSAIL_LOAD_PORT"  # where the worker listens (the simulator remaps it to the pod's local port)
@@ -110,12 +111,12 @@ class Collector:
                 base = f"http://{forward.address}"
                 while not self.stop.wait(PULL_S):
                     try:
-                        if self.pull(base):
-                            post(f"{base}/collected")
-                            self.done = True
-                            return
+                        self.done = self.pull(base)
                     except (OSError, urllib.error.URLError, ValueError) as error:
                         self.error = str(error)  # the pod not serving (yet, or any more): try again
+                    if self.done:
+                        release(f"{base}/collected")
+                        return
         except Exception as error:  # noqa: BLE001 - the runner names the pod; what was pulled is kept
             self.error = f"{type(error).__name__}: {error}"
 
@@ -140,6 +141,15 @@ def get(url: str) -> bytes:
 def post(url: str) -> None:
     request = urllib.request.Request(url, data=b"{}", method="POST")
     with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_S):
+        pass
+
+
+def release(url: str) -> None:
+    """Tell the pod it may exit: every record is here already, so a lost answer (the pod exits as it answers,
+    closing the tunnel) changes nothing; a pod never told exits after its collect_timeout_s."""
+    try:
+        post(url)
+    except (OSError, urllib.error.URLError):
         pass
 
 
