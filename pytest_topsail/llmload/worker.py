@@ -5,8 +5,11 @@ directory]`` (defaults ``/etc/topsail-load`` and ``/records``), run by every pod
 The settings directory (the mounted ConfigMap) holds ``load.json`` (the case's load settings, the endpoint, the start
 barrier ``start_at`` as epoch seconds and ``late_s``) and ``prompts.jsonl``. The worker waits for ``start_at``, runs
 the one load point, and writes into the records directory ``<pod>.jsonl`` (one line per request as it ends, flushed,
-so a pod that dies keeps its records up to its death) and ``<pod>.json`` (the point: its start on the wall clock,
-then its window when it ended). A pod starting more than ``late_s`` after ``start_at`` missed the barrier: it
+as the runner pulls them while the pod runs) and ``<pod>.json`` (the point: its start on the wall clock, then its
+window when it ended). With ``TOPSAIL_LOAD_PORT`` set (the Job sets it), it serves both on that port until the runner
+has collected them (collect.py; at most ``collect_timeout_s``, then it exits anyway; ``TOPSAIL_LOAD_API_KEY``, from
+the run's Secret, is the OpenAI backend's key). A pod starting more than ``late_s`` after ``start_at`` missed the
+barrier: it
 sends nothing and exits 0 (a replacement the Job creates for a lost pod must not churn the Job; the runner names the
 lost pod). Exit codes: 0 done (or barrier missed), 2 bad settings.
 """
