@@ -288,10 +288,9 @@ class Store:
         table.add(key, obj)
         self._by_uid[obj["metadata"]["uid"]] = (rtype, key)
 
-    def _unindex(self, table: Table, key: ObjKey, obj: Obj, keep_uid: bool = False) -> None:
+    def _unindex(self, table: Table, key: ObjKey, obj: Obj) -> None:
         table.discard(key, obj)
-        if not keep_uid:
-            self._by_uid.pop(obj["metadata"]["uid"], None)
+        self._by_uid.pop(obj["metadata"]["uid"], None)
 
     def _index_owners(self, rtype: ResourceType, key: ObjKey, obj: Obj, add: bool) -> None:
         for ref in obj["metadata"].get("ownerReferences") or ():
@@ -584,15 +583,16 @@ class Store:
         if deleting and not metadata.get("finalizers") and rtype.key != NAMESPACES:
             return self._remove(rtype, old, gc_policy=None)
         metadata["resourceVersion"] = self._next_rv()
-        self._unindex(table, key, old, keep_uid=True)
-        self._index_owners(rtype, key, old, add=False)
-        self._index(rtype, table, key, new)
-        self._index_owners(rtype, key, new, add=True)
+        table.replace(key, old, new)  # uid, name and namespace never change: the uid index stays
+        owners_changed = new["metadata"].get("ownerReferences") != old["metadata"].get("ownerReferences")
+        if owners_changed:
+            self._index_owners(rtype, key, old, add=False)
+            self._index_owners(rtype, key, new, add=True)
         if rtype.key == CRDS:
             self._install_crd(new)
             self._sync_api_services()
         self._emit("MODIFIED", rtype, new, table, old)
-        if new["metadata"].get("ownerReferences") != old["metadata"].get("ownerReferences"):
+        if owners_changed:
             self._note_owners(rtype, key, new)
         if deleting and rtype.key == NAMESPACES:
             self._maybe_finish_namespace(key[1])

@@ -32,6 +32,17 @@ class Table:
         for label, value in (obj["metadata"].get("labels") or {}).items():
             self.by_label.setdefault(label, {}).setdefault(value, set()).add(key)
 
+    def replace(self, key: ObjKey, old: Obj, new: Obj) -> None:
+        """A new version of a stored object; the label index is touched only when its labels changed (most updates,
+        such as a status update, keep them)."""
+        if new["metadata"].get("labels") != old["metadata"].get("labels"):
+            self.discard(key, old)
+            self.add(key, new)
+            return
+        self.objects[key] = new
+        self.by_namespace[key[0]][key[1]] = new
+        self.raw.pop(key, None)
+
     def discard(self, key: ObjKey, obj: Obj) -> None:
         self.objects.pop(key, None)
         self.raw.pop(key, None)
