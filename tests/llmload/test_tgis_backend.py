@@ -65,3 +65,13 @@ def test_stream_times_are_taken_per_message(fake_tgis, tmp_path: Path) -> None:
         assert times == sorted(times) and len(record["chunks"]) == 6
         gaps = [b - a for a, b in zip(times[1:-2], times[2:-1], strict=True)]
         assert all(0.015 <= gap < 0.2 for gap in gaps)
+
+
+def test_streams_still_running_after_the_drain_are_cancelled(fake_tgis, tmp_path: Path) -> None:
+    fake_tgis.itl_s = 0.2
+    began = time.monotonic()
+    summary = run_load_test(TgisBackend(fake_tgis.target), [Prompt("slow", 1, 50)],
+                            [LoadPoint(concurrency=3, duration_s=0.3, drain_timeout_s=0.2)], tmp_path)[0]
+    assert time.monotonic() - began < 5
+    assert summary["failures"] == {"cancelled": 3}
+    assert not [thread for thread in threading.enumerate() if thread.name == "tgis-stream"]

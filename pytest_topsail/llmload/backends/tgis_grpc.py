@@ -61,8 +61,8 @@ class TgisBackend:
         if self.client is None:
             return
         if self.stream:
+            self.client.close()  # ends every stream still running, so the readers return
             self.readers.close()
-            self.client.close()
         else:
             await self.client.close()
         self.client = None
@@ -175,6 +175,7 @@ class Readers:
     def close(self) -> None:
         for _ in self.threads:
             self.jobs.put(None)
+        deadline = time.monotonic() + CANCEL_WAIT_S
         for thread in self.threads:
-            thread.join(CANCEL_WAIT_S)
+            thread.join(max(0.0, deadline - time.monotonic()))
         self.threads.clear()
