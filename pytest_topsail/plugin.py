@@ -103,6 +103,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
     return report
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    from pytest_topsail import session
+
+    session.unconfigure(config)
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     from pytest_topsail import session
 

@@ -17,6 +17,8 @@ from pytest_topsail.errors import TopsailError
 from pytest_topsail.run import STATE_KEY, state_of
 from pytest_topsail.suites import Suite, discover_suites, load_suite, load_suites_in_scope, suite_name_of_path
 
+FROZEN_KEY = pytest.StashKey[bool]()  # the garbage collector was frozen after collection (modify_items)
+
 
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("topsail", "pytest-topsail (performance and scale suites)")
@@ -256,6 +258,21 @@ def modify_items(config: pytest.Config, items: list[pytest.Item]) -> None:
         if id(holder) not in marked:
             marked.add(id(holder))
             holder.add_marker(name)
+    if marked:
+        import gc
+
+        # What exists now (the imported clients, servers, plotly, pydantic models, the items) lives until the end:
+        # the collector's full passes during the items need not walk it again each time (unfrozen at unconfigure,
+        # before pytest's last collections).
+        gc.freeze()
+        config.stash[FROZEN_KEY] = True
+
+
+def unconfigure(config: pytest.Config) -> None:
+    if config.stash.get(FROZEN_KEY, False):
+        import gc
+
+        gc.unfreeze()
 
 
 @contextmanager
