@@ -6,8 +6,8 @@
   p99; mean, p80, p90 and p95 are ignored for regression (TOPSAIL's choice: the median carries the verdict);
   min and max are informational (extremes: one fast or slow token or a scheduling hiccup moves them; in 8 identical
   runs itl_min_ms went 0.24 -> 6.2 ms and e2e_min_ms of 4 requests +178 %), p99 is judged from 1,000 samples on
-  (10 beyond it); requests_per_s from 100 requests on (a count of a few requests per second is quantized); TTFT,
-  ITL and TPOT exist only for streamed points
+  (10 beyond it), e2e_median from 10 requests (an answer's length sets its e2e); requests_per_s from 100 requests
+  on (a count of a few requests per second is quantized); TTFT, ITL and TPOT exist only for streamed points
 - ``goodput`` (requests/s) and ``slo_attainment`` (%): against ``tests.llm_load.slo``, only when targets are given
 - an automatic sweep (``mode: sweep``, one item): every KPI of its max-throughput point (its second), but
   ``goodput``: the best of its points
@@ -64,16 +64,26 @@ def sample_size(metric: str) -> Callable[[PointResult], float | None]:
     return size
 
 
+# The smallest sample a statistic is judged from: 10 samples beyond a P99; the median of the end-to-end latency from
+# 10 requests, because a request's e2e grows with its answer's length and the median of a few requests depends on
+# which answers ended in the window (identical runs, concurrency 1 for 1 s: e2e_median_ms 323 -> 204 ms).
+MIN_SAMPLES = {("p99", None): 1000, ("median", "e2e"): 10}
+
+
+def min_samples(metric: str, statistic: str) -> int | None:
+    return MIN_SAMPLES.get((statistic, None)) or MIN_SAMPLES.get((statistic, metric))
+
+
 for _metric, _text in LATENCIES.items():
     for _statistic in STATISTICS:
         _function = latency_kpi(_metric, _statistic)
         _function.__name__ = f"{_metric}_{_statistic}_ms"
+        _minimum = min_samples(_metric, _statistic)
         globals()[_function.__name__] = kpi(
             unit="ms", help=f"{_statistic} of the {_text}", lower_better=True, format="{:.2f}",
             ignored_for_regression=_statistic in (*IGNORED_STATISTICS, "min", "max"),
             why=EXTREME_WHY if _statistic in ("min", "max") else "TOPSAIL's choice: the median carries the verdict",
-            samples=sample_size(_metric) if _statistic == "p99" else None,
-            min_samples=1000 if _statistic == "p99" else None)(_function)  # 10 samples beyond a P99
+            samples=sample_size(_metric) if _minimum else None, min_samples=_minimum)(_function)
 
 
 @kpi(unit="tokens/s", help="Output tokens received per second of the measurement window", higher_better=True,
