@@ -44,6 +44,8 @@ _EXPORTS = {
     "wait_for": "pytest_topsail.kube.wait",
     "wait_condition": "pytest_topsail.kube.wait",
     "wait_deleted": "pytest_topsail.kube.wait",
+    "condition_status": "pytest_topsail.conditions",
+    "find_condition": "pytest_topsail.conditions",
     "create_namespace": "pytest_topsail.kube.namespaces",
     "delete_namespaces": "pytest_topsail.kube.namespaces",
     "report_leftover": "pytest_topsail.leftovers",
@@ -71,10 +73,11 @@ _EXPORTS = {
 __all__ = [
     "Case", "Cluster", "ComponentSettings", "Config", "KpiRecorder", "Kube", "KubeError", "KubeStep", "ObjectRef",
     "Ownership", "Parallel", "Prep", "Progress", "Settings", "Suite", "TopsailError", "WaitTimeout", "add_cleanup",
-    "artifacts_root", "connect", "create_namespace", "current_artifact_dir", "delete_namespaces", "delete_refs",
-    "kpi", "kube_step", "load_suite", "opened_cluster", "or_fail", "parametrize_cases", "prepare_component",
-    "report_leftover", "resolve_case_files", "rollback", "run_once", "shared_dir", "shared_plotly_js", "step",
-    "suite_of_item", "validate", "wait_condition", "wait_deleted", "wait_for",
+    "artifacts_root", "condition_status", "connect", "create_namespace", "current_artifact_dir", "delete_namespaces",
+    "delete_refs", "find_condition", "kpi", "kube_step", "load_suite", "opened_cluster", "or_fail",
+    "parametrize_cases", "prepare_component", "report_leftover", "resolve_case_files", "rollback", "run_once",
+    "shared_dir", "shared_plotly_js", "step", "suite_of_item", "validate", "wait_condition", "wait_deleted",
+    "wait_for",
 ]
 
 if TYPE_CHECKING:
@@ -84,6 +87,7 @@ if TYPE_CHECKING:
     from pytest_topsail.cluster.fixture import Cluster, add_cleanup, opened_cluster, run_once, shared_dir
     from pytest_topsail.cluster.settings import ComponentSettings
     from pytest_topsail.cluster.steps import KubeStep, Ownership, delete_refs, kube_step, or_fail, rollback
+    from pytest_topsail.conditions import condition_status, find_condition
     from pytest_topsail.config import Config
     from pytest_topsail.errors import TopsailError
     from pytest_topsail.kpi import KpiRecorder, kpi
