@@ -41,8 +41,10 @@ def run(tmp: Path, cases: str, *args: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "pytest", "suites/tgis", "-p", "no:cacheprovider", "-q", "-rfs", "-W",
                "always::UserWarning", "--artifacts", str(tmp / "artifacts"), "--topsail-history",
                str(tmp / "history.sqlite"), "--var", "tests.tgis=" + json.dumps(spec), *args]
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    env.pop("ARTIFACT_DIR", None)
+    # a run of its own, also when this test runs in an xdist worker (suites/tgis/settings.py warns only outside one)
+    env = {key: value for key, value in os.environ.items()
+           if key != "ARTIFACT_DIR" and not key.startswith("PYTEST_XDIST_")}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
     return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
 
 
