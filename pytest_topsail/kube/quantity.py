@@ -4,9 +4,11 @@ no node can hold, the fine-tuning runner): exact decimals, CPU in millicores, ev
 from __future__ import annotations
 
 import re
-from decimal import ROUND_CEILING, Decimal, InvalidOperation
+from decimal import ROUND_CEILING, Decimal
 
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
+# Exact arithmetic on "1e999999999" would not end (and no resource comes near 1e64): such exponents are refused.
+MAX_EXPONENT = 64
 _SUFFIX = {
     None: Decimal(1), "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "k": Decimal("1e3"),
     "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"), "P": Decimal("1e15"), "E": Decimal("1e18"),
@@ -25,8 +27,11 @@ def parse_quantity(value: str | int | float) -> Decimal:
     if not match:
         raise ValueError(f"not a Kubernetes quantity: {value!r}")
     try:
-        return Decimal(match.group(1)) * _SUFFIX[match.group(2)]
-    except InvalidOperation:
+        number = Decimal(match.group(1))
+        if abs(number.adjusted()) > MAX_EXPONENT:
+            raise ValueError(f"not a Kubernetes quantity: {value!r} (out of range)")
+        return number * _SUFFIX[match.group(2)]
+    except ArithmeticError:  # decimal's InvalidOperation ("1.2.3") and Overflow
         raise ValueError(f"not a Kubernetes quantity: {value!r}") from None
 
 

@@ -8,6 +8,8 @@ import re
 from fractions import Fraction
 from typing import Any
 
+from pytest_topsail.kube.quantity import MAX_EXPONENT
+
 from .apierror import ApiError, invalid
 from .resources import ResourceType
 
@@ -238,7 +240,8 @@ def _parse_quantity_text(text: str) -> Fraction | None:
         return None
     number, suffix = Fraction(match.group(1)), match.group(2)
     if suffix[:1] in ("e", "E"):
-        return number * Fraction(10) ** int(suffix[1:])
+        exponent = int(suffix[1:])
+        return None if abs(exponent) > MAX_EXPONENT else number * Fraction(10) ** exponent
     scale = _SUFFIXES.get(suffix)
     return None if scale is None else number * scale
 
@@ -419,6 +422,12 @@ QUANTITY = "quantity"
 STRING_MAP = "map[string]string"
 OBJECT = "object"
 _QUANTITY = re.compile(r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(([KMGTPE]i)|[numkMGTPE]|[eE][+-]?[0-9]+)?$")
+_EXPONENT = re.compile(r"[eE]([+-]?[0-9]+)$")
+
+
+def _exponent_out_of_range(value: str | int | float) -> bool:
+    match = _EXPONENT.search(value) if isinstance(value, str) else None
+    return match is not None and abs(int(match[1])) > MAX_EXPONENT
 _RESOURCES = {"requests": {"*": QUANTITY}, "limits": {"*": QUANTITY}}
 _CONTAINER = {"name": str, "image": str, "command": [str], "args": [str], "workingDir": str,
               "resources": _RESOURCES, "env": [{"name": str, "value": str}], "ports": [{"containerPort": int}],
@@ -468,7 +477,7 @@ def _typed_ok(value: Any, schema: Any) -> bool:
         return value.__class__ is str or isinstance(value, str)
     if schema is QUANTITY:
         return not isinstance(value, bool) and isinstance(value, (str, int, float)) and \
-            _QUANTITY.match(str(value)) is not None
+            _QUANTITY.match(str(value)) is not None and not _exponent_out_of_range(value)
     if schema is STRING_MAP:
         return isinstance(value, dict) and all(isinstance(item, str) for item in value.values())
     if schema is OBJECT:
@@ -489,6 +498,9 @@ def _check_typed(value: Any, schema: Any, field: str) -> None:
         if isinstance(value, bool) or not isinstance(value, (str, int, float)) or not _QUANTITY.match(str(value)):
             raise ApiError(400, "BadRequest", f"{field}: quantities must match the regular expression "
                                               f"'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'")
+        if _exponent_out_of_range(value):
+            raise ApiError(400, "BadRequest", f"{field}: unable to parse quantity's numeric part: exponent beyond "
+                                              f"{MAX_EXPONENT}")
     elif isinstance(schema, list):
         if not isinstance(value, list):
             raise _undecodable(value, field, "[]" + _type_name(schema[0]))

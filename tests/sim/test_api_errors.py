@@ -44,6 +44,8 @@ def existing(api_sim: Any) -> None:
     ("POST", PODS, _pod("p", resources="x"), "application/json", 400, "BadRequest", "resources"),
     ("POST", PODS, _pod("p", resources={"requests": {"cpu": "lots"}}), "application/json", 400, "BadRequest",
      "quantities must match"),
+    ("POST", PODS, _pod("p", resources={"requests": {"memory": "1e999999999"}}), "application/json", 400,
+     "BadRequest", "exponent beyond 64"),  # exact arithmetic on it would never end
     ("POST", PODS, _pod("p", command="sleep 1"), "application/json", 400, "BadRequest", "command"),
     ("POST", "/apis/batch/v1/namespaces/default/jobs", json.dumps({"metadata": {"name": "j"}, "spec": {
         "parallelism": "x", "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}}),

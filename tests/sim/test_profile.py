@@ -144,9 +144,10 @@ def test_memory_quantities(value, amount):
     assert parse_memory_bytes(value) == amount
 
 
-def test_bad_quantity():
-    with pytest.raises(ValueError, match="not a Kubernetes quantity"):
-        parse_memory_bytes("12 apples")
+@pytest.mark.parametrize("value", ["12 apples", "1.2.3Gi", "1e999999999", "1e-999999999", "9" * 80 + "Ei"])
+def test_bad_quantity(value):
+    with pytest.raises(ValueError, match="not a Kubernetes quantity"):  # at once: "1e999999999" must not be expanded
+        parse_memory_bytes(value)
 
 
 def test_plugin_settings_are_checked_by_their_plugin_when_the_profile_is_built(tmp_path):
