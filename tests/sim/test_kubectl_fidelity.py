@@ -184,7 +184,11 @@ def test_pod_log_options(cluster_sim: Any, core: client.CoreV1Api, namespace: st
     with pytest.raises(ApiException) as invalid:
         core.read_namespaced_pod_log("talker", namespace, since_seconds=0)
     assert invalid.value.status == 422
-    wait_until(lambda: status() and status().restart_count >= 1, 20, "the second run")
+    def restarted() -> bool:
+        running = status()  # one read: the container may stop between two
+        return running is not None and running.restart_count >= 1
+
+    wait_until(restarted, 20, "the second run")
     previous = cluster_sim.kubectl("logs", "talker", "-n", namespace, "--previous").stdout
     assert previous == "one\ntwo\n"
 
