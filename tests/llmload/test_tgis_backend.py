@@ -45,11 +45,11 @@ def test_grpc_errors_are_counted_by_code(fake_tgis, tmp_path: Path) -> None:
 
 
 def test_a_stream_past_its_timeout_is_cancelled_and_its_reader_ends(fake_tgis, tmp_path: Path) -> None:
-    fake_tgis.itl_s = 0.2  # 50 tokens would take 10 s
+    fake_tgis.itl_s = 0.2  # 500 tokens would take 100 s
     began = time.monotonic()
-    summary = run_load_test(TgisBackend(fake_tgis.target), [Prompt("slow", 1, 50)],
+    summary = run_load_test(TgisBackend(fake_tgis.target), [Prompt("slow", 1, 500)],
                             [LoadPoint(concurrency=2, requests=2, timeout_s=0.5)], tmp_path)[0]
-    assert time.monotonic() - began < 5
+    assert time.monotonic() - began < 30  # ended by the 0.5 s timeout (a loaded machine adds seconds), not the stream
     assert summary["failures"] == {"timeout": 2}
     records = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
     assert all(1 <= len(r["chunks"]) <= 3 and r["chunks"][-1][0] <= r["end"] for r in records)
@@ -64,14 +64,14 @@ def test_stream_times_are_taken_per_message(fake_tgis, tmp_path: Path) -> None:
         times = [record["start"], *(when for when, _ in record["chunks"]), record["end"]]
         assert times == sorted(times) and len(record["chunks"]) == 6
         gaps = [b - a for a, b in zip(times[1:-2], times[2:-1], strict=True)]
-        assert all(0.015 <= gap < 0.2 for gap in gaps)
+        assert all(gap >= 0.015 for gap in gaps)  # stamped as each message arrived (no upper bound: load stretches)
 
 
 def test_streams_still_running_after_the_drain_are_cancelled(fake_tgis, tmp_path: Path) -> None:
-    fake_tgis.itl_s = 0.2
+    fake_tgis.itl_s = 0.2  # 500 tokens would take 100 s
     began = time.monotonic()
-    summary = run_load_test(TgisBackend(fake_tgis.target), [Prompt("slow", 1, 50)],
+    summary = run_load_test(TgisBackend(fake_tgis.target), [Prompt("slow", 1, 500)],
                             [LoadPoint(concurrency=3, duration_s=0.3, drain_timeout_s=0.2)], tmp_path)[0]
-    assert time.monotonic() - began < 5
+    assert time.monotonic() - began < 30  # ended by the drain timeout (a loaded machine adds seconds), not the streams
     assert summary["failures"] == {"cancelled": 3}
     assert not [thread for thread in threading.enumerate() if thread.name == "tgis-stream"]

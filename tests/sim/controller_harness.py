@@ -18,7 +18,7 @@ from pytest_topsail.sim.controllers import start_controllers
 from pytest_topsail.sim.profile import Profile
 from pytest_topsail.sim.store import Store
 
-WAIT_SECONDS = 10.0
+WAIT_SECONDS = 30.0  # generous: a wait ends as soon as its condition holds; a loaded machine stretches real time
 
 # Fast stages so that scenarios take milliseconds; tests that look at timings set their own.
 FAST_STAGES: dict[str, Any] = {

@@ -89,18 +89,17 @@ def test_watch_with_a_selector_sees_objects_enter_and_leave(core: client.CoreV1A
     def collect() -> None:
         stream = watch.Watch()
         for event in stream.stream(core.list_namespaced_pod, namespace, label_selector="stage=b",
-                                   resource_version=start, timeout_seconds=5):
+                                   resource_version=start, timeout_seconds=60):  # stopped at the 3rd event
             seen.append((event["type"], event["object"].metadata.name, event["object"].metadata.labels["stage"]))
             if len(seen) == 3:
                 stream.stop()
 
     thread = threading.Thread(target=collect)
-    thread.start()
-    time.sleep(0.3)
+    thread.start()  # the watch replays from `start`: the patches may come before it connects
     core.patch_namespaced_pod("mover", namespace, {"metadata": {"labels": {"stage": "b"}}})   # enters: ADDED
     core.patch_namespaced_pod("mover", namespace, {"metadata": {"annotations": {"x": "1"}}})  # stays: MODIFIED
     core.patch_namespaced_pod("mover", namespace, {"metadata": {"labels": {"stage": "c"}}})   # leaves: DELETED
-    thread.join(10)
+    thread.join(60)
     # the DELETED event carries the last state that matched, as the watch cache sends it
     assert seen == [("ADDED", "mover", "b"), ("MODIFIED", "mover", "b"), ("DELETED", "mover", "b")]
     assert core.read_namespaced_pod("mover", namespace)  # it was never deleted
@@ -209,7 +208,7 @@ def test_dependent_of_an_owner_that_never_existed_is_collected(core: client.Core
     def names() -> list[str]:
         return [c.metadata.name for c in core.list_namespaced_config_map(namespace).items]
 
-    wait_until(lambda: "orphan" not in names(), 5, "the dependent of a missing owner to be collected")
+    wait_until(lambda: "orphan" not in names(), 30, "the dependent of a missing owner to be collected")
     half = core.read_namespaced_config_map("half", namespace)
     assert [ref.name for ref in half.metadata.owner_references] == ["owner"]  # the dangling reference removed
 

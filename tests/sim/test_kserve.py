@@ -258,7 +258,7 @@ def test_plain_tgis_pod_serves_until_deleted(sim: Any, core: client.CoreV1Api, w
 
     async def info() -> Any:
         async with TgisClient(annotations, model_id="bigscience/bloom-560m") as tgis:
-            return await tgis.model_info(timeout=5)
+            return await tgis.model_info(timeout=30)
 
     assert asyncio.run(info()).max_new_tokens == 77  # from the pod's env
     timing = core.read_namespaced_pod("tgis", "default").metadata.annotations
@@ -312,7 +312,7 @@ def test_changed_inferenceservice_rolls_its_predictor(sim: Any, core: client.Cor
 
     async def max_new_tokens(address: str) -> int:
         async with TgisClient(address, model_id="flan-t5-small") as tgis:
-            return (await tgis.model_info(timeout=5)).max_new_tokens
+            return (await tgis.model_info(timeout=30)).max_new_tokens
 
     def rolled() -> bool:
         endpoints = [a.get("sim.topsail.io/endpoint-8033") for a in _endpoints(core, "flan")]

@@ -281,18 +281,18 @@ def test_exec_of_cat_and_of_a_shell_read_stdin_as_the_official_client_writes_it(
     cat = stream(core.connect_post_namespaced_pod_exec, "stdin", "default", command=["/bin/sh", "-c", "cat"],
                  stderr=True, stdin=True, stdout=True, tty=False, _preload_content=False)
     cat.write_stdin("test-close\n")
-    assert cat.readline_stdout(timeout=5) == "test-close"
+    assert cat.readline_stdout(timeout=30) == "test-close"
     cat.close_channel(0)
-    cat.run_forever(timeout=5)
+    cat.run_forever(timeout=30)
     assert not cat.is_open() and cat.returncode == 0
     shell = stream(core.connect_post_namespaced_pod_exec, "stdin", "default", command=["/bin/sh"], stderr=True,
                    stdin=True, stdout=True, tty=False, _preload_content=False)
     shell.write_stdin("echo test string 1\n")
-    assert shell.readline_stdout(timeout=5) == "test string 1"
+    assert shell.readline_stdout(timeout=30) == "test string 1"
     shell.write_stdin("echo test string 2 >&2\n")
-    assert shell.readline_stderr(timeout=5) == "test string 2"
+    assert shell.readline_stderr(timeout=30) == "test string 2"
     shell.write_stdin("exit 4\n")
-    shell.run_forever(timeout=5)
+    shell.run_forever(timeout=30)
     assert shell.returncode == 4
 
 
