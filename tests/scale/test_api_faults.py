@@ -70,13 +70,13 @@ def test_a_cluster_that_goes_away_mid_run_ends_the_wait_at_once(tmp_path) -> Non
     kube = connect(sim.kubeconfig_path)
     kube.retry = RetryPolicy(max_attempts=2)
     threading.Timer(2.0, sim.stop).start()
-    case = ScaleCase(workload="training", jobs=2, gpus=1, duration_s=60, timeout_s=120)
+    case = ScaleCase(workload="training", jobs=2, gpus=1, duration_s=600, timeout_s=900)  # far beyond the bound
     started = time.monotonic()
     record: dict = {}
     with collecting(record):
         result = run_case(kube, case, tmp_path, RunOptions(namespace_prefix="g", plots=False), run_id="gone01")
     kube.close()
-    assert time.monotonic() - started < 30, "the wait ended when the cluster stopped answering, not at timeout_s"
+    assert time.monotonic() - started < 120, "the wait ended when the cluster stopped answering, not at timeout_s"
     lost = result.summary["cluster_lost"]
     assert lost.startswith("the cluster stopped answering while the jobs ran: "), result.summary
     assert "connection refused" in result.summary["cluster_lost"] and not result.summary["timed_out"]

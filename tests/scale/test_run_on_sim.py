@@ -50,8 +50,8 @@ def test_sampling_a_kind_the_cluster_does_not_serve_fails_fast_naming_it(api):
     sampler = Sampler(api, ["default"], "nope", ("example.com/v1", "Widget"))
     started = time.monotonic()
     with pytest.raises(TopsailError, match="cannot list Widget: 404"):
-        sampler.start(timeout_s=10)
-    assert time.monotonic() - started < 5
+        sampler.start(timeout_s=120)
+    assert time.monotonic() - started < 60  # at once (< 1 s quiet), not at timeout_s
 
 
 def test_pods_no_node_can_hold_fail_the_run_in_seconds_naming_request_and_reason(api, tmp_path):
