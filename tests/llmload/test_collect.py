@@ -4,16 +4,9 @@ runner's pulls, here over plain loopback HTTP (the distributed tests run them th
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 
 from pytest_topsail.llmload.collect import Collector, RecordServer, post
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def test_pulls_whole_lines_until_the_point_ended_then_releases_the_pod(tmp_path: Path) -> None:
@@ -21,9 +14,8 @@ def test_pulls_whole_lines_until_the_point_ended_then_releases_the_pod(tmp_path:
     pod_dir.mkdir()
     runner_dir.mkdir()
     records, point = pod_dir / "gen-0.jsonl", pod_dir / "gen-0.json"
-    port = free_port()
-    server = RecordServer(port, records, point)
-    base = f"http://127.0.0.1:{port}"
+    server = RecordServer(0, records, point)  # port 0: the system's free port, bound at once (no race)
+    base = f"http://127.0.0.1:{server.http.server_address[1]}"
     collector = Collector(None, "ns", "gen-0", runner_dir)  # type: ignore[arg-type] (pull needs no cluster)
     assert collector.pull(base) is False and not (runner_dir / "gen-0.jsonl").exists()  # nothing yet
     point.write_text(json.dumps({"started_epoch": 1.0}))
@@ -41,5 +33,5 @@ def test_pulls_whole_lines_until_the_point_ended_then_releases_the_pod(tmp_path:
 
 
 def test_an_uncollected_pod_exits_after_the_timeout(tmp_path: Path) -> None:
-    server = RecordServer(free_port(), tmp_path / "r.jsonl", tmp_path / "p.json")
+    server = RecordServer(0, tmp_path / "r.jsonl", tmp_path / "p.json")
     assert server.wait_collected(timeout=0.2) is False

@@ -145,16 +145,15 @@ def test_ready_inferenceservice_status_and_predictor(sim: Any, core: client.Core
 
 @pytest.mark.parametrize("target", ["pod", "svc/flan-predictor"])
 def test_kubectl_port_forward_to_the_predictor(sim: Any, flan: str, target: str) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        local = probe.getsockname()[1]
     where = f"pod/{flan}" if target == "pod" else target  # kubectl picks a pod of the Service itself
     process = subprocess.Popen(["kubectl", "--kubeconfig", str(sim.kubeconfig_path), "port-forward", where,
-                                f"{local}:8033"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                ":8033"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         lines: queue.Queue[str] = queue.Queue()
         threading.Thread(target=lambda: [lines.put(line) for line in process.stdout or ()], daemon=True).start()
-        assert lines.get(timeout=WAIT).startswith(f"Forwarding from 127.0.0.1:{local}")
+        forwarding = lines.get(timeout=WAIT)  # kubectl picks the local port: "Forwarding from 127.0.0.1:L -> 8033"
+        assert forwarding.startswith("Forwarding from 127.0.0.1:") and forwarding.rstrip().endswith(" -> 8033")
+        local = int(forwarding.split("127.0.0.1:", 1)[1].split(" ", 1)[0])
         _check_calls(asyncio.run(asyncio.wait_for(_tgis_calls(f"127.0.0.1:{local}"), WAIT)))
     finally:
         process.terminate()

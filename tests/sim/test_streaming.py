@@ -6,6 +6,7 @@ import base64
 import json
 import os
 import queue
+import re
 import shutil
 import socket
 import socketserver
@@ -299,10 +300,18 @@ def test_portforward_client_concurrent_connections(core: client.CoreV1Api, pod: 
 
 
 # ----------------------------------------------------------------- port-forward, kubectl
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+def _forwarded(lines: queue.Queue[str], remotes: tuple[int, ...]) -> dict[int, int]:
+    """The local port kubectl bound for each remote port, read from its "Forwarding from 127.0.0.1:L -> R" lines
+    (kubectl picks them itself: a port chosen by the test and freed before kubectl binds it could be taken)."""
+    found: dict[int, int] = {}
+    while set(found) != set(remotes):
+        try:
+            line = lines.get(timeout=WAIT)
+        except queue.Empty:
+            raise AssertionError("kubectl port-forward did not start listening") from None
+        if match := re.match(r"Forwarding from 127\.0\.0\.1:(\d+) -> (\d+)", line):
+            found[int(match[2])] = int(match[1])
+    return found
 
 
 @pytest.fixture(params=["websocket", "spdy"])
@@ -310,23 +319,16 @@ def kubectl_forward(request: pytest.FixtureRequest, sim: Any,
                     pod: str) -> Iterator[tuple[int, int, subprocess.Popen[str]]]:
     """`kubectl port-forward pod/worker A:8033 B:8080` running, once it printed that it listens: kubectl 1.32's
     SPDY inside a WebSocket, or its fallback, the connection upgraded to SPDY/3.1."""
-    local, refused = _free_port(), _free_port()
     env = {**os.environ, "KUBECTL_PORT_FORWARD_WEBSOCKETS": "false" if request.param == "spdy" else "true"}
     process = subprocess.Popen(["kubectl", "--kubeconfig", str(sim.kubeconfig_path), "port-forward", f"pod/{pod}",
-                                f"{local}:8033", f"{refused}:8080"], stdout=subprocess.PIPE,
+                                ":8033", ":8080"], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, env=env)
     try:
         lines: queue.Queue[str] = queue.Queue()
         assert process.stdout is not None
         threading.Thread(target=lambda: [lines.put(line) for line in process.stdout], daemon=True).start()
-        listening = 0
-        while listening < 2:  # "Forwarding from 127.0.0.1:A -> 8033", then B; connecting would forward
-            try:
-                line = lines.get(timeout=WAIT)
-            except queue.Empty:
-                raise AssertionError("kubectl port-forward did not start listening") from None
-            listening += line.startswith("Forwarding from 127.0.0.1:")
-        yield local, refused, process
+        ports = _forwarded(lines, (8033, 8080))  # listening on both; connecting would forward
+        yield ports[8033], ports[8080], process
     finally:
         process.terminate()
         try:
