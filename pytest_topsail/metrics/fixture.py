@@ -75,6 +75,40 @@ def tell(config: pytest.Config, item: pytest.Item | None, message: str) -> None:
 
 
 # ------------------------------------------------------------------ the run's Prometheus
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The run's own Prometheus (simulator, ``url: auto``) sends itself its targets ~5 s after it starts: the items of
+    suites without metrics run first (each group in its order), so that the server, started as soon as the first of
+    them opens the cluster, is scraping by the first item with metrics (``pytest suites``: no wait at all)."""
+    from pytest_topsail.cluster.plugin import cluster_mode
+    from pytest_topsail.errors import TopsailError
+    from pytest_topsail.metrics.settings import metrics_settings
+    from pytest_topsail.suites import suite_of_item
+
+    if cluster_mode(config) != "sim" or config.getoption("topsail_prometheus", None):
+        return
+    settings = _first_settings(config)
+    if settings is None or settings.prometheus.url != "auto":
+        return
+    with_metrics: dict[str, bool] = {}
+
+    def has_metrics(item: pytest.Item) -> bool:
+        try:
+            suite = suite_of_item(item)
+        except TopsailError:
+            return False
+        if suite is None:
+            return False
+        if suite.name not in with_metrics:
+            try:
+                with_metrics[suite.name] = metrics_settings(suite.config) is not None
+            except TopsailError:
+                with_metrics[suite.name] = False
+        return with_metrics[suite.name]
+
+    items[:] = sorted(items, key=has_metrics)  # stable
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest) -> Generator[
         None, object, object]:
@@ -177,7 +211,8 @@ def _start_local(config: pytest.Config, settings: MetricsSettings, cluster: Any)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     state = item.config.stash.get(RUN_KEY, None)
     source = state.source if state is not None else None
-    if state is not None and source is not None and source.local_interval_s and not state.scraping:
+    if (state is not None and source is not None and source.local_interval_s and not state.scraping
+            and _item_settings(item) is not None):  # the first item with metrics (its window needs samples)
         state.scraping = True
         _wait_scraping(item, source)
     start = time.time()
@@ -233,7 +268,7 @@ def topsail_metric_pods(request: pytest.FixtureRequest) -> Callable[[str], None]
 @pytest.fixture(autouse=True)
 def _topsail_metrics(request: pytest.FixtureRequest) -> Iterator[None]:
     """After the call of an item of a suite with metrics that used the cluster: its metric KPIs, series, figures."""
-    settings = _item_settings(request)
+    settings = _item_settings(request.node)
     if settings is None:
         yield
         return
@@ -251,14 +286,14 @@ def _topsail_metrics(request: pytest.FixtureRequest) -> Iterator[None]:
         tell(request.config, request.node, f"metrics: {error}")
 
 
-def _item_settings(request: pytest.FixtureRequest) -> MetricsSettings | None:
+def _item_settings(item: pytest.Item) -> MetricsSettings | None:
     from pytest_topsail.items import ITEM_RECORD_KEY
     from pytest_topsail.metrics.settings import metrics_settings
     from pytest_topsail.suites import suite_of_item
 
-    if request.node.stash.get(ITEM_RECORD_KEY, None) is None:
+    if item.stash.get(ITEM_RECORD_KEY, None) is None:
         return None
-    suite = suite_of_item(request.node)
+    suite = suite_of_item(item)
     return metrics_settings(suite.config) if suite is not None else None
 
 

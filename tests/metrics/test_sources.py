@@ -233,3 +233,21 @@ def test_bad_metrics_settings_stop_the_run_at_start_up(project: Path) -> None:
     output = result.stdout + result.stderr
     assert "suites/gpu/config.yaml: invalid metrics settings: key metrics.prometheus.scrape_interval_s" in output
     assert "Traceback" not in output and not (project / "artifacts").exists()
+
+
+def test_suites_without_metrics_run_first_so_the_runs_prometheus_starts_before_it_is_needed(project: Path) -> None:
+    """A new Prometheus scrapes only ~5 s after it starts: the items of suites without metrics run first (each group
+    in collection order), the server starting when the first of them opens the cluster."""
+    plain = project / "suites" / "plain"
+    plain.mkdir()
+    (plain / "config.yaml").write_text("cluster:\n  sim: {nodes: 2, gpu_profile: a100, gpus_per_node: 2, seed: 1}\n")
+    (plain / "test_plain.py").write_text("import pytest\n\n\n@pytest.mark.parametrize('n', [1, 2])\n"
+                                         "def test_plain(n, cluster):\n    pass\n")
+    result = run_pytest(project, "--collect-only")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    ids = [line for line in result.stdout.splitlines() if "::" in line]
+    assert ids == [f"suites/plain/test_plain.py::test_plain[{n}]" for n in (1, 2)] + [
+        f"suites/gpu/test_gpu.py::test_gpu_pod[{step}]" for step in (1, 2, 3)]
+    elsewhere = run_pytest(project, "--collect-only", "--topsail-prometheus", "http://127.0.0.1:9")  # not started
+    first = next(line for line in elsewhere.stdout.splitlines() if "::" in line)
+    assert first == "suites/gpu/test_gpu.py::test_gpu_pod[1]"

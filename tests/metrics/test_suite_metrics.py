@@ -138,7 +138,7 @@ def test_prometheus_scraped_the_simulator_and_stopped_with_the_run(
     assert {t["labels"]["job"]: t["health"] for t in targets} == {
         "dcgm-exporter": "up", "kubelet-cadvisor": "up", "apiserver": "up"}
     config = (directory / "prometheus.yml").read_text()
-    assert "scrape_interval: 500ms" in config and "credentials_file" in config
+    assert "scrape_interval: 250ms" in config and "credentials_file" in config
     deadline = time.monotonic() + 5
     while prometheus_processes(root) and time.monotonic() < deadline:
         time.sleep(0.2)
