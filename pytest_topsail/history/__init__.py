@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 from pytest_topsail.errors import TopsailError
+from pytest_topsail.jsonl import read_json_lines
 
 REQUIRED_FIELDS = ("name", "value", "suite", "timestamp", "test_uuid")
 
@@ -42,19 +43,7 @@ def export_jsonl(store: HistoryStore, out: TextIO, suite: str | None = None) -> 
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as error:
-        raise TopsailError(f"{path}: not UTF-8 JSON lines ({error.reason} at byte {error.start})") from None
-    except OSError as error:
-        raise TopsailError(f"{path}: cannot be read: {error.strerror or error}") from None
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise TopsailError(f"{path}:{number}: not JSON: {error.msg}") from None
+    for number, record in read_json_lines(path):
         if not isinstance(record, dict):
             raise TopsailError(f"{path}:{number}: a KPI record must be a JSON object")
         yield check_record(record, f"{path}:{number}")

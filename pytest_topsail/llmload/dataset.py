@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_topsail.errors import TopsailError
+from pytest_topsail.jsonl import read_json_lines
 
 BUNDLED = Path(__file__).parent / "data" / "synthetic.jsonl"
 WORDS = ("the model serves tokens fast while the batch grows and the queue waits for a free slot in the "
@@ -38,22 +39,8 @@ class Prompt:
 def load_dataset(path: Path | str, *, limit: int | None = None) -> list[Prompt]:
     """Read a dataset file; any bad line is a TopsailError naming the file and line."""
     path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as error:
-        raise TopsailError(f"dataset {path}: cannot be read: {error.strerror or error}") from None
-    except UnicodeDecodeError as error:
-        bad_line = error.object[:error.start].count(b"\n") + 1
-        raise TopsailError(f"dataset {path}:{bad_line}: not UTF-8 text ({error.reason}: byte "
-                           f"0x{error.object[error.start]:02x} at offset {error.start}); save it as UTF-8") from None
     prompts: list[Prompt] = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise TopsailError(f"dataset {path}:{number}: not JSON: {error.msg}") from None
+    for number, entry in read_json_lines(path, "dataset"):
         if number == 1 and is_metadata(entry):
             continue
         prompts.append(parse_entry(entry, f"dataset {path}:{number}"))

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from pytest_topsail.errors import TopsailError
+from pytest_topsail.jsonl import read_json_lines
 
 OK = "ok"
 
@@ -92,17 +92,8 @@ def write_records(records: Iterable[RequestRecord], path: Path) -> None:
 
 
 def read_records(path: Path) -> Iterator[dict[str, Any]]:
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as error:
-        raise TopsailError(f"{path}: cannot be read: {error.strerror or error}") from None
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            yield json.loads(line)
-        except json.JSONDecodeError as error:
-            raise TopsailError(f"{path}:{number}: not a JSON record: {error.msg}") from None
+    for _, record in read_json_lines(path, "records"):
+        yield record
 
 
 FIELDS = tuple(f.name for f in fields(RequestRecord))

@@ -368,7 +368,7 @@ HISTORY_CLI_INPUTS = [  # python -m pytest_topsail.history: every I/O or corrupt
     ("export --history {missing}", "export: KPI history {missing} does not exist"),
     ("export --history {good} -o /proc/nosuch/out", "export: /proc/nosuch/out: No such file or directory"),
     ("export --history {good} -o /", "export: /: Is a directory"),
-    ("import --history {missing} {garbage}", "{garbage}: not UTF-8 JSON lines"),
+    ("import --history {missing} {garbage}", "{garbage}:1: not UTF-8 text"),
     ("pending --history {good} --suite nosuch", "pending: the KPI history holds no record of suite 'nosuch' "
                                                 "(suites: s)"),
     ("ack --history {good} --suite s --run nosuch --reason r", "ack: suite s has no record of run 'nosuch'"),

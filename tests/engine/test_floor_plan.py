@@ -19,7 +19,7 @@ ROOTS = ("pytest_topsail", "fixtures", "suites")
 # The floors, lowest first (docs/architecture.md, "Floor plan"). A module is on the floor of the first rule that
 # names it (a package name covers its modules).
 BASE = ("errors", "redact", "tree", "conditions", "hardware", "yamlparse")  # import nothing of ours
-FOUNDATION = ("settings", "config")  # validation and configuration documents: only the base below them
+FOUNDATION = ("settings", "config", "jsonl")  # validation, configuration, JSON lines files: only the base
 DOMAINS = ("tgis", "fine_tuning", "llmload", "scale")
 # What a domain package may use of the engine ("engine-lite"), and of another domain package.
 ENGINE_LITE = ("pytest_topsail.leftovers", "pytest_topsail.report.figures")
