@@ -42,6 +42,7 @@ class TopsailState:
     written_suite_configs: set[str] = field(default_factory=set)
     suite_of_path_cache: dict[Path, str | None] = field(default_factory=dict)
     pytest_cache: Any = None  # pytest's config.cache (None with -p no:cacheprovider)
+    cluster: str = "sim"  # the cluster the run uses: sim (the simulator) or kube (a real cluster)
     lock: threading.RLock = field(default_factory=threading.RLock)
 
 
@@ -76,9 +77,19 @@ def init_state(pytest_config: pytest.Config) -> TopsailState:
         presets=_requested_presets(preset_values(pytest_config)),
         overrides=[parse_var(text) for text in pytest_config.getoption("topsail_vars", None) or []],
         pytest_cache=getattr(pytest_config, "cache", None),
+        cluster=chosen_cluster(pytest_config),
     )
     pytest_config.stash[STATE_KEY] = state
     return state
+
+
+def chosen_cluster(pytest_config: pytest.Config) -> str:
+    """``--cluster``; without it, kube when --kubeconfig or --context names a real cluster, else sim."""
+    chosen = pytest_config.getoption("topsail_cluster", None)
+    if chosen:
+        return str(chosen)
+    explicit = pytest_config.getoption("topsail_kubeconfig", None) or pytest_config.getoption("topsail_context", None)
+    return "kube" if explicit else "sim"
 
 
 def new_run_id() -> str:

@@ -58,6 +58,7 @@ class Suite:
     preset_descriptions: dict[str, str] = field(default_factory=dict)
     cache_dir: Path | None = None  # where parsed case files are kept between runs (pytest's cache), if anywhere
     validated: dict[tuple[str, Any], Any] = field(default_factory=dict, repr=False)
+    cluster: str = "sim"  # the run's cluster, sim or kube: a check may depend on it (a model the simulator sizes)
 
     @property
     def config_file(self) -> Path:
@@ -250,7 +251,7 @@ def build_suite(name: str, path: Path, state: TopsailState) -> Suite:
     apply_vars(document, state.overrides)
     return Suite(name=name, path=path, config=Config(document, source=shown), presets_applied=applied,
                  presets_defined=preset_names(presets), rootdir=state.rootdir, cache_dir=_yaml_cache_dir(state),
-                 preset_descriptions=preset_descriptions(presets))
+                 preset_descriptions=preset_descriptions(presets), cluster=state.cluster)
 
 
 def _yaml_cache_dir(state: TopsailState) -> Path | None:

@@ -29,11 +29,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def cluster_mode(config: pytest.Config) -> str:
-    chosen = config.getoption("topsail_cluster", None)
-    if chosen:
-        return str(chosen)
-    explicit = config.getoption("topsail_kubeconfig", None) or config.getoption("topsail_context", None)
-    return "kube" if explicit else "sim"
+    from pytest_topsail.run import chosen_cluster
+
+    return chosen_cluster(config)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -14,7 +14,6 @@ from pytest_topsail.cluster.settings import ClusterSettings, suite_settings, whe
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.hardware import SHAPES
 from pytest_topsail.suites import load_suites_in_scope
-from pytest_topsail.tree import leaves, set_path
 
 if TYPE_CHECKING:
     from pytest_topsail.kube.client import Kube
@@ -59,27 +58,37 @@ def run_sim_profile(config: pytest.Config) -> tuple[Profile, dict[str, Any] | No
     from pytest_topsail.sim.profile import Profile
 
     pools: list[dict[str, Any]] = []
-    shared: dict[str, tuple[Any, str]] = {}  # dotted key -> (value, file that set it)
+    merged: dict[str, Any] = {}
+    sources: dict[tuple[str, ...], str] = {}  # key path -> the file that set it
     for suite in declaring:
         own = suite_settings(suite, "cluster", ClusterSettings).sim
         profile, _ = sim_profile(own, where(suite, "cluster"))  # each suite's shape checked on its own, naming its file
         prefix = re.sub(r"[^a-z0-9-]+", "-", suite.name.lower()).strip("-")
         pools += [{**pool, "name": f"{prefix}-{pool['name']}"[:40].rstrip("-")}
                   for pool in profile.to_dict()["node_pools"]]
-        raw = {k: v for k, v in own.items() if k not in POOL_KEYS}
-        for key, value in leaves(raw).items():
-            if key in shared and shared[key][0] != value:
-                raise TopsailError(f"cluster.sim.{key}: the suites of this run share one simulated cluster and "
-                                   f"disagree: {shared[key][1]} sets {shared[key][0]!r}, {suite.config.source} sets "
-                                   f"{value!r}; run them separately or set the same value")
-            shared.setdefault(key, (value, suite.config.source))
-    merged: dict[str, Any] = {}
-    for key, (value, _) in shared.items():
-        set_path(merged, key, value)
+        _merge(merged, {k: v for k, v in own.items() if k not in POOL_KEYS}, (), suite.config.source, sources)
     operators = merged.pop("operators", None)
-    sources = "cluster.sim of " + ", ".join(s.config.source for s in declaring)
-    validated = Profile.from_dict({**merged, "node_pools": pools}, source=sources)
+    files = "cluster.sim of " + ", ".join(s.config.source for s in declaring)
+    validated = Profile.from_dict({**merged, "node_pools": pools}, source=files)
     return with_controllers(validated, Path(config.rootpath)), operators
+
+
+def _merge(into: dict[str, Any], new: dict[str, Any], path: tuple[str, ...], source: str,
+           sources: dict[tuple[str, ...], str]) -> None:
+    """`new` merged into `into`: mappings key by key (a key holding dots, such as a model name, stays one key), a
+    value two suites set differently is a TopsailError naming the key and both files."""
+    for key, value in new.items():
+        here = (*path, key)
+        current = into.get(key)
+        if isinstance(value, dict) and (key not in into or isinstance(current, dict)):
+            _merge(into.setdefault(key, {}), value, here, source, sources)
+        elif key in into and current != value:
+            raise TopsailError(f"cluster.sim.{'.'.join(here)}: the suites of this run share one simulated cluster and "
+                               f"disagree: {sources.get(here, 'another suite')} sets {current!r}, {source} sets "
+                               f"{value!r}; run them separately or set the same value")
+        else:
+            into[key] = value
+            sources.setdefault(here, source)
 
 
 def with_controllers(profile: Profile, rootdir: Path) -> Profile:

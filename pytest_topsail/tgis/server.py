@@ -38,6 +38,7 @@ from grpc_reflection.v1alpha import reflection
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.tgis import generation_pb2 as pb
 from pytest_topsail.tgis import generation_pb2_grpc as pb_grpc
+from pytest_topsail.tgis.catalog import ServedModel
 from pytest_topsail.tgis.client import COMPRESSED_METADATA
 from pytest_topsail.tgis.model_config import ModelConfig, load_model_config
 from pytest_topsail.tgis.serving import ModelServer, Overloaded, PreparedInput, ServedTime
@@ -65,6 +66,7 @@ class ServerSettings:
     http_port: int | None = None  # also serve the OpenAI-compatible HTTP front (openai_http.py); 0: a free port
     tls_cert_pem: bytes | None = None  # with tls_key_pem: gRPC over TLS (TGIS's --tls-cert-path/--tls-key-path)
     tls_key_pem: bytes | None = None
+    served: ServedModel | None = None  # the model's size (a suite's declared model); None: the catalog's, by name
 
 
 class GenerationServicer(pb_grpc.GenerationServiceServicer):
@@ -213,7 +215,7 @@ async def start_server(settings: ServerSettings) -> RunningServer:
     """Serve on the running event loop; TopsailError when the port cannot be bound."""
     backend = ModelServer(settings.model_name, settings.config, gpu_profile=settings.gpu_profile,
                           zero_latency=settings.zero_latency, diverge=settings.diverge, prefixes=settings.prefixes,
-                          time_scale=settings.time_scale)
+                          time_scale=settings.time_scale, served=settings.served)
     if settings.itl_factor != 1.0:
         latency = backend.latency
         backend.latency = dataclasses.replace(latency, itl_base_ms=latency.itl_base_ms * settings.itl_factor,

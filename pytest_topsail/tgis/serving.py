@@ -20,6 +20,7 @@ import time
 from collections.abc import AsyncGenerator, Iterator, Mapping
 from dataclasses import dataclass
 
+from pytest_topsail.tgis.catalog import ServedModel
 from pytest_topsail.tgis.latency import LatencyModel
 from pytest_topsail.tgis.model_config import ModelConfig
 from pytest_topsail.tgis.sizing import active_params_billions
@@ -52,7 +53,7 @@ class ModelServer:
     def __init__(self, model_name: str, config: ModelConfig | None = None, *, gpu_profile: str = "a100",
                  zero_latency: bool = False, diverge: bool = False,
                  prefixes: Mapping[str, str] | None = None, include_stop_sequence: bool = True,
-                 time_scale: float = 1.0) -> None:
+                 time_scale: float = 1.0, served: ServedModel | None = None) -> None:
         if not 0 < time_scale <= 1:
             raise ValueError(f"time_scale must be in (0, 1], got {time_scale}")
         self.time_scale = time_scale
@@ -65,7 +66,8 @@ class ModelServer:
         if zero_latency:
             self.latency = LatencyModel.zero(self.config.max_batch_size, self.config.max_concurrent_requests)
         else:
-            self.latency = LatencyModel.for_config(self.config, gpu_profile, active_params_billions(model_name))
+            active = served.active_billions if served else active_params_billions(model_name)
+            self.latency = LatencyModel.for_config(self.config, gpu_profile, active)
         self.prefixes = {key: [p.text for p in tokenize(text)] for key, text in (prefixes or {}).items()}
         self.in_server = 0
         self.running = 0

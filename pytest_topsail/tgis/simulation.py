@@ -53,6 +53,7 @@ from pytest_topsail.sim.gpuactivity import Live, Usage, gpu_activity
 from pytest_topsail.sim.patch import MERGE_PATCH
 from pytest_topsail.sim.podexec import environment
 from pytest_topsail.sim.portforward import ENDPOINT_ANNOTATION
+from pytest_topsail.tgis.catalog import Catalog, ServedModel, catalog
 
 log = logging.getLogger(__name__)
 
@@ -153,22 +154,34 @@ class KServeSimSettings(BaseModel):
     # real seconds per simulated second of serving (prefill, decode); the TGIS client adds back what it took off
     serving_time_scale: float = Field(1.0, gt=0, le=1)
     storage_gbps: float = Field(1.0, gt=0)  # the storage-initializer's simulated download speed (GB/s)
+    # models the catalog (pytest_topsail/tgis/catalog.yaml) does not list: name -> {params_billions, ...}
+    models: dict[str, ServedModel] = Field(default_factory=dict)
+
+    def catalog(self) -> Catalog:
+        return catalog(self.models)
 
 
 def model_annotations(container: dict[str, Any], model: str, gpu_profile: str, download: bool,
                       settings: KServeSimSettings | None = None) -> dict[str, str]:
     """The pod annotations that time a model server's start (download, load; scaled by ``settings.time_scale``, the
     simulated seconds beside them) or make it fail to load (the model does not fit: exit 1 after the load time, the
-    reason in its log); ValueError for an invalid config."""
-    from pytest_topsail.tgis.sizing import check_fit, load_seconds, weights_gb
+    reason in its log; so does a model the catalog does not list: it cannot be sized); ValueError for an invalid
+    config."""
+    from pytest_topsail.tgis.sizing import check_fit, download_gb, load_seconds
 
     settings = settings or KServeSimSettings()
     scale = settings.time_scale
     config = model_config(container)
+    known = settings.catalog()
+    served = known.find(model)
+    if served is None:
+        reason = known.unknown(model)
+        return {MODEL_ANNOTATION: model, FAILURE_ANNOTATION: reason, ANNOTATION_PREFIX + "exit-code": "1",
+                ANNOTATION_PREFIX + "duration-seconds": "0.1", ANNOTATION_PREFIX + "log": f"ValueError: {reason}"}
     profile = gpu_profile if config.resources.gpu_count else "none"
-    fit = check_fit(config, profile, model)
-    load = load_seconds(config, profile, model)
-    fetch = weights_gb(config, model) / settings.storage_gbps if download else 0.0
+    fit = check_fit(config, profile, model, served)
+    load = load_seconds(config, profile, model, served)
+    fetch = download_gb(model, served) / settings.storage_gbps if download else 0.0
     annotations = {MODEL_ANNOTATION: model, ANNOTATION_PREFIX + "ready-delay-ms": f"{load * scale * 1000:.0f}",
                    LOAD_SECONDS_ANNOTATION: f"{load:.1f}"}
     if download:
@@ -289,7 +302,8 @@ class KServeController(Controller):
         try:
             settings = ServerSettings(model_name=model, config=model_config(container),
                                       gpu_profile=self._node_profile(pod), http_port=0 if http is not None else None,
-                                      time_scale=self._timing.serving_time_scale, **environment_settings(env))
+                                      time_scale=self._timing.serving_time_scale,
+                                      served=self._timing.catalog().find(model), **environment_settings(env))
             running = await start_server(settings)
         except (TopsailError, ValueError) as error:
             self.store.record_event(pod, "FailedToLoad", str(error), type="Warning", source=SOURCE)
@@ -525,7 +539,7 @@ def serving_usage(backend: Any, settings: Any) -> Any:
     if config.is_cpu_only:
         return lambda: Usage(cpu_cores=1.0 + backend.running * 0.1, memory_bytes=0.0)
     try:
-        full_mib = check_fit(config, settings.gpu_profile, settings.model_name).required_gib * 1024
+        full_mib = check_fit(config, settings.gpu_profile, settings.model_name, settings.served).required_gib * 1024
     except ValueError:  # a GPU profile sizing does not know: no memory figure
         full_mib = 0.0
     weights_mib = full_mib / OVERHEAD

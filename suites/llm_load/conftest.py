@@ -57,20 +57,24 @@ class ServedModels:
         key = json.dumps([model, server, options.serving, options.gpu_profile, options.itl_factor], sort_keys=True)
         if key not in self.served:
             if options.serving == "in-process":
-                self.served[key] = self.in_process(model, server, options, where)
+                self.served[key] = self.in_process(model, server, options, where, request)
             elif options.serving == "endpoint":
                 self.served[key] = given_endpoint(model, options)
             else:
                 self.served[key] = inference_service(model, server, options, request, key)
         return self.served[key]
 
-    def in_process(self, model: str, server: dict[str, Any], options: Any, where: str) -> Endpoint:
+    def in_process(self, model: str, server: dict[str, Any], options: Any, where: str,
+                   request: pytest.FixtureRequest) -> Endpoint:
+        from pytest_topsail.tgis.catalog import suite_catalog
         from pytest_topsail.tgis.model_config import load_model_config
         from pytest_topsail.tgis.server import ServerSettings, ServerThread
 
         config = load_model_config(server, f"{where}: server")
+        # checked at start-up (settings.py): a catalog model or one the suite declares
+        served = suite_catalog(request.getfixturevalue("topsail_suite")).find(model)
         thread = ServerThread(ServerSettings(model_name=model, config=config, gpu_profile=options.gpu_profile,
-                                             http_port=0, itl_factor=options.itl_factor),
+                                             http_port=0, itl_factor=options.itl_factor, served=served),
                               start_timeout=START_TIMEOUT_S)
         running = thread.start()
         self.threads.append(thread)

@@ -16,6 +16,7 @@ import pydantic
 
 import pytest_topsail as topsail
 from pytest_topsail.tgis.casefile import TgisCase, load_case_file
+from pytest_topsail.tgis.catalog import check_sized
 from pytest_topsail.tgis.evaluation import DEFAULT_ABS_TOLERANCE, DEFAULT_REL_TOLERANCE, Tolerance
 from pytest_topsail.tgis.model_config import ModelConfig
 from pytest_topsail.tgis.worker_settings import WorkerSettings as BaseWorkerSettings
@@ -31,6 +32,16 @@ class TgisSpec(topsail.Settings):
     _cases: list[TgisCase] = pydantic.PrivateAttr(default_factory=list)
 
     model_config = pydantic.ConfigDict(extra="forbid", strict=False)  # ModelConfig reads YAML numbers and enums
+
+    @pydantic.field_validator("model")
+    @classmethod
+    def _model_in_catalog(cls, model: str, info: pydantic.ValidationInfo) -> str:
+        """A model the simulator serves is one it can size (pytest_topsail/tgis/catalog.py); a worker reached at a
+        given url is served elsewhere."""
+        suite = (info.context or {}).get("suite")
+        if suite is not None and suite.config.get("worker.endpoint", None) != "url":
+            check_sized(model, suite)
+        return model
 
     @pydantic.model_validator(mode="after")
     def _unique_configs(self) -> TgisSpec:

@@ -403,6 +403,11 @@ SUITE_START_UP_INPUTS = [  # the repository's other suites: one start-up error n
     ("suites/tgis", ["--var", 'worker.env={"tgis_native|bf15": {A: "1"}}'],  # would reach no worker
      "suites/tgis/config.yaml: invalid settings: key worker.env: 'tgis_native|bf15' names no config of tests.tgis "
      "(configs: hf_transformers|f32, tgis_native|bf16, "),
+    # a misspelled model was served (sized as 1B from its name) and failed late as text differences
+    ("suites/tgis", ["--var", "tests.tgis=[{model: google/flan-t5-smal, configs: [{dtype_str: float16}], "
+                              "cases: [cases/tgis/flan-t5-small/basic.yaml]}]"],
+     "suites/tgis/config.yaml: invalid settings: key tests.tgis[0].model: model 'google/flan-t5-smal' is not in the "
+     "model catalog (pytest_topsail/tgis/catalog.yaml); closest known: google/flan-t5-small, "),
 ]
 
 
@@ -442,6 +447,16 @@ def test_bad_llm_load_case_is_one_start_up_error(tmp_path, point: str, fragment:
     case_file.write_text(f"- name: c\n  model: bigscience/bloom-560m\n  backend: tgis\n  {point}\n")
     test_bad_suite_settings_are_one_start_up_error("suites/llm_load", ["--var", f"cases=[{case_file}]", "-n", "2"],
                                                    f"{case_file}[0]: {fragment}")
+
+
+def test_misspelled_llm_load_model_is_one_start_up_error_naming_file_case_and_closest(tmp_path) -> None:
+    case_file = tmp_path / "cases.yaml"
+    case_file.write_text("- name: c\n  model: bigscience/blom-560m\n  backend: tgis\n  concurrency: [1]\n"
+                         "  duration_s: 1\n")
+    test_bad_suite_settings_are_one_start_up_error(
+        "suites/llm_load", ["--var", f"cases=[{case_file}]", "-n", "2"],
+        f"{case_file}[0]: case c: model 'bigscience/blom-560m' is not in the model catalog "
+        "(pytest_topsail/tgis/catalog.yaml); closest known: bigscience/bloom-560m")
 
 
 FINE_TUNING_CASES = [  # fine-tuning points checked at start-up against the catalog (were caught at their item)

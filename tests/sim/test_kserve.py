@@ -216,7 +216,7 @@ def test_model_that_does_not_fit_reports_failed_to_load(sim: Any, flan: str, wai
         "targetModelState") == "FailedToLoad" and s, WAIT, "huge to report FailedToLoad")
     failure = status["modelStatus"]["lastFailureInfo"]
     assert failure["reason"] == "ModelLoadFailed"
-    assert "Llama-2-70b-hf (70B parameters, float16) needs" in failure["message"]
+    assert "Llama-2-70b-hf (69B parameters, float16) needs" in failure["message"]  # the model catalog's size
     assert "more than one NVIDIA A100-SXM4-40GB GPU" in failure["message"]
     assert {c["type"]: c["status"] for c in status["conditions"]}["Ready"] == "False"
     waited = sim.kubectl("wait", "--for=condition=Ready", "isvc/huge", "--timeout=1s", check=False)
@@ -354,6 +354,6 @@ def test_plain_tgis_pod_with_a_model_that_does_not_fit_crashes(sim: Any, core: c
     wait_until(lambda: core.read_namespaced_pod("tgis-big", "default").status.phase == "Failed", WAIT,
                "the pod whose model does not fit to fail")
     log = core.read_namespaced_pod_log("tgis-big", "default")
-    assert "torch.cuda.OutOfMemoryError" in log and "Llama-2-70b-hf (70B parameters, float16) needs" in log
+    assert "torch.cuda.OutOfMemoryError" in log and "Llama-2-70b-hf (69B parameters, float16) needs" in log
     pod = core.read_namespaced_pod("tgis-big", "default")
     assert not any(key.startswith("sim.topsail.io/endpoint-") for key in pod.metadata.annotations)

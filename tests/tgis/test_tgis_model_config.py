@@ -82,9 +82,11 @@ def test_pod_resources_and_env() -> None:
 
 
 @pytest.mark.parametrize(("name", "billions"), [
-    ("bigscience/bloom-560m", 0.56), ("meta-llama/Llama-2-7b-hf", 7.0), ("google/flan-t5-xl", 3.0),
-    ("mistralai/Mixtral-8x7B-Instruct-v0.1", 56.0), ("EleutherAI/gpt-neox-20b", 20.0), ("some/unknown", 1.0)])
-def test_parameter_count_from_the_name(name: str, billions: float) -> None:
+    ("bigscience/bloom-560m", 0.56), ("meta-llama/Llama-2-7b-hf", 6.74), ("google/flan-t5-xl", 3.0),
+    ("FLAN-T5-XL", 3.0), ("s3://models/google/flan-t5-xl", 3.0),  # any case; the storageUri tail
+    ("mistralai/Mixtral-8x7B-Instruct-v0.1", 46.7), ("EleutherAI/gpt-neox-20b", 20.0),
+    ("my-org/llama-7b-custom", 1.0)])  # not in the catalog: never guessed from the name ("7b")
+def test_parameter_count_comes_from_the_catalog(name: str, billions: float) -> None:
     assert params_billions(name) == pytest.approx(billions)
 
 
