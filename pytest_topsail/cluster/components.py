@@ -122,11 +122,13 @@ def register_cleanup(state: ClusterSession, owner: Ownership, progress: Progress
 
 
 def disown_namespaces(state: ClusterSession, owner: Ownership) -> None:
-    """Kept namespaces lose their run label: no later run takes them for what a killed run left."""
+    """Kept namespaces lose their run label and get the kept one: no later run takes them for what a killed run
+    left, and ``kubectl get namespaces -l topsail.kept=true`` finds them."""
     from pytest_topsail.cluster.namespaces import RUN_LABEL
+    from pytest_topsail.kube.namespaces import KEPT
 
     if state.cluster is None or state.discards_cluster:
         return
     for ref in owner.created:
         if (ref.api_version, ref.kind) == ("v1", "Namespace"):
-            state.cluster.kube.patch(ref, {"metadata": {"labels": {RUN_LABEL: None}}})
+            state.cluster.kube.patch(ref, {"metadata": {"labels": {RUN_LABEL: None, **KEPT}}})

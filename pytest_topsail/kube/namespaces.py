@@ -6,6 +6,11 @@ import time
 
 from pytest_topsail.kube.client import Kube, KubeConnectionError, KubeError, ObjectRef, WatchStop
 
+# A namespace the user asked to keep (`keep` settings): no removal of what a killed run left deletes it, and
+# `kubectl get namespaces -l topsail.kept=true` lists every kept namespace.
+KEPT_LABEL = "topsail.kept"
+KEPT = {KEPT_LABEL: "true"}
+
 
 def namespace_ref(name: str) -> ObjectRef:
     return ObjectRef("v1", "Namespace", name)

@@ -18,7 +18,7 @@ import pydantic
 
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.kube.client import Kube
-from pytest_topsail.kube.namespaces import create_namespace, delete_namespaces
+from pytest_topsail.kube.namespaces import KEPT, create_namespace, delete_namespaces
 from pytest_topsail.leftovers import report_leftover
 from pytest_topsail.scale.latency import StepStats, Threshold, all_stats, check_thresholds, write_tables
 from pytest_topsail.scale.sampler import Sampler, read_sampled, write_sampled
@@ -242,7 +242,8 @@ def run_case(
     run_id = run_id or new_run_id()
     namespaces = [f"{options.namespace_prefix}-{run_id}-{n}" for n in range(case.namespaces)]
     for namespace in namespaces:
-        create_namespace(api, namespace, {RUN_LABEL: run_id})
+        # kept ones are labelled so from the start: a run killed later must not lose them (docs/reliability.md)
+        create_namespace(api, namespace, {RUN_LABEL: run_id, **(KEPT if options.keep else {})})
     try:
         result, sampled, _ = submit_and_sample(api, case, namespaces, run_id, directory, progress)
         analysis = analyse(
