@@ -83,9 +83,11 @@ def _entry(manager: str, operation: str, api_version: str, now: str, paths: set[
     return entry
 
 
-def entry_for(manager: str, operation: str, api_version: str, now: str, body: Obj) -> Obj:
+def entry_for(manager: str, operation: str, api_version: str, now: str, body: Obj,
+              known: dict[str, Obj] | None = None) -> Obj:
     """The one managedFields entry of a new object: its manager owns every field of the body it sent (built
-    straight from the body: this runs on every create through the API)."""
+    straight from the body: this runs on every create through the API). ``known``: the ``field_tree`` of some
+    top-level fields, computed before for a body with the same content there."""
     tree: Obj = {}
     for key, value in body.items():
         if key in ("apiVersion", "kind", "status"):
@@ -94,7 +96,8 @@ def entry_for(manager: str, operation: str, api_version: str, now: str, body: Ob
             value = {k: v for k, v in value.items() if k not in _UNMANAGED_METADATA}
             if not value:
                 continue
-        tree[f"f:{key}"] = _tree(value)
+        subtree = known.get(key) if known is not None else None
+        tree[f"f:{key}"] = subtree if subtree is not None else _tree(value)
     signature = (manager, operation, api_version, now, tuple((key, id(child)) for key, child in tree.items()))
     shared = _SHARED_ENTRIES.get(signature)
     if shared is None:  # objects created alike within one second share their entry too
@@ -108,6 +111,11 @@ def entry_for(manager: str, operation: str, api_version: str, now: str, body: Ob
 _SHARED: dict[tuple[tuple[str, int], ...], Obj] = {}  # interned subtrees: objects of one shape share them
 _SHARED_LIMIT = 50_000
 _SHARED_ENTRIES: dict[tuple[Any, ...], Obj] = {}
+
+
+def field_tree(value: Any) -> Obj:
+    """The FieldsV1 tree of one top-level field's value (as ``entry_for`` builds it)."""
+    return _tree(value)
 
 
 def _tree(value: Any) -> Obj:

@@ -10,15 +10,18 @@ from __future__ import annotations
 import asyncio
 import base64
 import collections
+import functools
 import json
 import logging
 import random
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import orjson
 import yaml
 from aiohttp import web
 
@@ -424,7 +427,7 @@ class ApiServer:
             return protobuf.decode_object(raw)
         if content_type != JSON and "Content-Type" in request.headers:  # no Content-Type: JSON, as the apiserver
             raise apierror.unsupported_media_type(content_type)
-        return json.loads(raw)
+        return _loads(raw)
 
     def _serialize(self, rtype: ResourceType, obj: dict[str, Any]) -> bytes:
         if obj.get("apiVersion") != rtype.api_version:
@@ -850,8 +853,26 @@ def _desired_healthy(spec: dict[str, Any], expected: int) -> int:
     return expected
 
 
+def _loads(raw: bytes) -> Any:
+    """A JSON body, decoded by orjson (a few times faster). What orjson refuses (NaN, lone surrogates), malformed
+    bodies and bodies that may hold an integer beyond 64 bits (orjson makes it a float) go to ``json``, whose
+    results and error messages the API has always had."""
+    if _LONG_DIGITS.search(raw) is None:
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(raw)
+
+
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+
+
 def _manager(request: web.Request) -> str:
-    return fieldmanager.manager_from(request.query.get("fieldManager"), request.headers.get("User-Agent", ""))
+    return _manager_of(request.query.get("fieldManager"), request.headers.get("User-Agent", ""))
+
+
+_manager_of = functools.lru_cache(maxsize=256)(fieldmanager.manager_from)  # a client sends the same one each time
 
 
 def not_simulated(what: str) -> ApiError:

@@ -67,10 +67,12 @@ import json
 import logging
 import random
 import time
-import uuid
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+
+import orjson
 
 from . import apierror, fieldmanager, gojson
 from .apierror import ApiError
@@ -105,6 +107,9 @@ _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 # Per-resource defaults of the real apiserver when a delete names no propagationPolicy.
 _ORPHAN_BY_DEFAULT = {("batch", "jobs"), ("batch", "cronjobs"), ("", "replicationcontrollers")}
 ROOT_CA_CONFIGMAP = "kube-root-ca.crt"
+# The variant (RFC 4122) and version (4) bits of a UUID, as uuid.UUID(int=..., version=4) sets them.
+_UUID_CLEAR = ~((0xC000 << 48) | (0xF000 << 64))
+_UUID_SET = (0x8000 << 48) | (4 << 76)
 KUBERNETES_SERVICE_IP = "10.96.0.1"
 
 
@@ -147,6 +152,7 @@ class Store:
         self._depth = 0
         self._logs = PodLogs(clock)
         self._event_counter = 0
+        self._checked_bodies: dict[tuple[Any, ...], _CheckedBody] = {}
         for name in INITIAL_NAMESPACES:
             self.create(self.resource_type("namespaces"), {"metadata": {"name": name}})
         self.create(self.resource_type("services"), _kubernetes_service(), "default")
@@ -236,7 +242,10 @@ class Store:
         return str(self._rv)
 
     def _uid(self) -> str:
-        return str(uuid.UUID(int=self._random.getrandbits(128), version=4))
+        """A version 4 UUID from the seeded generator: ``str(uuid.UUID(int=bits, version=4))``, formatted here."""
+        bits = self._random.getrandbits(128) & _UUID_CLEAR | _UUID_SET
+        text = f"{bits:032x}"
+        return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 
     def _table(self, rtype: ResourceType) -> Table:
         table = self._tables.get(rtype.key)
@@ -393,7 +402,9 @@ class Store:
         if not isinstance(obj, dict):
             raise apierror.bad_request("the body of the request is not a JSON object")
         table = self._table(rtype)
-        check_kind(rtype, obj)
+        memo_key = _memo_key(rtype, obj, validation)
+        checked = self._checked_bodies.get(memo_key) if memo_key is not None else None
+        check_kind(rtype, obj if checked is None else _head(obj))
         metadata = dict(obj.get("metadata") or {})
         name = metadata.get("name") or ""
         if not name and metadata.get("generateName"):
@@ -426,19 +437,32 @@ class Store:
             metadata.pop(transient, None)
         new: Obj = {"kind": rtype.kind, "apiVersion": self.resource_type(rtype.plural, rtype.group).api_version,
                     "metadata": metadata}
-        new.update((k, v) for k, v in obj.items() if k not in ("kind", "apiVersion", "metadata"))
-        apply_create_defaults(rtype, new)
-        validate(rtype, new)
+        hit = checked is not None
+        if hit:
+            validate(rtype, new, spec_checked=True)
+        else:
+            new.update((k, v) for k, v in obj.items() if k not in _HEAD)
+            apply_create_defaults(rtype, new)
+            validate(rtype, new)
         if rtype.crd_name or validation is not None:
-            new = self._registry.admit(rtype, new, validation)
+            admitted = self._registry.admit(rtype, new, validation)
+            if memo_key is not None and not hit and admitted is new:  # no unknown field anywhere
+                checked = self._remember_checked(memo_key, obj, new)
+            new = admitted
             metadata = new["metadata"]
+        elif memo_key is not None and not hit:
+            checked = self._remember_checked(memo_key, obj, new)
+        if hit:
+            assert checked is not None
+            new.update(checked.parts)
         if rtype.key == CRDS:
             self._registry.crd_types(new)
             new["status"] = crd_status(new, format_time(now))
         if managed_by is not None:
             manager, operation = managed_by
             metadata["managedFields"] = [fieldmanager.entry_for(manager, operation, new["apiVersion"],
-                                                                format_time(now), obj)]
+                                                                format_time(now), obj,
+                                                                checked.trees if checked is not None else None)]
         else:
             metadata.pop("managedFields", None)
         if dry_run:
@@ -454,6 +478,14 @@ class Store:
         if rtype.key == NAMESPACES:
             self._add_namespace_defaults(name)
         return new
+
+    def _remember_checked(self, key: tuple[Any, ...], body: Obj, new: Obj) -> _CheckedBody:
+        if len(self._checked_bodies) >= _MEMO_LIMIT:
+            self._checked_bodies.clear()
+        checked = self._checked_bodies[key] = _CheckedBody(
+            {k: v for k, v in new.items() if k not in _HEAD},
+            {k: fieldmanager.field_tree(v) for k, v in body.items() if k not in _HEAD})
+        return checked
 
     def _add_namespace_defaults(self, namespace: str) -> None:
         """What the service account and root CA publisher controllers put in every new namespace."""
@@ -854,6 +886,43 @@ class Store:
     def read_log(self, namespace: str, pod: str, container: str, previous: bool = False) -> str:
         run = self.log_run(namespace, pod, container, previous)
         return "" if run is None else "".join(line for _, line in run.lines)
+
+
+@dataclass(frozen=True)
+class _CheckedBody:
+    """What a create made of a body's fields outside kind, apiVersion and metadata: the stored object's fields
+    (checked, defaulted, without unknown fields) and the managedFields tree of each body field. Pods are created by
+    the thousand from one manifest or template, differing only in metadata: a create whose body has the same content
+    there shares these parts (the store never mutates what it holds) instead of checking and defaulting them again."""
+
+    parts: Obj
+    trees: dict[str, Obj]
+
+
+_HEAD = ("kind", "apiVersion", "metadata")
+# Kinds whose defaults and checks of the fields outside metadata read nothing of the metadata (a Job's defaults
+# use its name and uid; a Namespace's touch its labels).
+_MEMO_KINDS = {("", "pods"), ("apps", "deployments"), ("apps", "replicasets"), ("apps", "statefulsets")}
+_MEMO_LIMIT = 1024
+
+
+def _memo_key(rtype: ResourceType, obj: Any, validation: FieldValidation | None) -> tuple[Any, ...] | None:
+    """The key of a create body's non-metadata content for ``_CheckedBody`` (None: not remembered). Its JSON says
+    every value and the keys' order (what the stored object and its encoding depend on), except that NaN and
+    infinities are written as null like None: bodies holding a null are not remembered."""
+    if rtype.key not in _MEMO_KINDS or rtype.crd_name or not isinstance(obj, dict):
+        return None
+    try:
+        raw = orjson.dumps({k: v for k, v in obj.items() if k not in _HEAD})
+    except TypeError:  # not JSON orjson writes (integers beyond 64 bits, keys that are not strings)
+        return None
+    if b"null" in raw:
+        return None
+    return (rtype.key, rtype.version, validation is None, tuple(obj), raw)
+
+
+def _head(obj: Obj) -> Obj:
+    return {k: obj[k] for k in _HEAD if k in obj}
 
 
 def _as_label_requirements(selector: Any) -> list[Requirement]:
