@@ -344,12 +344,16 @@ def _settle(source: Source, end: float) -> None:
     from pytest_topsail.metrics.client import PrometheusError
 
     assert source.prometheus is not None and source.local_interval_s
-    deadline = time.monotonic() + source.local_interval_s + SETTLE_MARGIN_S
+    interval = source.local_interval_s
+    deadline = time.monotonic() + interval + SETTLE_MARGIN_S
     while time.monotonic() < deadline:
         try:
             found = source.prometheus.query('min(timestamp(up{job="dcgm-exporter"}))')
         except PrometheusError:
             raise
-        if found and float(found[0]["value"][1]) >= end:
+        last = float(found[0]["value"][1]) if found else None
+        if last is not None and last >= end:
             return
-        time.sleep(0.1)
+        # the next scrape is due one interval after the last one (asked again a little later if it is late)
+        due = last + interval - time.time() if last is not None else interval / 5
+        time.sleep(max(0.05, min(due + 0.01, interval, deadline - time.monotonic())))

@@ -92,7 +92,7 @@ def expected_use(directory: Path) -> tuple[float, float, float]:
     config = json.loads(next(iter(config_map["data"].values())))
     container = trainer_container(pod)
     assert container is not None
-    model = FineTuningModel(time_scale=0.2, startup_s=2, save_s=1)
+    model = FineTuningModel(time_scale=0.2, startup_s=1, save_s=0.5)
     profile = GPU_PROFILES["a100-80gb"]
     gpu = Gpu(profile.product, profile.gpu_memory_mib / 1024, model.gpus["a100-80gb"])
     plan = plan_training(job_of_pod(pod, container, config), gpu, model, seed=1)
@@ -193,7 +193,10 @@ def test_serving_utilization_rises_with_concurrency_and_the_idle_node_reads_zero
     per_node = ('[{kpi: busiest_node_gpu_utilization, query: "max by (Hostname) (DCGM_FI_DEV_GPU_UTIL)", unit: "%",'
                 ' aggregation: max}, {kpi: idle_node_gpu_utilization, query: "max by (Hostname) '
                 '(DCGM_FI_DEV_GPU_UTIL)", unit: "%", aggregation: min}]')
-    result = run_pytest("suites", "-m", "llm_load", "--preset", "smoke", "-k", "openai and completions",
+    cases = tmp_path / "points.yaml"  # the smoke's openai case with a third point past the batch size (8)
+    smoke = yaml.safe_load((REPO / "cases" / "llm_load" / "smoke.yaml").read_text())
+    cases.write_text(yaml.safe_dump([{**smoke[0], "api": "completions", "concurrency": [1, 8, 16]}]))
+    result = run_pytest("suites", "-m", "llm_load", "--preset", "smoke", "--var", f"cases=[{cases}]",
                         f"--artifacts={root}", f"--topsail-history={tmp_path / 'h.sqlite'}",
                         "--var", f"metrics.queries={per_node}")
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
