@@ -3,7 +3,8 @@
 Modules: generation.proto and its generated stubs (generation_pb2*), client (TgisClient), model_config (ModelConfig),
 tokenizer and toymodel (the deterministic stand-in model), validation (TGIS's request checks), latency (the latency
 model, pure logic), catalog (the models the simulated servers can size), sizing (does a model fit a GPU, how long
-it loads), serving (ModelServer: admission, batching and decoding without any transport), server (the gRPC server), openai_http (the OpenAI-compatible HTTP front).
+it loads), serving (ModelServer: admission, batching and decoding without any transport), server (the gRPC server),
+openai_http (the OpenAI-compatible HTTP front).
 docs/tgis.md describes them.
 Nothing here is imported by the plugin at start-up: importing grpc costs time only for suites that serve TGIS.
 """
