@@ -404,7 +404,7 @@ SUITE_START_UP_INPUTS = [  # the repository's other suites: one start-up error n
      "suites/tgis/config.yaml: invalid settings: key worker.env: 'tgis_native|bf15' names no config of tests.tgis "
      "(configs: hf_transformers|f32, tgis_native|bf16, "),
     # a misspelled model was served (sized as 1B from its name) and failed late as text differences
-    ("suites/tgis", ["--var", "tests.tgis=[{model: google/flan-t5-smal, configs: [{dtype_str: float16}], "
+    ("suites/tgis", ["-n", "2", "--var", "tests.tgis=[{model: google/flan-t5-smal, configs: [{dtype_str: float16}], "
                               "cases: [cases/tgis/flan-t5-small/basic.yaml]}]"],
      "suites/tgis/config.yaml: invalid settings: key tests.tgis[0].model: model 'google/flan-t5-smal' is not in the "
      "model catalog (pytest_topsail/tgis/catalog.yaml); closest known: google/flan-t5-small, "),

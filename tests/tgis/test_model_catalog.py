@@ -27,6 +27,15 @@ def test_every_model_is_found_by_its_full_name_and_by_its_last_part() -> None:
         assert catalog.find(name.upper()) == spec
 
 
+def test_models_also_in_the_fine_tuning_catalog_have_the_same_size_there() -> None:
+    from pytest_topsail.fine_tuning.catalog import builtin_catalog as fine_tuning_catalog
+
+    shared = {name: spec.params_b for name, spec in fine_tuning_catalog().models.items()
+              if builtin_catalog().find(name) is not None}
+    assert len(shared) >= 8
+    assert {name: builtin_catalog().require(name, "x").params_billions for name in shared} == shared
+
+
 def test_an_unknown_model_names_the_closest_known_and_where_to_declare_it() -> None:
     message = builtin_catalog().unknown("TheBloke/Mixtral-8x7B-Instruct-v0.1-GPTQQ")
     assert "closest known: TheBloke/Mixtral-8x7B-Instruct-v0.1-GPTQ" in message
