@@ -14,7 +14,9 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-FAST = "--var=cluster.sim.plugins.fine_tuning.time_scale=0.00005"  # results do not depend on it
+# Results do not depend on the time scale. Points this short give Prometheus nothing to sample, and its first scrapes
+# are waited for (~6 s per run): the metrics are off here (the smoke test keeps them and checks their figures).
+FAST = ("--var=cluster.sim.plugins.fine_tuning.time_scale=0.00005", "--var=metrics.enabled=false")
 
 
 def run_pytest(tmp: Path, *args: str, cases: list[dict[str, Any]] | None = None, history: Path | None = None,
@@ -106,7 +108,7 @@ def test_failures_are_named_and_leave_nothing_behind(tmp_path):
         {"name": "multi-pod", "model": "bigscience/bloom-560m", "pods": 2, "gpus_per_pod": 2,
          "dataset": {"name": "twitter_complaints_small"}},
     ]
-    result, artifacts = run_pytest(tmp_path, FAST, cases=cases)
+    result, artifacts = run_pytest(tmp_path, *FAST, cases=cases)
     text = result.stdout
     assert result.returncode == 1, output(result)
     assert "1 failed, 1 passed, 1 skipped" in text, output(result)
@@ -122,14 +124,14 @@ def test_failures_are_named_and_leave_nothing_behind(tmp_path):
     assert kpis["train_tokens_per_second"]["labels"]["effective_batch_size"] == 4 * 4
     assert audit_leftovers(artifacts) == {}
 
-    result, artifacts = run_pytest(tmp_path, FAST, "--var=tests.fine_tuning.preflight=run", cases=cases[:1],
+    result, artifacts = run_pytest(tmp_path, *FAST, "--var=tests.fine_tuning.preflight=run", cases=cases[:1],
                                    name="run-anyway")
     assert result.returncode == 1, output(result)
     assert "CUDA out of memory: pod ft-" in result.stdout
     assert "memory estimate" in result.stdout and "GPU memory 80.0 GiB" in result.stdout
     assert audit_leftovers(artifacts) == {}
 
-    result, artifacts = run_pytest(tmp_path, FAST, "--var=tests.fine_tuning.preflight=fail", cases=cases[:1],
+    result, artifacts = run_pytest(tmp_path, *FAST, "--var=tests.fine_tuning.preflight=fail", cases=cases[:1],
                                    name="refuse")
     assert result.returncode == 1 and "1 failed" in result.stdout, output(result)
     assert "exceeds the GPU memory 80.0 GiB" in result.stdout and "preflight: fail" in result.stdout
@@ -143,7 +145,7 @@ def test_failures_are_named_and_leave_nothing_behind(tmp_path):
 def test_a_hung_job_fails_at_its_timeout_naming_the_phase(tmp_path, timeouts, message):
     cases = [{"name": "hung", "model": "bigscience/bloom-560m", "dataset": {"name": "twitter_complaints_small"}}]
     variables = [f"--var=tests.fine_tuning.timeouts.{key}={value}" for key, value in timeouts.items()]
-    result, artifacts = run_pytest(tmp_path, FAST, "--var=cluster.sim.faults.pods=[{action: hang}]", *variables,
+    result, artifacts = run_pytest(tmp_path, *FAST, "--var=cluster.sim.faults.pods=[{action: hang}]", *variables,
                                    cases=cases)
     assert result.returncode == 1, output(result)
     assert message in result.stdout, output(result)
@@ -160,8 +162,8 @@ def values_by_item(artifacts: Path) -> dict[str, dict[str, float]]:
 
 
 def test_two_xdist_workers_give_the_same_kpis(tmp_path):
-    serial, serial_artifacts = run_pytest(tmp_path, FAST, cases=SCALING_CASES, name="serial")
-    parallel, parallel_artifacts = run_pytest(tmp_path, FAST, "-n", "2", cases=SCALING_CASES, name="xdist")
+    serial, serial_artifacts = run_pytest(tmp_path, *FAST, cases=SCALING_CASES, name="serial")
+    parallel, parallel_artifacts = run_pytest(tmp_path, *FAST, "-n", "2", cases=SCALING_CASES, name="xdist")
     assert serial.returncode == 0 and parallel.returncode == 0, output(serial) + output(parallel)
     assert values_by_item(serial_artifacts) == values_by_item(parallel_artifacts)
     assert len(values_by_item(serial_artifacts)) == 3
@@ -183,12 +185,12 @@ def verdicts(artifacts: Path) -> dict[tuple[str, str], str]:
 def test_a_lower_scaling_efficiency_is_a_regression_of_the_throughput_of_multi_gpu_points(tmp_path):
     history = tmp_path / "history.sqlite"
     for seed in range(1, 7):  # five runs of history, then a sixth normal run: seeded noise, no regression
-        result, artifacts = run_pytest(tmp_path, FAST, f"--var=cluster.sim.seed={seed}", cases=SCALING_CASES,
+        result, artifacts = run_pytest(tmp_path, *FAST, f"--var=cluster.sim.seed={seed}", cases=SCALING_CASES,
                                        history=history, name=f"run{seed}")
         assert result.returncode == 0, output(result)
         assert "regression" not in set(verdicts(artifacts).values()), verdicts(artifacts)
     assert "accepted" in set(verdicts(artifacts).values())
-    result, artifacts = run_pytest(tmp_path, FAST, "--var=cluster.sim.seed=7",
+    result, artifacts = run_pytest(tmp_path, *FAST, "--var=cluster.sim.seed=7",
                                    "--var=cluster.sim.plugins.fine_tuning.efficiency_scale=0.85", cases=SCALING_CASES,
                                    history=history, name="slower")
     assert result.returncode == 0, output(result)  # regressions are reported, not failing (fail_on_regression)
