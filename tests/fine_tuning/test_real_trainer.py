@@ -75,13 +75,14 @@ def test_a_point_with_wrong_target_modules_fails_fast_with_the_trainers_error(tm
     # the point itself (point.yaml written before its job is created, pod.log saved once it failed), without the
     # storage setup pod that the first point of a run waits for
     seconds = (directory / "pod.log").stat().st_mtime - (directory / "point.yaml").stat().st_mtime
-    # ended by the trainer's own exit, not by a timeout (no_progress: 120 s); the time itself (under 60 s when the
-    # machine is not loaded, 71 s seen at load 15) is a figure for docs/fine-tuning.md, not a test assertion
-    assert 0 < seconds < 120
+    # ended by the trainer's own exit (the message below: its exit code and error), not by a timeout (no_progress:
+    # 120 s, whose message names it); the time itself (under 60 s when the machine is not loaded, 71 s seen at load
+    # 15, so no wall-clock bound here) is a figure for docs/fine-tuning.md, not a test assertion
+    assert seconds > 0
     failure = testcase.find("failure")
     assert failure is not None
     message = failure.get("message", "") + (failure.text or "")
-    assert "exit code: pod ft-" in message
+    assert "exit code: pod ft-" in message and "no progress" not in message and "took longer than" not in message
     assert "Target modules {'q_proj', 'k_proj'} not found" in message or \
         "Target modules {'k_proj', 'q_proj'} not found" in message
     assert message.index("not found in the base model") < message.index("last lines")
