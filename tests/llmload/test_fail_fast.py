@@ -15,11 +15,12 @@ def test_zero_nodes_fail_fast_naming_the_cause(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "suites/llm_load", "--preset", "smoke", "-p", "no:cacheprovider",
          "-p", "no:randomly", "-q", "-k", "tgis and 1", "--var", "cluster.sim.nodes=0",
-         f"--artifacts={tmp_path}"],
-        cwd=REPO, capture_output=True, text=True, timeout=120)
+         "--var", "metrics.enabled=false", f"--artifacts={tmp_path}"],
+        cwd=REPO, capture_output=True, text=True, timeout=280)
     elapsed = time.monotonic() - began
     output = result.stdout + result.stderr
     assert result.returncode == 1, output
     assert "no node can ever hold its predictor: the cluster has no node" in output, output
     assert "Traceback" not in output and "During handling" not in output, output
-    assert elapsed < 60, f"{elapsed:.0f} s (the serving timeout is 300 s; about 13 s with start-up here)"
+    # not the serving timeout (300 s from the predictor's creation); about 13 s with start-up here when quiet
+    assert elapsed < 250, f"{elapsed:.0f} s"
