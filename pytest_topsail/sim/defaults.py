@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from fractions import Fraction
 from typing import Any
 
-from pytest_topsail.kube.quantity import MAX_EXPONENT
+from pytest_topsail.kube.quantity import MAX_EXPONENT, QuantityRangeError, read_quantity
 
 from .apierror import ApiError, invalid
 from .resources import ResourceType
@@ -221,33 +220,17 @@ def _is_extended(resource: str) -> bool:
         and not resource.startswith("requests.")
 
 
-_SUFFIXES: dict[str, int | Fraction] = {
-    "": 1, "m": Fraction(1, 1000), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
-    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
-    "n": Fraction(1, 10**9), "u": Fraction(1, 10**6)}
-_QUANTITY_PARTS = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))([eE][+-]?[0-9]+|[A-Za-z]*)$")
-
-
 def parse_quantity(value: Any) -> Fraction | None:
-    """A resource quantity as an exact number; None when malformed."""
+    """A resource quantity as an exact number; None when malformed or not in the apiserver's syntax."""
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
         return Fraction(value)
-    return _parse_quantity_text(str(value))
-
-
-@functools.lru_cache(maxsize=4096)  # the same few quantities ("50m", "1Gi") come with every pod
-def _parse_quantity_text(text: str) -> Fraction | None:
-    match = _QUANTITY_PARTS.match(text)
-    if not match:
+    try:
+        quantity = read_quantity(str(value))
+    except ValueError:
         return None
-    number, suffix = Fraction(match.group(1)), match.group(2)
-    if suffix[:1] in ("e", "E"):
-        exponent = int(suffix[1:])
-        return None if abs(exponent) > MAX_EXPONENT else number * Fraction(10) ** exponent
-    scale = _SUFFIXES.get(suffix)
-    return None if scale is None else number * scale
+    return quantity.exact if quantity.canonical else None
 
 
 def _is_whole(quantity: Any) -> bool:
@@ -425,13 +408,6 @@ def _check_structure(rtype: ResourceType, obj: dict[str, Any], checked_spec: Any
 QUANTITY = "quantity"
 STRING_MAP = "map[string]string"
 OBJECT = "object"
-_QUANTITY = re.compile(r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(([KMGTPE]i)|[numkMGTPE]|[eE][+-]?[0-9]+)?$")
-_EXPONENT = re.compile(r"[eE]([+-]?[0-9]+)$")
-
-
-def _exponent_out_of_range(value: str | int | float) -> bool:
-    match = _EXPONENT.search(value) if isinstance(value, str) else None
-    return match is not None and abs(int(match[1])) > MAX_EXPONENT
 _RESOURCES = {"requests": {"*": QUANTITY}, "limits": {"*": QUANTITY}}
 _CONTAINER = {"name": str, "image": str, "command": [str], "args": [str], "workingDir": str,
               "resources": _RESOURCES, "env": [{"name": str, "value": str}], "ports": [{"containerPort": int}],
@@ -480,8 +456,7 @@ def _typed_ok(value: Any, schema: Any) -> bool:
     if schema is str:
         return value.__class__ is str or isinstance(value, str)
     if schema is QUANTITY:
-        return not isinstance(value, bool) and isinstance(value, (str, int, float)) and \
-            _QUANTITY.match(str(value)) is not None and not _exponent_out_of_range(value)
+        return _quantity_problem(value) is None
     if schema is STRING_MAP:
         return isinstance(value, dict) and all(isinstance(item, str) for item in value.values())
     if schema is OBJECT:
@@ -499,12 +474,9 @@ def _check_typed(value: Any, schema: Any, field: str) -> None:
     elif schema is STRING_MAP:
         _check_string_map(value, field)
     elif schema is QUANTITY:
-        if isinstance(value, bool) or not isinstance(value, (str, int, float)) or not _QUANTITY.match(str(value)):
-            raise ApiError(400, "BadRequest", f"{field}: quantities must match the regular expression "
-                                              f"'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'")
-        if _exponent_out_of_range(value):
-            raise ApiError(400, "BadRequest", f"{field}: unable to parse quantity's numeric part: exponent beyond "
-                                              f"{MAX_EXPONENT}")
+        problem = _quantity_problem(value)
+        if problem is not None:
+            raise ApiError(400, "BadRequest", f"{field}: {problem}")
     elif isinstance(schema, list):
         if not isinstance(value, list):
             raise _undecodable(value, field, "[]" + _type_name(schema[0]))
@@ -519,6 +491,19 @@ def _check_typed(value: Any, schema: Any, field: str) -> None:
                 _check_typed(item, item_schema, f"{field}.{key}" if "*" not in schema else f"{field}[{key}]")
     elif not _is_scalar(value, schema):
         raise _undecodable(value, field, _SCALAR_NAMES[schema])
+
+
+def _quantity_problem(value: Any) -> str | None:
+    """Why the apiserver would not decode ``value`` as a quantity (its words); None when it would."""
+    if not isinstance(value, bool) and isinstance(value, (str, int, float)):
+        try:
+            if read_quantity(str(value)).canonical:
+                return None
+        except QuantityRangeError:
+            return f"unable to parse quantity's numeric part: exponent beyond {MAX_EXPONENT}"
+        except ValueError:
+            pass
+    return "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
 
 
 def _is_scalar(value: Any, expected: type) -> bool:
