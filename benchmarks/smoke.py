@@ -59,7 +59,8 @@ def main() -> int:
             runs[name].append(one_run(tree, args.timeout))
             wall, cpu, passed = runs[name][-1]
             verdict = "passed" if passed else "FAILED"
-            print(f"round {round_index + 1} {name}: {wall:.1f} s wall, {cpu:.1f} s CPU, {verdict}", flush=True)
+            print(f"round {round_index + 1} {name}: {wall:.1f} s wall, {cpu:.1f} s CPU, {verdict} "
+                  f"(load {os.getloadavg()[0]:.1f})", flush=True)
     medians = {name: (statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs))
                for name, rs in runs.items()}
     wall, cpu = medians["this"]

@@ -44,7 +44,18 @@ def sim_profile(raw: dict[str, Any], source: str) -> tuple[Profile, dict[str, An
     return validated, operators
 
 
+PROFILE_KEY = pytest.StashKey[tuple["Profile", "dict[str, Any] | None"]]()
+
+
 def run_sim_profile(config: pytest.Config) -> tuple[Profile, dict[str, Any] | None]:
+    """``build_run_profile``, once per process: checked at start-up, then used as is by the simulator's start."""
+    built = config.stash.get(PROFILE_KEY, None)
+    if built is None:
+        built = config.stash[PROFILE_KEY] = build_run_profile(config)
+    return built
+
+
+def build_run_profile(config: pytest.Config) -> tuple[Profile, dict[str, Any] | None]:
     """The profile of the one simulator of the run. With one suite declaring ``cluster.sim``, its profile. With
     several, each suite's shape becomes its own node pools (named ``<suite>-<pool>``) and the other keys they set
     are merged; two suites setting one key to different values is a TopsailError naming the key and both files.

@@ -193,9 +193,11 @@ def test_serving_utilization_rises_with_concurrency_and_the_idle_node_reads_zero
     per_node = ('[{kpi: busiest_node_gpu_utilization, query: "max by (Hostname) (DCGM_FI_DEV_GPU_UTIL)", unit: "%",'
                 ' aggregation: max}, {kpi: idle_node_gpu_utilization, query: "max by (Hostname) '
                 '(DCGM_FI_DEV_GPU_UTIL)", unit: "%", aggregation: min}]')
-    cases = tmp_path / "points.yaml"  # the smoke's openai case with a third point past the batch size (8)
+    # the smoke's openai case, with points of a second (several scrapes each, on a loaded machine too) and a third
+    # point past the batch size (8)
+    cases = tmp_path / "points.yaml"
     smoke = yaml.safe_load((REPO / "cases" / "llm_load" / "smoke.yaml").read_text())
-    cases.write_text(yaml.safe_dump([{**smoke[0], "api": "completions", "concurrency": [1, 8, 16]}]))
+    cases.write_text(yaml.safe_dump([{**smoke[0], "api": "completions", "concurrency": [1, 8, 16], "duration_s": 1}]))
     result = run_pytest("suites", "-m", "llm_load", "--preset", "smoke", "--var", f"cases=[{cases}]",
                         f"--artifacts={root}", f"--topsail-history={tmp_path / 'h.sqlite'}",
                         "--var", f"metrics.queries={per_node}")
