@@ -408,6 +408,9 @@ SUITE_START_UP_INPUTS = [  # the repository's other suites: one start-up error n
                               "cases: [cases/tgis/flan-t5-small/basic.yaml]}]"],
      "suites/tgis/config.yaml: invalid settings: key tests.tgis[0].model: model 'google/flan-t5-smal' is not in the "
      "model catalog (pytest_topsail/tgis/catalog.yaml); closest known: google/flan-t5-small, "),
+    ("suites/tgis", ["--var", "cluster.sim.plugins.kserve.models={my-org/m-7b: {params: 7}}"],  # a declared model
+     "suites/tgis/config.yaml: cluster.sim.plugins.kserve.models.my-org/m-7b: key params_billions: required key "
+     "missing; key params: unknown key; known: active_params_billions, dtype, params_billions, quantization"),
 ]
 
 
