@@ -50,6 +50,7 @@ def pytest_configure(config: pytest.Config) -> None:
     from pytest_topsail import session
 
     session.configure(config)
+    config.pluginmanager.register(ShortInterrupt(config), "topsail-short-interrupt")
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
         config.pluginmanager.register(session.XdistHooks(config), "topsail-xdist")
     if hasattr(config, "workerinput"):
@@ -107,6 +108,25 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     from pytest_topsail import session
 
     session.unconfigure(config)
+
+
+class ShortInterrupt:
+    """Ctrl-C: pytest formats the interrupt's whole traceback with every frame's source and arguments (seconds, for
+    a stack deep in gRPC, Kubernetes or asyncio calls on a loaded machine), then prints only its last line unless
+    ``--full-trace``; an xdist worker prints none of it. The traceback is cut to its last shown entry first: the same
+    output, without the wait."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        if self.config.getoption("fulltrace", False):
+            return
+        entries = excinfo.traceback
+        shown = next((i for i in range(len(entries) - 1, -1, -1) if not entries[i].ishidden(excinfo)), None)
+        if shown is not None:
+            excinfo.traceback = entries[shown:]
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

@@ -1,5 +1,5 @@
-"""Ctrl-C during a TGIS run against a cluster that outlives it (an external simulator standing for a real cluster):
-the run ends within seconds and leaves nothing behind but its artifacts and history."""
+"""Ctrl-C during a TGIS run against a cluster that outlives it (an external simulator standing for a real cluster),
+serially and under ``-n 2``: the run ends within seconds and leaves nothing behind but its artifacts and history."""
 
 from __future__ import annotations
 
@@ -56,14 +56,17 @@ def external(tmp_path: Path) -> Iterator[Kube]:
             kube.close()
 
 
-def test_ctrl_c_mid_run_ends_within_seconds_leaving_nothing_behind(tmp_path: Path, external: Kube) -> None:
+@pytest.mark.parametrize("processes", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_ctrl_c_mid_run_ends_within_seconds_leaving_nothing_behind(tmp_path: Path, external: Kube,
+                                                                   processes: list[str]) -> None:
     before = state(external)
     artifacts, history = tmp_path / "artifacts", tmp_path / "history.sqlite"
     command = [sys.executable, "-m", "pytest", "suites/tgis", "--preset", "smoke", "-p", "no:cacheprovider", "-q",
                "-p", "no:randomly", "--artifacts", str(artifacts), "--topsail-history", str(history),
-               "--kubeconfig", external.kubeconfig]  # type: ignore[attr-defined]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    env.pop("ARTIFACT_DIR", None)
+               "--kubeconfig", external.kubeconfig, *processes]  # type: ignore[attr-defined]
+    env = {key: value for key, value in os.environ.items()
+           if key != "ARTIFACT_DIR" and not key.startswith("PYTEST_XDIST")}  # not an outer -n's worker
+    env["PYTHONPATH"] = str(REPO)
     # its own process group, as a terminal's foreground job: Ctrl-C reaches pytest and everything it started
     process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                env=env, start_new_session=True)
@@ -81,7 +84,7 @@ def test_ctrl_c_mid_run_ends_within_seconds_leaving_nothing_behind(tmp_path: Pat
             os.killpg(process.pid, signal.SIGKILL)
             process.communicate()
     assert process.returncode == 2, output[-3000:]  # pytest's "interrupted"
-    assert "KeyboardInterrupt" in output and "run interrupted" in output
+    assert "KeyboardInterrupt" in output and "run interrupted" in output, output[-3000:]
     print(f"exit {took:.1f} s after SIGINT")  # the benchmark's business: shown with -s, not asserted
     assert state(external) == before, output[-3000:]  # namespace, workers and OpenShift AI removed
     answered = len(list(artifacts.glob("tgis/*/answer.json")))
