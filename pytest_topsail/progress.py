@@ -22,6 +22,7 @@ from typing import Any, TextIO
 import pytest
 
 from pytest_topsail.errors import TopsailError
+from pytest_topsail.run import xdist_worker
 
 _NUMBERS = re.compile(r"\d+(\.\d+)?")
 _SEEN_WIDTH = pytest.StashKey[int]()  # width of pytest's terminal line when the last progress line was printed
@@ -36,7 +37,7 @@ class Progress:
         self.log_path = log
         self.prefix = prefix
         self.repeat_interval_s = repeat_interval_s
-        self.on_terminal = enabled and not _is_xdist_worker(config)
+        self.on_terminal = enabled and xdist_worker(config) is None
         self.terminal = terminal
         self.lock = threading.Lock()
         self.partial_lock = threading.Lock()
@@ -129,6 +130,3 @@ class Progress:
         config.stash[_SEEN_WIDTH] = width
         return width > 0 and width != seen
 
-
-def _is_xdist_worker(config: Any | None) -> bool:
-    return config is not None and hasattr(config, "workerinput")

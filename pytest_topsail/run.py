@@ -43,10 +43,17 @@ class TopsailState:
     suite_of_path_cache: dict[Path, str | None] = field(default_factory=dict)
     pytest_cache: Any = None  # pytest's config.cache (None with -p no:cacheprovider)
     cluster: str = "sim"  # the cluster the run uses: sim (the simulator) or kube (a real cluster)
+    xdist_worker: str | None = None  # this process's xdist worker id (xdist_worker()), None if it is none
     lock: threading.RLock = field(default_factory=threading.RLock)
 
 
 STATE_KEY = pytest.StashKey[TopsailState]()
+
+
+def xdist_worker(pytest_config: Any) -> str | None:
+    """The pytest-xdist worker id (``gw0``) when this process is an xdist worker (its ``config.workerinput``), else
+    None: the xdist controller or pytest without xdist."""
+    return (getattr(pytest_config, "workerinput", None) or {}).get("workerid")
 
 
 def state_of(pytest_config: pytest.Config) -> TopsailState:
@@ -78,6 +85,7 @@ def init_state(pytest_config: pytest.Config) -> TopsailState:
         overrides=[parse_var(text) for text in pytest_config.getoption("topsail_vars", None) or []],
         pytest_cache=getattr(pytest_config, "cache", None),
         cluster=chosen_cluster(pytest_config),
+        xdist_worker=xdist_worker(pytest_config),
     )
     pytest_config.stash[STATE_KEY] = state
     return state

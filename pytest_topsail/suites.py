@@ -59,6 +59,7 @@ class Suite:
     cache_dir: Path | None = None  # where parsed case files are kept between runs (pytest's cache), if anywhere
     validated: dict[tuple[str, Any], Any] = field(default_factory=dict, repr=False)
     cluster: str = "sim"  # the run's cluster, sim or kube: a check may depend on it (a model the simulator sizes)
+    xdist_worker: str | None = None  # the xdist worker loading it (its controller has checked the same input)
 
     @property
     def config_file(self) -> Path:
@@ -251,7 +252,8 @@ def build_suite(name: str, path: Path, state: TopsailState) -> Suite:
     apply_vars(document, state.overrides)
     return Suite(name=name, path=path, config=Config(document, source=shown), presets_applied=applied,
                  presets_defined=preset_names(presets), rootdir=state.rootdir, cache_dir=_yaml_cache_dir(state),
-                 preset_descriptions=preset_descriptions(presets), cluster=state.cluster)
+                 preset_descriptions=preset_descriptions(presets), cluster=state.cluster,
+                 xdist_worker=state.xdist_worker)
 
 
 def _yaml_cache_dir(state: TopsailState) -> Path | None:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import pytest_topsail as topsail
+from pytest_topsail.tgis.settings import RunnerSettings
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -20,7 +21,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return  # with -p no:topsail the item errors on its missing fixtures, as every suite's
     suite = topsail.load_suite(metafunc.config, "tgis")
     worker = suite.settings("worker")
-    streams = suite.settings("runner").generate_stream
+    streams = suite.settings("runner", RunnerSettings).generate_stream
     cases: list[topsail.Case] = []
     for spec in suite.settings("tests.tgis").root:
         model = spec.model.rsplit("/", 1)[-1]
@@ -41,5 +42,5 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture
-def runner_settings(topsail_suite: topsail.Suite) -> Any:
-    return topsail_suite.settings("runner")
+def runner_settings(topsail_suite: topsail.Suite) -> RunnerSettings:
+    return topsail_suite.settings("runner", RunnerSettings)

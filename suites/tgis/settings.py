@@ -2,24 +2,23 @@
 
 - ``tests.tgis``: ``[{model, configs: [ModelConfig], cases: [case file globs]}]``: one worker per (model, config);
   the case files are read and checked here, so a bad case file stops the run at once naming file, case and key.
-- ``worker``: how workers are deployed and reached; ``runner``: how answers are judged.
+- ``worker``: how workers are deployed and reached; ``runner``: how answers are judged (both in
+  pytest_topsail/tgis/settings.py, which the fixture and the items read them by).
 """
 
 from __future__ import annotations
 
 import difflib
-import os
 from pathlib import Path
-from typing import Literal
 
 import pydantic
 
 import pytest_topsail as topsail
 from pytest_topsail.tgis.casefile import TgisCase, load_case_file
 from pytest_topsail.tgis.catalog import check_sized
-from pytest_topsail.tgis.evaluation import DEFAULT_ABS_TOLERANCE, DEFAULT_REL_TOLERANCE, Tolerance
 from pytest_topsail.tgis.model_config import ModelConfig
-from pytest_topsail.tgis.worker_settings import WorkerSettings as BaseWorkerSettings
+from pytest_topsail.tgis.settings import RunnerSettings
+from pytest_topsail.tgis.settings import WorkerSettings as BaseWorkerSettings
 
 
 class TgisSpec(topsail.Settings):
@@ -52,14 +51,13 @@ class TgisSpec(topsail.Settings):
                                  "model must differ in its short name")
         return self
 
-    def load_cases(self, rootdir: Path) -> list[TgisCase]:
+    def load_cases(self, rootdir: Path, warn: bool = True) -> list[TgisCase]:
+        """The cases of the case files; ``warn``: about the keys tgis-tester ignores, once per file."""
         files = topsail.resolve_case_files(self.cases, rootdir, source="cases")
         loaded: list[TgisCase] = []
         for path in files:
             shown = str(path.relative_to(rootdir)) if path.is_relative_to(rootdir) else str(path)
-            # the xdist controller warns once; its workers read the same files again
-            loaded += load_case_file(path, shown, strict=self.strict_case_keys,
-                                     warn="PYTEST_XDIST_WORKER" not in os.environ)
+            loaded += load_case_file(path, shown, strict=self.strict_case_keys, warn=warn)
         return loaded
 
     @property
@@ -71,19 +69,21 @@ class TgisTests(pydantic.RootModel[list[TgisSpec]]):
     @pydantic.model_validator(mode="after")
     def _read_case_files(self, info: pydantic.ValidationInfo) -> TgisTests:
         rootdir = Path((info.context or {}).get("rootdir") or Path.cwd())
+        suite = (info.context or {}).get("suite")
+        warn = suite is None or suite.xdist_worker is None  # the xdist controller warns; its workers read them again
         models = [spec.model for spec in self.root]
         for index, spec in enumerate(self.root):
             if spec.model in models[:index]:
                 raise ValueError(f"[{index}].model: {spec.model!r} is also [{models.index(spec.model)}].model")
             try:
-                spec._cases = spec.load_cases(rootdir)
+                spec._cases = spec.load_cases(rootdir, warn)
             except topsail.TopsailError as error:
                 raise ValueError(f"[{index}].cases: {error}") from None
         return self
 
 
 class WorkerSettings(BaseWorkerSettings):
-    """tgis-tester's ``worker`` section (pytest_topsail/tgis/worker_settings.py), its ``env`` keys checked against
+    """tgis-tester's ``worker`` section (pytest_topsail/tgis/settings.py), its ``env`` keys checked against
     the configs of tests.tgis."""
 
     @pydantic.field_validator("env")
@@ -101,21 +101,6 @@ class WorkerSettings(BaseWorkerSettings):
                 hint = f"; closest: {', '.join(close)}" if close else ""
                 raise ValueError(f"{key!r} names no config of tests.tgis (configs: {', '.join(names)}){hint}")
         return env
-
-
-class RunnerSettings(topsail.Settings):
-    """tgis-tester's ``runner`` section."""
-
-    generate_stream: bool = True
-    evaluation_strategy: Literal["approx_equality", "exact_text_match"] = "approx_equality"
-    # logprobs (token and top-token) are equal within abs_tolerance or rel_tolerance (tgis-tester's defaults)
-    abs_tolerance: float = pydantic.Field(DEFAULT_ABS_TOLERANCE, ge=0)
-    rel_tolerance: float = pydantic.Field(DEFAULT_REL_TOLERANCE, ge=0)
-    request_timeout_s: float = pydantic.Field(60, gt=0)
-
-    @property
-    def tolerance(self) -> Tolerance:
-        return Tolerance(abs=self.abs_tolerance, rel=self.rel_tolerance)
 
 
 SETTINGS = {"tests.tgis": TgisTests, "worker": WorkerSettings, "runner": RunnerSettings}

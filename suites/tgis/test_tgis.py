@@ -17,6 +17,7 @@ from pytest_topsail.tgis.client import TgisClient
 from pytest_topsail.tgis.evaluation import compare, merge_stream, response_dict, stream_problems
 from pytest_topsail.tgis.model_config import ModelConfig
 from pytest_topsail.tgis.recording import record_expectation
+from pytest_topsail.tgis.settings import RunnerSettings
 
 
 def skip_reason(config: ModelConfig, case: TgisCase, reference: bool, recording: bool, stream: bool) -> str | None:
@@ -35,7 +36,7 @@ def skip_reason(config: ModelConfig, case: TgisCase, reference: bool, recording:
     return None
 
 
-async def call(client: TgisClient, case: TgisCase, runner: Any, stream: bool) -> dict[str, Any]:
+async def call(client: TgisClient, case: TgisCase, runner: RunnerSettings, stream: bool) -> dict[str, Any]:
     """The case's request, unary (Generate) or streamed (GenerateStream): the answers (or the gRPC error) in JSON
     form, and the latency (in simulated time on a simulator serving on a time scale: the wall time plus what the
     scale took off, pytest_topsail/tgis/client.py)."""
@@ -57,7 +58,7 @@ async def call(client: TgisClient, case: TgisCase, runner: Any, stream: bool) ->
     return outcome
 
 
-def judge(case: TgisCase, outcome: dict[str, Any], runner: Any) -> list[str]:
+def judge(case: TgisCase, outcome: dict[str, Any], runner: RunnerSettings) -> list[str]:
     """What differs from the expectation, one line per field."""
     answered = outcome["stream"] if outcome["stream"] is not None else outcome["responses"]
     if case.error is not None:
@@ -113,7 +114,7 @@ def last_items(session: pytest.Session) -> set[str]:
     return session.stash[LAST_ITEMS]
 
 
-def test_tgis(case: topsail.Case, tgis_workers: Any, runner_settings: Any, request: pytest.FixtureRequest,
+def test_tgis(case: topsail.Case, tgis_workers: Any, runner_settings: RunnerSettings, request: pytest.FixtureRequest,
               artifact_dir: Path, kpis: topsail.KpiRecorder) -> None:
     settings = case.settings
     config = ModelConfig.model_validate(settings["config"])

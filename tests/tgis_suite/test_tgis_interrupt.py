@@ -72,7 +72,10 @@ def test_ctrl_c_mid_run_ends_within_seconds_leaving_nothing_behind(tmp_path: Pat
                                env=env, start_new_session=True)
     try:
         deadline = time.monotonic() + 180
-        while len(list(artifacts.glob("tgis/*/answer.json"))) < 3:  # mid-run: workers deployed, items running
+        # mid-run: workers deployed, items running, and two items' records processed by the process that reports
+        # (lts.json, its last file of an item; the xdist controller under -n), so the outputs have items to cover
+        while (len(list(artifacts.glob("tgis/*/answer.json"))) < 3
+               or len(list(artifacts.glob("tgis/*/lts.json"))) < 2):
             assert time.monotonic() < deadline and process.poll() is None, "no item answered"
             time.sleep(0.1)
         os.killpg(process.pid, signal.SIGINT)
@@ -90,5 +93,6 @@ def test_ctrl_c_mid_run_ends_within_seconds_leaving_nothing_behind(tmp_path: Pat
     answered = len(list(artifacts.glob("tgis/*/answer.json")))
     with sqlite3.connect(history) as db:  # the history is whole: readable, and holds the finished items' KPIs
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-        # (the item interrupted may have written its answer but not reported)
-        assert db.execute("SELECT count(*) FROM kpis").fetchone()[0] >= answered - 1 >= 2
+        # (the item each process was running may have written its answer but not reported)
+        in_flight = 2 if processes else 1
+        assert db.execute("SELECT count(*) FROM kpis").fetchone()[0] >= max(answered - in_flight, 2)
