@@ -431,7 +431,7 @@ def test_bad_suite_settings_are_one_start_up_error(suite: str, args: list[str], 
     assert "Traceback" not in output and "INTERNALERROR" not in output
     error_lines = [line for line in result.stderr.splitlines() if line.startswith("ERROR:")]
     assert len(error_lines) == 1 and fragment in error_lines[0], output
-    assert time.monotonic() - began < 30, "a start-up error (5 s on an idle machine, 2 shared cores here)"
+    assert time.monotonic() - began < 90, "a start-up error, not a wait (5 s on an idle machine, 2 shared cores here)"
 
 
 LLM_LOAD_CASES = [  # llm_load case points checked at start-up (were caught at their item, after deploying)

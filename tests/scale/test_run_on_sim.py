@@ -56,10 +56,10 @@ def test_sampling_a_kind_the_cluster_does_not_serve_fails_fast_naming_it(api):
 
 def test_pods_no_node_can_hold_fail_the_run_in_seconds_naming_request_and_reason(api, tmp_path):
     """16 GPUs per pod on 8-GPU nodes: the scheduler's reason and the request are named long before timeout_s."""
-    case = ScaleCase(workload="training", jobs=2, gpus=16, timeout_s=120)
+    case = ScaleCase(workload="training", jobs=2, gpus=16, timeout_s=300)
     started = time.monotonic()
     result = run_case(api, case, tmp_path, RunOptions(namespace_prefix="u", plots=False), run_id="unsch1")
-    assert time.monotonic() - started < 30, "stopped by the unschedulable check, not by timeout_s"
+    assert time.monotonic() - started < 120, "stopped by the unschedulable check (seconds), not by timeout_s (300 s)"
     message = result.summary["unschedulable"]
     assert "can never be scheduled" in message and "nvidia.com/gpu=16" in message, message
     assert "Insufficient nvidia.com/gpu" in message, message
