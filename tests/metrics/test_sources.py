@@ -150,7 +150,7 @@ def openshift(tmp_path: Path) -> Iterator[Path]:
         url, token, ca = kubeconfig_credentials(sim.kubeconfig_path)
         local = start_local(binary="prometheus", private_dir=tmp_path / "private", artifacts_dir=tmp_path / "prom",
                             target_url=url, token=token, ca_pem=ca, interval_s=0.5, watch_pid=sim.pid)
-        deadline = time.monotonic() + 20  # a new Prometheus scrapes after ~5 s (its discovery manager)
+        deadline = time.monotonic() + 60  # a new Prometheus scrapes after ~5 s (its discovery manager); more at load
         while not requests.get(local.url + "/api/v1/query", params={"query": "DCGM_FI_DEV_GPU_UTIL"},
                                timeout=5).json()["data"]["result"]:
             assert time.monotonic() < deadline, "the test's Prometheus does not scrape the simulator"
