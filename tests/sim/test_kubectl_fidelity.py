@@ -164,33 +164,43 @@ def test_parts_not_simulated_say_so(cluster_sim: Any, core: client.CoreV1Api) ->
 
 
 def test_pod_log_options(cluster_sim: Any, core: client.CoreV1Api, namespace: str, wait_until: Any) -> None:
-    core.create_namespaced_pod(namespace, {"metadata": {"name": "talker"}, "spec": {"containers": [{
-        "name": "main", "image": "busybox", "command": ["sh", "-c", "echo one; echo two; sleep 0.3; exit 3"]}]}})
+    # The options are read from a container that printed its two lines and stays: a restarting one starts a new log
+    # between two reads (at load, several reads outlast its run). --previous is read from one that exits and restarts.
+    scripts = {"teller": "echo one; echo two; sleep 3600", "talker": "echo one; echo two; sleep 1; exit 3"}
+    for name, script in scripts.items():
+        core.create_namespaced_pod(namespace, {"metadata": {"name": name}, "spec": {"containers": [{
+            "name": "main", "image": "busybox", "command": ["sh", "-c", script]}]}})
 
-    def status() -> Any:
-        statuses = core.read_namespaced_pod("talker", namespace).status.container_statuses or []
-        return statuses[0] if statuses and statuses[0].state.running else None
+    def log(**options: Any) -> str:
+        try:
+            return core.read_namespaced_pod_log("teller", namespace, **options)
+        except ApiException:  # 400 while the container is being created
+            return ""
 
-    wait_until(status, 20, "talker running")
-    log = core.read_namespaced_pod_log("talker", namespace, timestamps=True)
-    first, second = log.splitlines()
+    stamped = wait_until(lambda: (text := log(timestamps=True)).count("\n") == 2 and text, 60, "teller's two lines")
+    first, second = stamped.splitlines()
     assert first.endswith("Z one") and second.endswith("Z two") and len(first.split(" ", 1)[0]) == 30
-    assert core.read_namespaced_pod_log("talker", namespace, tail_lines=1) == "two\n"
-    assert core.read_namespaced_pod_log("talker", namespace, limit_bytes=4) == "one\n"
-    assert core.read_namespaced_pod_log("talker", namespace, since_seconds=3600) == "one\ntwo\n"
+    assert core.read_namespaced_pod_log("teller", namespace, tail_lines=1) == "two\n"
+    assert core.read_namespaced_pod_log("teller", namespace, limit_bytes=4) == "one\n"
+    assert core.read_namespaced_pod_log("teller", namespace, since_seconds=3600) == "one\ntwo\n"
     future = "2099-01-01T00:00:00Z"
-    text = cluster_sim.kubectl("logs", "talker", "-n", namespace, f"--since-time={future}").stdout
+    text = cluster_sim.kubectl("logs", "teller", "-n", namespace, f"--since-time={future}").stdout
     assert text == ""
     with pytest.raises(ApiException) as invalid:
-        core.read_namespaced_pod_log("talker", namespace, since_seconds=0)
+        core.read_namespaced_pod_log("teller", namespace, since_seconds=0)
     assert invalid.value.status == 422
-    def restarted() -> bool:
-        running = status()  # one read: the container may stop between two
-        return running is not None and running.restart_count >= 1
 
-    wait_until(restarted, 20, "the second run")
+    def restarted() -> bool:
+        statuses = core.read_namespaced_pod("talker", namespace).status.container_statuses or []  # one read
+        if not statuses:
+            return False
+        # its second run started (running for 1 s, then in back-off: a third run comes 2 s later)
+        return statuses[0].restart_count >= 2 or (statuses[0].restart_count >= 1 and statuses[0].state.running)
+
+    wait_until(restarted, 60, "talker's second run")
     previous = cluster_sim.kubectl("logs", "talker", "-n", namespace, "--previous").stdout
     assert previous == "one\ntwo\n"
+    core.delete_namespaced_pod("teller", namespace, grace_period_seconds=0)
 
 
 def test_previous_log_of_a_container_never_restarted_is_a_bad_request(cluster_sim: Any, core: client.CoreV1Api,
