@@ -8,6 +8,7 @@ of ``topsail.ComponentSettings``) and their ``prepare``/``cleanup_before`` funct
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from pytest_topsail.cluster.fixture import Cluster, ClusterSession, cluster_sess
 from pytest_topsail.cluster.settings import ComponentSettings, section_settings, source_suite, where
 from pytest_topsail.cluster.steps import KubeStep, Ownership, kube_step, rollback
 from pytest_topsail.kube.client import Kube
+from pytest_topsail.kube.namespaces import KEPT
 from pytest_topsail.progress import Progress
 from pytest_topsail.run import artifacts_root
 
@@ -81,6 +83,8 @@ def _sequence(state: ClusterSession, cluster: Cluster, name: str, settings: C, s
     if not settings.keep and not state.discards_cluster:
         def journal(owner: Ownership) -> None:
             state.run.write_pending(name, owner.plan(settings.timeout_s))
+    if settings.keep and not state.discards_cluster:  # its namespaces kept from their creation, killed run or not
+        cluster = dataclasses.replace(cluster, kube=cluster.kube.with_namespace_labels(KEPT))
     with step(name, artifacts_root(state.config)) as directory:
         prep = Prep(cluster, settings, source, Ownership(name, journal=journal), progress, directory)
         result: dict[str, Any] = {"prepared": False, "created": []}
@@ -125,7 +129,6 @@ def disown_namespaces(state: ClusterSession, owner: Ownership) -> None:
     """Kept namespaces lose their run label and get the kept one: no later run takes them for what a killed run
     left, and ``kubectl get namespaces -l topsail.kept=true`` finds them."""
     from pytest_topsail.cluster.namespaces import RUN_LABEL
-    from pytest_topsail.kube.namespaces import KEPT
 
     if state.cluster is None or state.discards_cluster:
         return

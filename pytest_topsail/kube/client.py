@@ -172,6 +172,12 @@ class Kube:
             other._discovery = dict(self._discovery)
         return other
 
+    def with_namespace_labels(self, labels: dict[str, str]) -> Kube:
+        """This connection (shared, not a new one) whose namespace creations also carry `labels`."""
+        other = copy.copy(self)
+        other.namespace_labels = {**self.namespace_labels, **labels}
+        return other
+
     def command(self, *args: str) -> str:
         """The kubectl command line doing ``args`` on this cluster, for messages a user copies."""
         import shlex
