@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from pytest_topsail.metrics.settings import MetricsSettings
     from pytest_topsail.metrics.source import Source
     from pytest_topsail.suites import Suite
@@ -35,6 +37,7 @@ class MetricsRun:
     """Per-process state (``config.stash``)."""
 
     source: Source | None = None
+    starting: Future[Source] | None = None  # the local server, starting in the background (``_source``)
     told: set[str] = field(default_factory=set)
     scraping: bool = False  # the local server's targets were seen up
 
@@ -59,6 +62,14 @@ def pytest_topsail_check_suite(suite: Suite) -> None:
 
 def _run(config: pytest.Config) -> MetricsRun:
     return config.stash.setdefault(RUN_KEY, MetricsRun())
+
+
+def _source(config: pytest.Config) -> Source | None:
+    """The run's source once chosen; waits for a local server still starting."""
+    state = _run(config)
+    if state.source is None and state.starting is not None:
+        state.source, state.starting = state.starting.result(), None
+    return state.source
 
 
 def tell(config: pytest.Config, item: pytest.Item | None, message: str) -> None:
@@ -113,13 +124,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest) -> Generator[
         None, object, object]:
     """As soon as the cluster is open (a fixture of the item asked for it), the run's Prometheus is chosen or started:
-    the rest of the item's preparation overlaps its first scrapes."""
+    a local server starts in the background (the items before the first one with metrics go on meanwhile)."""
     result = yield
-    if fixturedef.argname == "cluster" and _run(request.config).source is None:
+    state = _run(request.config)
+    if fixturedef.argname == "cluster" and state.source is None and state.starting is None:
         settings = _first_settings(request.config)
-        if settings is not None:
+        if settings is not None and _is_local(request.config, settings, result):
+            from concurrent.futures import ThreadPoolExecutor
+
+            pool = ThreadPoolExecutor(1, thread_name_prefix="topsail-prometheus")
+            state.starting = pool.submit(open_source, request.config, settings, result)
+            pool.shutdown(wait=False)
+        elif settings is not None:
             open_source(request.config, settings, result)
     return result
+
+
+def _is_local(config: pytest.Config, settings: MetricsSettings, cluster: Any) -> bool:
+    url = config.getoption("topsail_prometheus", None) or settings.prometheus.url
+    return bool(url == "auto" and cluster.mode == "sim")
 
 
 @pytest.fixture(scope="session")
@@ -128,7 +151,7 @@ def topsail_prometheus(request: pytest.FixtureRequest, cluster: Any) -> Source:
     or ``.problem`` saying why there is none."""
     from pytest_topsail.metrics.settings import MetricsSettings
 
-    source = _run(request.config).source
+    source = _source(request.config)
     if source is None:
         source = open_source(request.config, _first_settings(request.config) or MetricsSettings(), cluster)
     return source
@@ -154,7 +177,7 @@ def open_source(config: pytest.Config, settings: MetricsSettings, cluster: Any) 
 
     url = config.getoption("topsail_prometheus", None) or settings.prometheus.url
     try:
-        if url == "auto" and cluster.mode == "sim":
+        if _is_local(config, settings, cluster):
             source = _local_source(config, settings, cluster)
         else:
             source = remote_source(settings.prometheus, url, cluster.kube, "metrics.prometheus")
@@ -210,11 +233,11 @@ def _start_local(config: pytest.Config, settings: MetricsSettings, cluster: Any)
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     state = item.config.stash.get(RUN_KEY, None)
-    source = state.source if state is not None else None
-    if (state is not None and source is not None and source.local_interval_s and not state.scraping
-            and _item_settings(item) is not None):  # the first item with metrics (its window needs samples)
-        state.scraping = True
-        _wait_scraping(item, source)
+    if state is not None and not state.scraping and _item_settings(item) is not None:
+        source = _source(item.config)  # the first item with metrics: its window needs samples
+        if source is not None and source.local_interval_s:
+            state.scraping = True
+            _wait_scraping(item, source)
     start = time.time()
     try:
         return (yield)
@@ -275,7 +298,7 @@ def _topsail_metrics(request: pytest.FixtureRequest) -> Iterator[None]:
     recorder = request.getfixturevalue("kpis")  # the test's own recorder: its labels go on the metric KPIs too
     namespace = settings.namespace or _suite_namespace(request)
     yield
-    source = _run(request.config).source
+    source = _source(request.config)
     if source is None:  # the item never opened the cluster (e.g. in-process serving)
         return
     from pytest_topsail.errors import TopsailError
