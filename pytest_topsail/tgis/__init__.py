@@ -8,3 +8,9 @@ openai_http (the OpenAI-compatible HTTP front).
 docs/tgis.md describes them.
 Nothing here is imported by the plugin at start-up: importing grpc costs time only for suites that serve TGIS.
 """
+
+import os
+
+# gRPC core logs a normal end of a channel at INFO on stderr, into pytest's output (a GOAWAY when a worker's server
+# stops: Ctrl-C, a worker removed); errors only, unless the user chose a verbosity. Before any module here imports grpc.
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")

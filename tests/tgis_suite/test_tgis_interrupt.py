@@ -4,6 +4,7 @@ serially and under ``-n 2``: the run ends within seconds and leaves nothing behi
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -88,6 +89,8 @@ def test_ctrl_c_mid_run_ends_within_seconds_leaving_nothing_behind(tmp_path: Pat
             process.communicate()
     assert process.returncode == 2, output[-3000:]  # pytest's "interrupted"
     assert "KeyboardInterrupt" in output and "run interrupted" in output, output[-3000:]
+    # no gRPC core log line (absl format: "I1125 13:02:41.631258 23842 chttp2_transport.cc:1403] ... Got goaway")
+    assert not re.search(r"^[IW]\d{4} [\d:.]+ +\d+ \S+\.cc:\d+\]", output, re.MULTILINE), output[-3000:]
     print(f"exit {took:.1f} s after SIGINT")  # the benchmark's business: shown with -s, not asserted
     assert state(external) == before, output[-3000:]  # namespace, workers and OpenShift AI removed
     answered = len(list(artifacts.glob("tgis/*/answer.json")))
