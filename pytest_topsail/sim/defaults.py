@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from fractions import Fraction
@@ -68,12 +69,24 @@ def check_labels(labels: Any, path: str, causes: Causes) -> None:
     if not isinstance(labels, dict):
         return
     for key, value in labels.items():
-        check_qualified_name(str(key), path, causes)
-        text = value if isinstance(value, str) else str(value)
-        if len(text) > 63:
-            causes.append((path, f"Invalid value: {_quote(text)}: must be no more than 63 characters"))
-        if not _LABEL_VALUE.match(text):
-            causes.append((path, f"Invalid value: {_quote(text)}: {LABEL_VALUE_MESSAGE}"))
+        if key.__class__ is str and value.__class__ is str and _valid_label(key, value):
+            continue
+        _check_label(str(key), value if isinstance(value, str) else str(value), path, causes)
+
+
+@functools.lru_cache(maxsize=4096)  # the same few labels come with thousands of pods and nodes
+def _valid_label(key: str, value: str) -> bool:
+    causes: Causes = []
+    _check_label(key, value, "", causes)
+    return not causes
+
+
+def _check_label(key: str, text: str, path: str, causes: Causes) -> None:
+    check_qualified_name(key, path, causes)
+    if len(text) > 63:
+        causes.append((path, f"Invalid value: {_quote(text)}: must be no more than 63 characters"))
+    if not _LABEL_VALUE.match(text):
+        causes.append((path, f"Invalid value: {_quote(text)}: {LABEL_VALUE_MESSAGE}"))
 
 
 def check_qualified_name(key: str, path: str, causes: Causes) -> None:
@@ -353,7 +366,7 @@ def check_kind(rtype: ResourceType, obj: dict[str, Any], stored: dict[str, Any] 
     if api_version and (not isinstance(api_version, str) or api_version.rpartition("/")[0] != rtype.group):
         raise ApiError(400, "BadRequest", f"the API version in the data ({api_version}) does not match the expected "
                                           f"API version ({rtype.api_version})")
-    _check_structure(rtype, obj, (stored or {}).get("spec"))
+    _check_structure(rtype, obj, (stored or {}).get("spec"), (stored or {}).get("metadata"))
 
 
 _GO_TYPES = {bool: "bool", int: "number", float: "number", str: "string", list: "array", dict: "object"}
@@ -374,13 +387,18 @@ def _check_string_map(value: Any, field: str) -> None:
             raise _undecodable(item, field, "string")
 
 
-def _check_structure(rtype: ResourceType, obj: dict[str, Any], checked_spec: Any = None) -> None:
-    """The decoding errors of the apiserver for the fields every object has and the common built-in maps."""
+def _check_structure(rtype: ResourceType, obj: dict[str, Any], checked_spec: Any = None,
+                     checked_metadata: Any = None) -> None:
+    """The decoding errors of the apiserver for the fields every object has and the common built-in maps (maps that
+    are the very objects of ``checked_metadata``, the stored version's, were checked when it was stored)."""
     metadata = obj.get("metadata")
     if metadata is not None and not isinstance(metadata, dict):
         raise _undecodable(metadata, f"{rtype.kind}.metadata", "v1.ObjectMeta")
     for key in ("labels", "annotations"):
-        _check_string_map((metadata or {}).get(key), f"ObjectMeta.metadata.{key}")
+        value = (metadata or {}).get(key)
+        if value is None or (isinstance(checked_metadata, dict) and checked_metadata.get(key) is value):
+            continue
+        _check_string_map(value, f"ObjectMeta.metadata.{key}")
     for key in ("name", "generateName", "namespace", "resourceVersion"):
         value = (metadata or {}).get(key)
         if value is not None and not isinstance(value, str):

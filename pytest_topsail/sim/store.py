@@ -591,9 +591,10 @@ class Store:
             metadata["managedFields"] = old["metadata"]["managedFields"]
         else:
             metadata.pop("managedFields", None)
-        if subresource is None and _spec_changed(old, new):
-            metadata["generation"] = old["metadata"].get("generation", 1) + 1
-            validate(rtype, new, old)
+        if subresource is None:
+            if _spec_changed(old, new):
+                metadata["generation"] = old["metadata"].get("generation", 1) + 1
+            validate(rtype, new, old)  # what it shares with the stored version is not checked again
         if new == old:
             return old
         if rtype.key == CRDS and subresource is None:

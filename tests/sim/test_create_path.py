@@ -102,3 +102,15 @@ def test_malformed_bodies_get_json_loads_message(raw: bytes) -> None:
     with pytest.raises(json.JSONDecodeError) as error:
         server._loads(raw)
     assert str(error.value) == str(expected.value)
+
+
+def test_an_update_checks_the_labels_it_changes() -> None:
+    store = Store(seed=1)
+    pods = store.resource_type("pods")
+    stored = store.create(pods, _pod("labelled", labels={"app": "a"}), "default")
+    kept = store.update(pods, {**stored, "status": {**stored["status"], "phase": "Running"}}, "status")
+    assert kept["metadata"]["labels"] == {"app": "a"}
+    for labels, code in (({"app": 1}, 400), ({"app": "has space"}, 422)):
+        with pytest.raises(ApiError) as refused:
+            store.update(pods, {**kept, "metadata": {**kept["metadata"], "labels": labels}})
+        assert refused.value.code == code and "labels" in refused.value.message
