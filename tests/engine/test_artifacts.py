@@ -174,7 +174,7 @@ XDIST_SUITE = {
 def test_numbers_are_unique_across_xdist_workers(make_project) -> None:
     pytester = make_project(XDIST_SUITE)
     result = pytester.runpytest_subprocess("suites", "-n", "2", "--artifacts", "out", "--preset", "smoke",
-                                           "-m", "s", "--strict-markers", timeout=120)
+                                           "-m", "s", "--strict-markers", timeout=300)
     result.assert_outcomes(passed=8)
     suite_dir = pytester.path / "out" / "s"
     item_dirs = sorted(path for path in suite_dir.iterdir() if path.is_dir())

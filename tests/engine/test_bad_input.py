@@ -244,7 +244,7 @@ def test_unusable_artifacts_root_is_one_clear_message(make_project) -> None:
 def test_unregistered_case_mark_with_strict_markers_names_the_case(make_project) -> None:
     pytester = project(make_project, **{
         "cases__s__default.yaml": "- name: a\n  marks: [slow]\n"})
-    for run in (pytester.runpytest, lambda *args: pytester.runpytest_subprocess(*args, "-n", "2", timeout=120)):
+    for run in (pytester.runpytest, lambda *args: pytester.runpytest_subprocess(*args, "-n", "2", timeout=300)):
         result = run("suites", "--strict-markers")  # a collection error of the module, also on xdist workers
         assert result.ret not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED)
         result.stdout.fnmatch_lines(["*ERROR collecting suites/s/test_s.py*",
@@ -265,7 +265,7 @@ def test_bad_input_is_one_start_up_error_on_the_xdist_controller(make_project) -
     """Found at configure time by the controller: exit 4 before any worker starts, no per-worker repetition."""
     for name, files, args, fragments in XDIST_INPUTS:
         pytester = project(make_project, **files)
-        result = pytester.runpytest_subprocess("suites", "-n", "2", *args, timeout=120)
+        result = pytester.runpytest_subprocess("suites", "-n", "2", *args, timeout=300)
         output = result.stdout.str() + result.stderr.str()
         assert result.ret == pytest.ExitCode.USAGE_ERROR, (name, output)
         assert output.count(fragments[0]) == 1, (name, output)

@@ -22,7 +22,7 @@ FILES = {
 def test_leftovers_are_listed_at_the_end_and_fail_the_session(make_project, xdist: bool) -> None:
     pytester = make_project(FILES)
     if xdist:
-        result = pytester.runpytest_subprocess("suites", "-n", "2", timeout=120)
+        result = pytester.runpytest_subprocess("suites", "-n", "2", timeout=300)
     else:
         result = pytester.runpytest("suites")
     result.assert_outcomes(passed=2)
