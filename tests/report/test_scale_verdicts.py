@@ -62,6 +62,18 @@ class Series:
         return {(v["nodeid"].split("[")[-1].rstrip("]"), v["kpi"]) for v in self.verdicts(number)
                 if v["status"] in wanted}
 
+    def skip_if_contention_differed(self, *numbers: int) -> None:
+        """job_ready_p50_ms is machine_bound: its change is not judged when the test ran at 1.25x the contention of
+        every reference run (docs/kpis-and-regressions.md, machine contention), and such a not-judged value joins
+        the baseline of the next runs. When another worker's load (or another job's) made the slowed runs that much
+        busier than the identical ones, the product said so and the scenario cannot be judged on this machine now:
+        skipped with its words, rather than failed; any other outcome is asserted."""
+        excused = [f"run {number} [{v['nodeid'].split('[')[-1]}: {v['explanation']}" for number in numbers
+                   for v in self.verdicts(number) if v["kpi"] == "job_ready_p50_ms" and v["status"] == "ignored"
+                   and v["method"] == "machine contention unlike its baseline's"]
+        if excused:
+            pytest.skip("; ".join(excused))
+
 
 @pytest.fixture(scope="module")
 def series(tmp_path_factory: pytest.TempPathFactory) -> Series:
@@ -91,8 +103,10 @@ def test_identical_runs_give_no_regression_and_no_improvement(series: Series) ->
 
 def test_a_slowed_stage_is_a_regression_of_that_stages_kpis_only(series: Series) -> None:
     slowed = IDENTICAL_RUNS + 1
+    series.skip_if_contention_differed(slowed)
     regressions = series.statuses(slowed, "regression")
-    assert {("distributed", "job_ready_p50_ms"), ("interactive", "job_ready_p50_ms")} <= regressions
+    assert {("distributed", "job_ready_p50_ms"), ("interactive", "job_ready_p50_ms")} <= regressions, \
+        series.verdicts(slowed)
     assert all("ready" in kpi for _, kpi in regressions), regressions
     assert series.statuses(slowed, "improvement") == set()
     assert "KPI regressed" in series.runs[slowed - 1].stdout
@@ -100,9 +114,11 @@ def test_a_slowed_stage_is_a_regression_of_that_stages_kpis_only(series: Series)
 
 def test_the_regression_stays_on_re_runs_until_acknowledged_then_is_the_new_level(series: Series) -> None:
     slowed = IDENTICAL_RUNS + 1
+    series.skip_if_contention_differed(slowed, slowed + 1, slowed + 2)
     for number in (slowed + 1, slowed + 2):
         regressions = series.statuses(number, "regression")
-        assert {("distributed", "job_ready_p50_ms"), ("interactive", "job_ready_p50_ms")} <= regressions
+        assert {("distributed", "job_ready_p50_ms"), ("interactive", "job_ready_p50_ms")} <= regressions, \
+            series.verdicts(number)
         ready = next(v for v in series.verdicts(number) if v["kpi"] == "job_ready_p50_ms")
         assert ready["history_size"] == IDENTICAL_RUNS and ready["excluded"] == number - slowed
     after_ack = slowed + 3
