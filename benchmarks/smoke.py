@@ -1,12 +1,17 @@
 """README line 1, timed: `pytest suites --preset smoke` (not part of the test run).
 
-    python benchmarks/smoke.py [--rounds 3] [--baseline /path/to/other/checkout]
+    python benchmarks/smoke.py [--rounds 3] [--baseline /path/to/other/checkout] [--bytecode]
 
 Runs the smoke preset of every suite from this checkout (PYTHONPATH set to it, so its `pytest_topsail` is the one
 imported, by the simulator subprocesses too) and prints the wall time and the CPU time (user + system of pytest and
 every child: simulators, servers). With --baseline, the same run from another checkout alternates with this one in
 each round, and the medians are printed side by side with their ratio. Goal: <= 20 s wall on a quiet machine; on a
-loaded one the CPU time says more (the run is mostly waiting on simulated time and child processes).
+loaded one the CPU time says more (the run is mostly waiting on simulated time and child processes). --bytecode
+drops PYTHONDONTWRITEBYTECODE (set on the development machines), as a user's second run: with it set, every run
+compiles pytest_topsail from source and pytest rewrites the assertions of its 146 modules (a plugin's), ~1.5 s of CPU.
+
+Measured 2026-11-25 (2 shared cores, medians of 3, load average 6-8; figures: docs/writing-a-suite.md): this tree
+29.2 s wall, 8.7 s CPU vs 52.8 s, 10.7 s before the smoke work of issue 28 (c4586a4): wall 0.55x, CPU 0.82x.
 """
 
 from __future__ import annotations
@@ -25,12 +30,15 @@ GOAL_S = 20.0
 HERE = Path(__file__).resolve().parents[1]
 
 
-def one_run(tree: Path, timeout_s: float) -> tuple[float, float, bool]:
+def one_run(tree: Path, timeout_s: float, bytecode: bool = False) -> tuple[float, float, bool]:
     """(wall s, CPU s of the run and its children, passed) of one smoke run from checkout `tree`, with its own
     artifacts and an empty history (a checkout's accumulated history would make its regression analysis and report
-    costlier than the other's)."""
+    costlier than the other's). `bytecode`: Python may write and reuse its bytecode caches, as on a user's machine
+    (also pytest's cache of the assertion-rewritten modules: every pytest_topsail module, as a plugin's)."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
     env.pop("ARTIFACT_DIR", None)
+    if bytecode:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
     with tempfile.TemporaryDirectory(prefix="topsail-bench-smoke-") as tmp:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.monotonic()
@@ -51,12 +59,15 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--baseline", type=Path, help="another checkout, run alternately in each round")
     parser.add_argument("--timeout", type=float, default=600.0, help="per run, seconds")
+    parser.add_argument("--bytecode", action="store_true",
+                        help="let Python write and reuse bytecode caches (dropped PYTHONDONTWRITEBYTECODE), as a "
+                             "user's second run does; the first round fills the caches")
     args = parser.parse_args()
     trees = {"this": HERE} | ({"baseline": args.baseline.resolve()} if args.baseline else {})
     runs: dict[str, list[tuple[float, float, bool]]] = {name: [] for name in trees}
     for round_index in range(args.rounds):
         for name, tree in trees.items():
-            runs[name].append(one_run(tree, args.timeout))
+            runs[name].append(one_run(tree, args.timeout, args.bytecode))
             wall, cpu, passed = runs[name][-1]
             verdict = "passed" if passed else "FAILED"
             print(f"round {round_index + 1} {name}: {wall:.1f} s wall, {cpu:.1f} s CPU, {verdict} "
