@@ -8,10 +8,11 @@ every child: simulators, servers). With --baseline, the same run from another ch
 each round, and the medians are printed side by side with their ratio. Goal: <= 20 s wall on a quiet machine; on a
 loaded one the CPU time says more (the run is mostly waiting on simulated time and child processes). --bytecode
 drops PYTHONDONTWRITEBYTECODE (set on the development machines), as a user's second run: with it set, every run
-compiles pytest_topsail from source and pytest rewrites the assertions of its 146 modules (a plugin's), ~1.5 s of CPU.
+compiles pytest_topsail from source and pytest rewrites the assertions of its 146 modules (a plugin's).
 
 Measured 2026-11-25 (2 shared cores, medians of 3, load average 6-8; figures: docs/writing-a-suite.md): this tree
-29.2 s wall, 8.7 s CPU vs 52.8 s, 10.7 s before the smoke work of issue 28 (c4586a4): wall 0.55x, CPU 0.82x.
+29.2 s wall, 8.7 s CPU vs 52.8 s, 10.7 s before the smoke work of issue 28 (c4586a4): wall 0.55x, CPU 0.82x;
+with --bytecode 33.4 s, 8.5 s CPU vs 56.6 s, 9.9 s (0.59x, 0.86x; the wall of that one disturbed by a test run).
 """
 
 from __future__ import annotations
