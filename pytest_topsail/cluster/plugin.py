@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_topsail.run import xdist_worker
+
 if TYPE_CHECKING:
     from pytest_topsail.cluster.fixture import Cluster, ClusterSession
     from pytest_topsail.suites import Suite
@@ -60,11 +62,12 @@ def check_at_start(config: pytest.Config, suites: list[Suite]) -> None:
     The xdist controller checks for its workers; ``--collect-only`` connects to nothing. The simulator and the
     Kubernetes client are imported only when needed: a run of suites that use neither stays light."""
     if cluster_mode(config) == "sim":
-        if any("cluster" in suite.config for suite in suites):
+        # not again on each xdist worker: the one that starts the simulator builds the profile then
+        if xdist_worker(config) is None and any("cluster" in suite.config for suite in suites):
             from pytest_topsail.cluster.sim_profile import run_sim_profile
 
             run_sim_profile(config)
-    elif not config.option.collectonly and not hasattr(config, "workerinput"):
+    elif not config.option.collectonly and xdist_worker(config) is None:
         from pytest_topsail.cluster.fixture import check_reachable
 
         check_reachable(config)
@@ -84,7 +87,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     """Every process that runs tests (an xdist worker, or pytest itself without xdist; not the xdist controller)
     counts as a participant of the run until it finishes: a run whose participants all died was killed."""
     config = session.config
-    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+    if xdist_worker(config) is not None or not getattr(config.option, "numprocesses", None):
         from pytest_topsail.cluster.fixture import cluster_session
 
         cluster_session(config).run.join()
