@@ -10,9 +10,10 @@ loaded one the CPU time says more (the run is mostly waiting on simulated time a
 drops PYTHONDONTWRITEBYTECODE (set on the development machines), as a user's second run: with it set, every run
 compiles pytest_topsail from source and pytest rewrites the assertions of its 146 modules (a plugin's).
 
-Measured 2026-11-25 (2 shared cores, medians of 3, load average 6-8; figures: docs/writing-a-suite.md): this tree
-29.2 s wall, 8.7 s CPU vs 52.8 s, 10.7 s before the smoke work of issue 28 (c4586a4): wall 0.55x, CPU 0.82x;
-with --bytecode 33.4 s, 8.5 s CPU vs 56.6 s, 9.9 s (0.59x, 0.86x; the wall of that one disturbed by a test run).
+Measured 2026-11-25 (2 shared cores, medians of 3; figures: docs/writing-a-suite.md), this tree vs the one before
+the smoke work of issue 28 (c4586a4): load 0.6-3.0: 18.7 s wall, 7.8 s CPU vs 38.3 s, 9.4 s (0.49x, 0.83x: goal
+met); load 6-8: 29.2 s, 8.7 s vs 52.8 s, 10.7 s (0.55x, 0.82x); --bytecode at load 6-8 with a test run alongside:
+33.4 s, 8.5 s vs 56.6 s, 9.9 s (0.59x, 0.86x).
 """
 
 from __future__ import annotations
