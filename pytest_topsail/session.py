@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from pytest_topsail.errors import TopsailError
-from pytest_topsail.run import STATE_KEY, state_of
+from pytest_topsail.run import STATE_KEY, state_of, xdist_worker
 from pytest_topsail.suites import Suite, discover_suites, load_suite, load_suites_in_scope, suite_name_of_path
 
 FROZEN_KEY = pytest.StashKey[bool]()  # the garbage collector was frozen after collection (modify_items)
@@ -122,7 +122,7 @@ def configure(config: pytest.Config) -> None:
         for name in discover_suites(state.suites_root):
             config.addinivalue_line("markers", f"{name}: items of the topsail suite {name}")
         suites = load_suites_in_scope(config)
-        for suite in suites:
+        for suite in suites if xdist_worker(config) is None else []:  # a worker's controller checked the same input
             suite.validate()
             config.hook.pytest_topsail_check_suite(suite=suite)
         if suites:
@@ -140,7 +140,7 @@ def configure(config: pytest.Config) -> None:
         # exit collections walk every object a run built (clients, figures, models): seconds of a smoke run's wall
         # time spent freeing memory the process returns anyway.
         atexit.register(gc.freeze)
-    if suites and not hasattr(config, "workerinput"):
+    if suites and xdist_worker(config) is None:
         from pytest_topsail.leftovers import LeftoverReport
 
         config.pluginmanager.register(LeftoverReport(), "topsail-leftovers")
@@ -154,7 +154,7 @@ def keep_xdist_groups(config: pytest.Config) -> None:
     given = [*config.invocation_params.args, *os.environ.get("PYTEST_ADDOPTS", "").split(), *config.getini("addopts")]
     if any(str(arg).startswith("--dist") for arg in given):
         return
-    if hasattr(config, "workerinput"):
+    if xdist_worker(config) is not None:
         config.option.loadgroup = True  # a worker re-reads the command line: it marks each item with its group
     elif getattr(config.option, "dist", None) == "load":
         config.option.dist = "loadgroup"
