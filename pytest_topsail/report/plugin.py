@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -182,9 +183,10 @@ class ReportPlugin:
             return
         from pytest_topsail.report import junit, teamcity
 
-        verdicts = self.items.process(record)
-        junit.add_item(self.config, report, record, verdicts)
-        teamcity.add_item(self.config, report, record, verdicts)
+        with signals_held():  # an item that finished is kept whole, however early Ctrl-C comes
+            verdicts = self.items.process(record)
+            junit.add_item(self.config, report, record, verdicts)
+            teamcity.add_item(self.config, report, record, verdicts)
 
     # ------------------------------------------------------------ pytest-html
 
@@ -260,6 +262,28 @@ class ReportPlugin:
         from pytest_topsail.report.terminal import write_summary
 
         write_summary(terminalreporter, results, verbosity=self.config.get_verbosity())
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM that arrive inside the block are delivered at its end, to the handlers in place before it.
+    Processing an item's record takes up to a second or two for the first one (imports, history, git): a Ctrl-C then
+    lost that record on an xdist controller. Outside the main thread (no signal handlers there) it does nothing."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    previous = {number: signal.signal(number, lambda received, _frame: held.append(received))
+                for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler if handler is not None else signal.SIG_DFL)
+        for number in dict.fromkeys(held):
+            signal.raise_signal(number)
 
 
 class Terminated(KeyboardInterrupt):

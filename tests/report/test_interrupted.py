@@ -52,3 +52,31 @@ def test_sigterm_in_the_middle_of_a_run_leaves_a_report_of_the_finished_items(tm
         "one matrix row per finished item"
     summary = yaml.safe_load((artifacts / "regression_summary.yaml").read_text())
     assert summary["interrupted"] == "SIGTERM" and summary["entries_count"] == len(finished)
+
+
+def test_a_signal_while_a_record_is_processed_comes_after_it() -> None:
+    """The controller processes a finished item's record (verdicts, junit, files) whole; Ctrl-C or SIGTERM that
+    arrives meanwhile is delivered after it, to the handlers that were in place, and only once."""
+    import pytest
+
+    from pytest_topsail.report.plugin import signals_held
+
+    steps: list[str] = []
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # an xdist worker may ignore SIGINT
+    with pytest.raises(KeyboardInterrupt):
+        with signals_held():
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+            steps.append("the record processed")
+    assert steps == ["the record processed"]
+    assert signal.signal(signal.SIGINT, before) is signal.default_int_handler
+
+    terms: list[int] = []
+    previous = signal.signal(signal.SIGTERM, lambda number, _frame: terms.append(number))
+    try:
+        with signals_held():
+            os.kill(os.getpid(), signal.SIGTERM)
+            steps.append("another record")
+        assert terms == [signal.SIGTERM] and steps[-1] == "another record"
+    finally:
+        signal.signal(signal.SIGTERM, previous)
