@@ -282,8 +282,8 @@ def signals_held() -> Iterator[None]:
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler if handler is not None else signal.SIG_DFL)
-        for number in dict.fromkeys(held):
-            signal.raise_signal(number)
+        for received in dict.fromkeys(held):
+            signal.raise_signal(received)
 
 
 class Terminated(KeyboardInterrupt):
