@@ -392,17 +392,8 @@ def _check_structure(rtype: ResourceType, obj: dict[str, Any], checked_spec: Any
     """The decoding errors of the apiserver for the fields every object has and the common built-in maps (maps that
     are the very objects of ``checked_metadata``, the stored version's, were checked when it was stored)."""
     metadata = obj.get("metadata")
-    if metadata is not None and not isinstance(metadata, dict):
-        raise _undecodable(metadata, f"{rtype.kind}.metadata", "v1.ObjectMeta")
-    for key in ("labels", "annotations"):
-        value = (metadata or {}).get(key)
-        if value is None or (isinstance(checked_metadata, dict) and checked_metadata.get(key) is value):
-            continue
-        _check_string_map(value, f"ObjectMeta.metadata.{key}")
-    for key in ("name", "generateName", "namespace", "resourceVersion"):
-        value = (metadata or {}).get(key)
-        if value is not None and not isinstance(value, str):
-            raise _undecodable(value, f"ObjectMeta.metadata.{key}", "string")
+    if metadata is not None and metadata is not checked_metadata:  # a controller's write keeps the stored metadata
+        _check_metadata(rtype, metadata, checked_metadata)
     if rtype.crd_name:
         return
     for key in ("spec", "status"):
@@ -418,6 +409,20 @@ def _check_structure(rtype: ResourceType, obj: dict[str, Any], checked_spec: Any
             spec = {key: value for key, value in spec.items() if checked_spec.get(key) is not value}
         if not _typed_ok(spec, spec_schema):
             _check_typed(spec, spec_schema, f"{rtype.kind}.spec")  # finds the field and words the error
+
+
+def _check_metadata(rtype: ResourceType, metadata: Any, checked_metadata: Any) -> None:
+    if not isinstance(metadata, dict):
+        raise _undecodable(metadata, f"{rtype.kind}.metadata", "v1.ObjectMeta")
+    for key in ("labels", "annotations"):
+        value = metadata.get(key)
+        if value is None or (isinstance(checked_metadata, dict) and checked_metadata.get(key) is value):
+            continue
+        _check_string_map(value, f"ObjectMeta.metadata.{key}")
+    for key in ("name", "generateName", "namespace", "resourceVersion"):
+        value = metadata.get(key)
+        if value is not None and not isinstance(value, str):
+            raise _undecodable(value, f"ObjectMeta.metadata.{key}", "string")
 
 
 # Decoding types of the fields the simulator's controllers read: a dict is a struct (unknown keys are kept, as the
