@@ -59,6 +59,10 @@ def test_three_generator_pods_start_together_and_merge_exactly(tmp_path: Path) -
     [barrier] = {d["barrier_epoch"] for d in documents}
     assert all(barrier <= d["started_epoch"] < barrier + 1.0 for d in documents), (barrier, documents)
     assert [d["started_epoch"] for d in documents] == [g["started_epoch"] for g in generators]
+    spread = max(d["started_epoch"] for d in documents) - min(d["started_epoch"] for d in documents)
+    if spread >= 0.100 and os.getloadavg()[0] > 4 * (os.cpu_count() or 1):
+        pytest.skip(f"start spread {spread * 1000:.0f} ms at load {os.getloadavg()[0]:.0f}: processes wake late")
+    assert spread < 0.100, documents  # the bound: three pods start within 100 ms of each other
     own = {g["name"]: list(read_records(directory / "generators" / f"{g['name']}.jsonl")) for g in generators}
     assert all(own.values()) and [g["requests"] for g in generators] == [len(own[g["name"]]) for g in generators]
     merged = list(read_records(directory / "records.jsonl"))
