@@ -708,8 +708,11 @@ class ApiServer:
         pod = self.store.get(parsed.rtype, namespace, name)
         container = self._log_container(pod, request.query.get("container"))
         options = LogOptions.from_query(request.query, name, time.time())
-        if options.previous:
-            run = self.store.log_run(namespace, name, container, previous=True)
+        if options.previous:  # the run lastState.terminated names, as the kubelet: in back-off, the one just ended
+            status = self._container_status(pod, container)
+            ended = (status.get("lastState") or {}).get("terminated")
+            waiting = "waiting" in (status.get("state") or {})
+            run = self.store.log_run(namespace, name, container, previous=not waiting) if ended else None
             if run is None:
                 raise apierror.bad_request(f'previous terminated container "{container}" in pod "{name}" not found')
             return web.Response(text=options.render(run.lines), content_type="text/plain")
@@ -819,17 +822,18 @@ class ApiServer:
                                    f"[{' '.join(names)}]")
 
     @staticmethod
-    def _check_container_started(pod: dict[str, Any], container: str) -> None:
+    def _container_status(pod: dict[str, Any], container: str) -> dict[str, Any]:
         status = pod.get("status") or {}
-        for entry in (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or []):
-            if entry.get("name") == container:
-                state = entry.get("state") or {}
-                if "running" in state or "terminated" in state or entry.get("lastState", {}).get("terminated"):
-                    return
-                reason = (state.get("waiting") or {}).get("reason", "ContainerCreating")
-                break
-        else:
-            reason = "ContainerCreating"
+        entries = (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or [])
+        return next((entry for entry in entries if entry.get("name") == container), {})
+
+    @classmethod
+    def _check_container_started(cls, pod: dict[str, Any], container: str) -> None:
+        entry = cls._container_status(pod, container)
+        state = entry.get("state") or {}
+        if "running" in state or "terminated" in state or (entry.get("lastState") or {}).get("terminated"):
+            return
+        reason = (state.get("waiting") or {}).get("reason", "ContainerCreating")
         raise apierror.bad_request(f'container "{container}" in pod "{pod["metadata"]["name"]}" is waiting to '
                                    f"start: {reason}")
 
