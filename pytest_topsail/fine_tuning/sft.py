@@ -58,6 +58,10 @@ def train(config: dict[str, Any]) -> None:
     if args.process_index == 0:
         print(f"sft: world size {args.world_size}, {len(dataset)} samples", flush=True)
     trainer.train()
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        # a rank whose process group is left to the interpreter's exit can abort there (SIGABRT, "terminate called
+        # without an active exception"), failing a point that trained
+        torch.distributed.destroy_process_group()
 
 
 def write_termination_log(message: str) -> None:
