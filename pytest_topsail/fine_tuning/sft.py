@@ -59,9 +59,12 @@ def train(config: dict[str, Any]) -> None:
         print(f"sft: world size {args.world_size}, {len(dataset)} samples", flush=True)
     trainer.train()
     if torch.distributed.is_available() and torch.distributed.is_initialized():
-        # a rank whose process group is left to the interpreter's exit can abort there (SIGABRT, "terminate called
-        # without an active exception"), failing a point that trained
-        torch.distributed.destroy_process_group()
+        # a rank of a trained point leaves at once: left to the interpreter's exit, its process group's threads
+        # aborted it (SIGABRT, "terminate called without an active exception"), and destroy_process_group() could
+        # stall under load (a barrier before it stalled more); every collective of the training has returned
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def write_termination_log(message: str) -> None:
