@@ -363,7 +363,10 @@ def test_kubectl_port_forward_to_a_port_without_listener(kubectl_forward: Any) -
     with socket.create_connection(("127.0.0.1", refused), timeout=WAIT) as sock:
         sock.sendall(b"hello")
         sock.settimeout(WAIT)
-        assert sock.recv(10) == b""
+        try:  # closed with nothing received: a FIN, or a reset when kubectl closes before reading our "hello"
+            assert sock.recv(10) == b""
+        except ConnectionResetError:
+            pass
     process.wait(WAIT)  # kubectl 1.32 gives up the whole forward when a connection fails
     stderr = process.stderr.read() if process.stderr else ""
     assert "an error occurred forwarding" in stderr
