@@ -129,8 +129,8 @@ def _hook_labels(item: pytest.Item) -> dict[str, Any]:
     return labels
 
 
-@dataclass(eq=False)
-class ReportPlugin:
+@dataclass(eq=False, repr=False)  # no field repr: signal.signal() reprs its previous handler, our bound _sigterm,
+class ReportPlugin:               # in every signals_held(); with the results in it, that grew with the run (O(n^2))
     """Controller-side hooks (one per session); each dispatches to a collaborator."""
 
     config: pytest.Config
