@@ -68,7 +68,7 @@ class LoadSettings(pydantic.BaseModel):
     backend: Literal["openai", "tgis"] = "openai"
     api: Literal["completions", "chat"] = "completions"  # openai backend only
     streaming: bool = True
-    mode: Literal["concurrency", "constant", "poisson", "sweep"] = "concurrency"
+    mode: Literal["concurrency", "constant", "poisson", "throughput", "sweep"] = "concurrency"
     concurrency: int | None = pydantic.Field(default=None, ge=1)
     rate: float | None = pydantic.Field(default=None, gt=0)
     duration_s: float | None = pydantic.Field(default=None, gt=0)
@@ -97,7 +97,7 @@ class LoadSettings(pydantic.BaseModel):
     client_max_cpu_share: float = pydantic.Field(default=0.9, gt=0)  # client saturation warning: CPU of a core
     client_max_loop_lag_ms: float = pydantic.Field(default=50.0, gt=0)  # ... or the event loop's p99 lag
     sweep_rates: int = pydantic.Field(default=4, ge=0)  # mode sweep: constant rates between synchronous and max
-    max_concurrency: int = pydantic.Field(default=256, ge=1)  # mode sweep: the max-throughput point's users
+    max_concurrency: int = pydantic.Field(default=256, ge=1)  # modes throughput, sweep: the max-throughput users
 
     @pydantic.model_validator(mode="after")
     def _synthetic_with_its_dataset(self) -> LoadSettings:
@@ -112,8 +112,10 @@ class LoadSettings(pydantic.BaseModel):
         return validate(cls, values, where, "invalid load settings")
 
     def load_point(self) -> LoadPoint:
-        """The point (mode sweep: its first point, one user; ``plan()`` gives the whole sweep)."""
-        mode, concurrency = ("concurrency", 1) if self.mode == "sweep" else (self.mode, self.concurrency)
+        """The point (mode sweep: its first point, one user; ``plan()`` gives the whole sweep; mode throughput:
+        ``max_concurrency`` users, guidellm's throughput profile)."""
+        mode, concurrency = {"sweep": ("concurrency", 1), "throughput": ("concurrency", self.max_concurrency)}.get(
+            self.mode, (self.mode, self.concurrency))
         return LoadPoint(mode=mode, concurrency=concurrency, rate=self.rate, duration_s=self.duration_s,
                          requests=self.requests, warmup_s=self.warmup_s, warmup_requests=self.warmup_requests,
                          cooldown_s=self.cooldown_s, cooldown_requests=self.cooldown_requests, timeout_s=self.timeout_s,
@@ -176,6 +178,9 @@ def case_load_settings(case_settings: dict[str, Any], where: str, defaults: dict
     if settings.mode == "sweep" and (settings.concurrency is not None or settings.rate is not None):
         raise TopsailError(f"{where}: mode sweep chooses its concurrency and rates itself (synchronous, "
                            "max_concurrency users, sweep_rates rates between): remove concurrency/rate")
+    if settings.mode == "throughput" and (settings.concurrency is not None or settings.rate is not None):
+        raise TopsailError(f"{where}: mode throughput sends as many requests at once as max_concurrency "
+                           f"({settings.max_concurrency}) allows: remove concurrency/rate (or set max_concurrency)")
     settings.load_point().check(where)
     return settings
 

@@ -14,6 +14,7 @@ from pytest_topsail.llmload.backends.openai_http import OpenAIBackend
 from pytest_topsail.llmload.dataset import Prompt
 from pytest_topsail.llmload.generator import AutoSweep, LoadPoint
 from pytest_topsail.llmload.run import analyse_directory, run_load_test
+from pytest_topsail.llmload.settings import case_load_settings
 
 PROMPTS = [Prompt("one two three", 3, 5), Prompt("four five", 2, 8)]
 
@@ -211,6 +212,20 @@ def test_auto_sweep_finds_the_servers_capacity_and_rates_between(fake_server, tm
     rates = [s["offered_rate"] for s in summaries[2:]]
     assert [s["mode"] for s in summaries[2:]] == ["constant", "constant"] and sync < rates[0] < rates[1] < peak
     assert rates[1] - rates[0] == pytest.approx(rates[0] - sync, rel=0.01)  # evenly between
+
+
+def test_throughput_mode_keeps_max_concurrency_users_and_reaches_the_servers_capacity(fake_server,
+                                                                                     tmp_path: Path) -> None:
+    """guidellm's throughput profile as a case setting: ``mode: throughput`` runs max_concurrency users."""
+    fake_server.prefill_s, fake_server.itl_s, fake_server.capacity = 0.1, 0.02, 4  # 0.18 s per request, 4 at once
+    settings = case_load_settings({"model": "toy", "mode": "throughput", "max_concurrency": 12, "duration_s": 1.5,
+                                   "warmup_s": 0.3, "drain_timeout_s": 5}, "case max", {})
+    [peak] = run_load_test(backend(fake_server.url), [Prompt("one two three", 3, 5)], settings.plan(), tmp_path)
+    assert peak["label"] == "concurrency=12" and fake_server.max_in_flight == 12
+    assert peak["requests_per_s"] == pytest.approx(4 / (0.1 + 4 * 0.02), rel=0.10)
+    with pytest.raises(TopsailError, match="case max: mode throughput sends as many requests at once as "
+                                           r"max_concurrency \(256\) allows: remove concurrency/rate"):
+        case_load_settings({"model": "toy", "mode": "throughput", "concurrency": 4, "duration_s": 1}, "case max", {})
 
 
 class BusyBackend:
