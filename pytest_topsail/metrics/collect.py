@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -161,10 +162,11 @@ def figures(document: dict[str, Any], title_prefix: str = "") -> dict[str, Any]:
                                             mode="lines+markers", name=_series_name(labels.get("metric") or {})))
         if not figure.data:
             continue
-        title = f"{title_prefix}{spec['figure']}"
-        figure.update_layout(title=title, xaxis_title="seconds into the item", yaxis_title=spec.get("unit", ""),
-                             template="plotly_white")
-        built[title] = figure
+        # the item's name prefixes the figure's name (the report's caption, which wraps), not its plotly title,
+        # which does not wrap: a long test id ran out of a report's figure box
+        figure.update_layout(title=spec["figure"], xaxis_title="seconds into the item",
+                             yaxis_title=spec.get("unit", ""), template="plotly_white")
+        built[f"{title_prefix}{spec['figure']}"] = figure
     return built
 
 
@@ -174,12 +176,18 @@ def _raw_points(entry: dict[str, Any], spec: dict[str, Any]) -> list[list[tuple[
             for item in entry.get("result") or []]
 
 
-def suite_figures(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """The suite's over-time figures: every item's series on one wall-clock axis, a line per item and pod."""
+MAX_LEGEND = 8  # lines of a suite figure with a legend; beyond, the names are on hover only (a legend of 40 items
+# does not fit a figure's box)
+
+
+def suite_figures(records: list[dict[str, Any]], names: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The suite's over-time figures: every item's series on one wall-clock axis, a line per item and pod, each
+    named by ``names`` (nodeid -> the item's name in the report, by its varying settings) or its test id."""
     import datetime
 
     import plotly.graph_objects as go
 
+    names = names or {}
     built: dict[str, Any] = {}
     for record in records:
         directory = record.get("artifact_dir")
@@ -201,7 +209,10 @@ def suite_figures(records: list[dict[str, Any]]) -> dict[str, Any]:
                     figure.add_trace(go.Scatter(
                         x=[datetime.datetime.fromtimestamp(t, datetime.UTC) for t, _ in points],
                         y=[v for _, v in points], mode="lines",
-                        name=f"{record.get('test_id')}: {_series_name(item.get('metric') or {})}"))
+                        name=f"{names.get(record.get('nodeid', '')) or record.get('test_id')}: "
+                             f"{_series_name(item.get('metric') or {})}"))
+    for figure in built.values():
+        figure.update_layout(showlegend=len(figure.data) <= MAX_LEGEND, hoverlabel={"namelength": -1})
     return {title: figure for title, figure in built.items() if figure.data}
 
 

@@ -434,9 +434,32 @@ def render_report(report: ReportInput, path: Path) -> Path:
 def figure_context(figures: Sequence[Figure]) -> dict[str, Any]:
     """What figures_script.html.j2 needs to draw ``figures``."""
     bundle, version = plotly_bundle()
-    return {"figures": list(figures), "figures_json": {f.id: script_json(f.spec) for f in figures},
+    specs, templates = shared_templates({f.id: f.spec for f in figures})
+    return {"figures": list(figures), "figures_json": {key: script_json(spec) for key, spec in specs.items()},
+            "templates_json": {key: script_json(template) for key, template in templates.items()},
             "plotly_bundle": bundle, "plotly_version": version, "byte_map": script_json(CP1252_BYTES),
             "escape": ESCAPE_JS}
+
+
+def shared_templates(specs: dict[str, dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """Each distinct ``layout.template`` once: plotly puts its whole theme (about 6.5 KB) into every figure, most of
+    a small figure's bytes. The specs come back with ``template_ref`` naming their template in the second mapping
+    (the page's script puts it back before drawing); the caller's specs are left as they are."""
+    ids: dict[str, str] = {}
+    templates: dict[str, Any] = {}
+    shared: dict[str, dict[str, Any]] = {}
+    for key, spec in specs.items():
+        layout = spec.get("layout") if isinstance(spec, dict) else None
+        if not isinstance(layout, dict) or not isinstance(layout.get("template"), dict):
+            shared[key] = spec
+            continue
+        text = json.dumps(layout["template"], sort_keys=True, default=str)
+        if text not in ids:
+            ids[text] = f"template-{len(ids)}"
+            templates[ids[text]] = layout["template"]
+        layout = {name: value for name, value in layout.items() if name != "template"}
+        shared[key] = {**spec, "layout": layout, "template_ref": ids[text]}
+    return shared, templates
 
 
 def write_page(template: str, context: dict[str, Any], path: Path) -> Path:

@@ -139,6 +139,7 @@ class SessionOutputs:
         """Figures of whole suites: ``figures(records)`` of a suite's kpis.py and the metrics over time
         (pytest_topsail/metrics), saved as ``<root>/<suite>/figures/``."""
         from pytest_topsail.metrics.collect import suite_figures as metric_figures
+        from pytest_topsail.report.matrix import build_matrix
         from pytest_topsail.report.plugin import suite_kpis_of
         from pytest_topsail.suites import load_suite
 
@@ -149,7 +150,8 @@ class SessionOutputs:
         for name, records in sorted(by_suite.items()):
             try:
                 build = suite_kpis_of(self.config, load_suite(self.config, name).path / "kpis.py").figures
-                figures = {**(build(records) if build is not None else {}), **metric_figures(records)}
+                names = build_matrix(name, records, self.suite_settings().get(name, {}), []).names
+                figures = {**(build(records) if build is not None else {}), **metric_figures(records, names)}
             except Exception as error:  # a suite's figure code must not cost the report
                 self.results.problems.append(f"suite {name}: figures() failed ({type(error).__name__}: {error})")
                 continue

@@ -209,3 +209,20 @@ def test_points_left_out_of_the_baseline_are_hollow_and_change_points_skip_them(
     line, marks = figure["data"]
     assert line["marker"]["symbol"][10] == "circle-open" and line["customdata"][10][0] == "r-bad"
     assert marks["x"] == [line["x"][11]], "the change point is the current value, not the excluded point"
+
+
+def test_each_plotly_theme_is_in_the_page_once() -> None:
+    """plotly puts its whole theme (~6.5 KB) into every figure: the page holds each distinct one once and each
+    figure names it; the callers' figures are left as they are."""
+    from pytest_topsail.report.html import shared_templates
+
+    white, dark = {"layout": {"paper_bgcolor": "white"}}, {"layout": {"paper_bgcolor": "black"}}
+    specs = {"fig-0": {"data": [], "layout": {"title": "a", "template": white}},
+             "fig-1": {"data": [], "layout": {"title": "b", "template": json.loads(json.dumps(white))}},
+             "fig-2": {"data": [], "layout": {"template": dark}},
+             "fig-3": {"data": [], "layout": {"title": "no theme"}}}
+    shared, templates = shared_templates(specs)
+    assert templates == {"template-0": white, "template-1": dark}
+    assert [spec.get("template_ref") for spec in shared.values()] == ["template-0", "template-0", "template-1", None]
+    assert shared["fig-0"]["layout"] == {"title": "a"} and shared["fig-3"] == specs["fig-3"]
+    assert specs["fig-0"]["layout"]["template"] is white, "the caller's figure keeps its theme"
