@@ -227,3 +227,24 @@ def test_unreachable_names_the_url(tmp_path: Path) -> None:
         Prometheus(f"http://127.0.0.1:{port}", timeout_s=2).query("up")
     assert f"Prometheus http://127.0.0.1:{port}: unreachable" in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("items", [2, 9])
+def test_suite_figures_name_lines_by_item_and_fold_a_long_legend(tmp_path: Path, items: int) -> None:
+    """A suite's over-time figure: a line per item and pod named by the item's name in the report (its varying
+    settings), the legend up to 8 lines (beyond, the names on hover: a legend of long names leaves the figure)."""
+    from pytest_topsail.metrics.collect import save, suite_figures
+
+    records = []
+    for index in range(items):
+        directory = tmp_path / f"{index:03d}__test_x"
+        save(directory, document([[(101, "50"), (102, "60")]]))
+        records.append({"nodeid": f"t.py::test_x[size={index}]", "test_id": f"test_x[size={index}]",
+                        "artifact_dir": str(directory)})
+    names = {record["nodeid"]: f"size={index}" for index, record in enumerate(records)}
+    built = suite_figures(records, names)
+    figure = built["metrics: GPU utilization (%)"]
+    assert [trace.name for trace in figure.data] == [f"size={index}: p0" for index in range(items)]
+    assert figure.layout.showlegend is (items <= 8) and figure.layout.hoverlabel.namelength == -1
+    unnamed = suite_figures(records[:1])["metrics: GPU utilization (%)"]
+    assert unnamed.data[0].name == "test_x[size=0]: p0"
