@@ -35,7 +35,7 @@ def test_show_config_lists_every_suites_case_ids_and_presets(tmp_path: Path) -> 
     assert "smoke-method=full" in cases["fine_tuning"].split(", ")
     assert "#   sweep: TGIS gRPC streaming, concurrency 1..128, 6 s per point (about 2 minutes)" in text
     assert "#   sweep-long: TOPSAIL's serving matrix, concurrency 1..128, 60 s per point (about 10 minutes)" in text
-    assert "#   dgx: 48 PyTorchJobs on a simulated DGX (about 30 s)" in text
+    assert "#   dgx: 48 PyTorchJobs on a simulated DGX (about 15 s)" in text
     assert "passed" not in text and "collected" not in text and not (tmp_path / "artifacts").exists()
 
 
