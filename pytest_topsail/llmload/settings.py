@@ -175,12 +175,11 @@ def case_load_settings(case_settings: dict[str, Any], where: str, defaults: dict
     for key, value in defaults.items():
         values.setdefault(key, value)
     settings = LoadSettings.parse(values, where)
-    if settings.mode == "sweep" and (settings.concurrency is not None or settings.rate is not None):
-        raise TopsailError(f"{where}: mode sweep chooses its concurrency and rates itself (synchronous, "
-                           "max_concurrency users, sweep_rates rates between): remove concurrency/rate")
-    if settings.mode == "throughput" and (settings.concurrency is not None or settings.rate is not None):
-        raise TopsailError(f"{where}: mode throughput sends as many requests at once as max_concurrency "
-                           f"({settings.max_concurrency}) allows: remove concurrency/rate (or set max_concurrency)")
+    chosen = {"sweep": "chooses its concurrency and rates itself (synchronous, max_concurrency users, sweep_rates "
+                       "rates between)",
+              "throughput": f"sends as many requests at once as max_concurrency ({settings.max_concurrency}) allows"}
+    if settings.mode in chosen and (settings.concurrency is not None or settings.rate is not None):
+        raise TopsailError(f"{where}: mode {settings.mode} {chosen[settings.mode]}: remove concurrency/rate")
     settings.load_point().check(where)
     return settings
 

@@ -147,10 +147,11 @@ class SessionOutputs:
         for record in self.results.records:
             by_suite.setdefault(record["suite"], []).append(record)
         saved: dict[str, list[dict[str, str]]] = {}
+        report_settings = self.suite_settings()
         for name, records in sorted(by_suite.items()):
             try:
                 build = suite_kpis_of(self.config, load_suite(self.config, name).path / "kpis.py").figures
-                names = build_matrix(name, records, self.suite_settings().get(name, {}), []).names
+                names = build_matrix(name, records, report_settings.get(name, {}), []).names
                 figures = {**(build(records) if build is not None else {}), **metric_figures(records, names)}
             except Exception as error:  # a suite's figure code must not cost the report
                 self.results.problems.append(f"suite {name}: figures() failed ({type(error).__name__}: {error})")
