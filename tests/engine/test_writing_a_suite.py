@@ -33,7 +33,7 @@ def hello(tmp_path: Path) -> Path:
 
 
 def run(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("ARTIFACT_DIR", None)
     env.pop("TOPSAIL_PRESET", None)
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--artifacts", str(root / "artifacts"),

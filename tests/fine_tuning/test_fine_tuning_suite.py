@@ -28,7 +28,7 @@ def run_pytest(tmp: Path, *args: str, cases: list[dict[str, Any]] | None = None,
         case_file = tmp / f"{name}-cases.yaml"
         case_file.write_text(yaml.safe_dump(cases))
         command.append(f"--var=cases=[{case_file}]")
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {**os.environ}
     env.pop("ARTIFACT_DIR", None)
     return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env), artifacts
 

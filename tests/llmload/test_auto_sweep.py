@@ -42,7 +42,7 @@ def run_suite(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "suites/llm_load",
                "-q", "--artifacts", str(tmp / "artifacts"), "--topsail-history", str(tmp / "history.sqlite"),
                "--var", "metrics.enabled=false", *args]  # the load's KPIs only (no wait for Prometheus' first scrapes)
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": str(tmp)}
+    env = {**os.environ, "TMPDIR": str(tmp)}
     env.pop("ARTIFACT_DIR", None)
     return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
 

@@ -22,7 +22,7 @@ def test_saturation_warning_reaches_the_terminal_and_the_report(tmp_path: Path) 
                "-q", "--artifacts", str(tmp_path / "artifacts"), "--topsail-history", str(tmp_path / "h.sqlite"),
                "--var", f"cases=[{cases}]", "--var", "tests.llm_load.serving=in-process",
                "--var", "metrics.enabled=false", "--var", "tests.llm_load.client_max_loop_lag_ms=0.000001"]
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {**os.environ}
     env.pop("ARTIFACT_DIR", None)
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]  # a warning, not a failure

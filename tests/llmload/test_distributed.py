@@ -26,7 +26,7 @@ def start_run(tmp: Path) -> subprocess.Popen[str]:
                str(tmp / "artifacts"), "--topsail-history", str(tmp / "history.sqlite"), "-m", "llm_load",
                "--preset", "distributed", "--var", f"tests.llm_load.generators={GENERATORS}", "-q",
                "--var", "metrics.enabled=false"]  # the generators' records are checked, not the GPU metrics
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": str(tmp)}  # TMPDIR: where the kubeconfig is
+    env = {**os.environ, "TMPDIR": str(tmp)}  # TMPDIR: where the kubeconfig is
     env.pop("ARTIFACT_DIR", None)
     return subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
 

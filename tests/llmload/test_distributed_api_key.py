@@ -45,7 +45,7 @@ def test_generator_pods_get_the_api_key_from_a_secret(fake_server, tmp_path: Pat
                "--preset", "distributed", "--var", f"cases=[{cases}]", "--var", "tests.llm_load.generators=2",
                "--var", "tests.llm_load.serving=endpoint", "--var", f"tests.llm_load.endpoint.http={fake_server.url}",
                "--var", "tests.llm_load.api_key.env=TOPSAIL_TEST_KEY", "--var", "metrics.enabled=false", "-q"]
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": str(tmp_path), "TOPSAIL_TEST_KEY": CANARY}
+    env = {**os.environ, "TMPDIR": str(tmp_path), "TOPSAIL_TEST_KEY": CANARY}
     env.pop("ARTIFACT_DIR", None)
     seen: dict[str, Any] = {}
     stop = threading.Event()

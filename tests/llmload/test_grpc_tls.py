@@ -51,7 +51,7 @@ def test_a_missing_ca_file_is_a_start_up_error(tmp_path: Path) -> None:
                                       "duration_s": 1, "grpc_ca_file": "no/such/ca.pem"}]))
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "suites/llm_load", "--collect-only", "-q",
                "--artifacts", str(tmp_path / "artifacts"), "--var", f"cases=[{cases}]"]
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {**os.environ}
     env.pop("ARTIFACT_DIR", None)
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
     output = result.stdout + result.stderr

@@ -21,7 +21,7 @@ SMOKE_ITEMS = 6  # cases/llm_load/smoke.yaml: openai x (completions, chat) x 2 p
 def run_pytest(tmp: Path, artifacts: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--artifacts", str(tmp / artifacts),
                "--topsail-history", str(tmp / "history.sqlite"), *args]
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {**os.environ}
     env.pop("ARTIFACT_DIR", None)
     return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env)
 

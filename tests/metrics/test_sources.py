@@ -96,7 +96,7 @@ def project(tmp_path: Path) -> Path:
 def run_pytest(project: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "pytest", "suites", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
                f"--artifacts={project / 'artifacts'}", f"--topsail-history={project / 'h.sqlite'}", *args]
-    environment = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "COLUMNS": "200",
+    environment = {**os.environ, "COLUMNS": "200",
                    "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]), **(env or {})}
     environment.pop("ARTIFACT_DIR", None)
     return subprocess.run(command, cwd=project, capture_output=True, text=True, timeout=180, env=environment)

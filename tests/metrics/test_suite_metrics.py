@@ -29,7 +29,7 @@ pytestmark = [
 def run_pytest(*args: str, cwd: Path = REPO, env: dict[str, str] | None = None,
                timeout: float = 240) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "pytest", *args, "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
-    environment = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "COLUMNS": "160", **(env or {})}
+    environment = {**os.environ, "COLUMNS": "160", **(env or {})}
     environment.pop("ARTIFACT_DIR", None)
     return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=environment)
 

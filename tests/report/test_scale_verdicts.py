@@ -48,7 +48,7 @@ class Series:
         command = [sys.executable, "-m", "pytest", "suites/scale", "--preset", "smoke", "-k", ITEMS, "-q",
                    "-p", "no:cacheprovider", "-p", "no:randomly", "--artifacts", str(self.artifacts(number)),
                    "--topsail-history", str(self.history), *args]
-        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "COLUMNS": "160"}
+        env = {**os.environ, "COLUMNS": "160"}
         env.pop("ARTIFACT_DIR", None)
         result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=180, env=env)
         assert result.returncode == 0, f"run {number}:\n{result.stdout[-3000:]}\n{result.stderr[-2000:]}"

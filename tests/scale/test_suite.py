@@ -21,7 +21,7 @@ RESULT_FILES = ("submitted.json", "sampled.json", "times.csv", "latency.txt", "l
 def run_pytest(tmp: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--artifacts", str(tmp / "artifacts"),
                "--topsail-history", str(tmp / "history.sqlite"), *args]
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {**os.environ}
     env.pop("ARTIFACT_DIR", None)
     return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env)
 

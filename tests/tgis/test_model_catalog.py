@@ -69,7 +69,7 @@ def test_a_declared_model_runs_on_the_simulator_sized_as_declared(tmp_path: Path
     case_file = tmp_path / "cases.yaml"
     case_file.write_text(yaml.safe_dump([{"name": "declared", "model": model, "backend": "tgis", "concurrency": 1,
                                           "duration_s": 1, "server": server}]))
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {**os.environ}
     env.pop("ARTIFACT_DIR", None)
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "suites/llm_load", "-p", "no:cacheprovider", "-q", "-p", "no:randomly",

@@ -23,7 +23,7 @@ def run_pytest(tmp: Path, *args: str, timeout: float = 300, where: tuple[str, ..
                ) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "pytest", *where, "-p", "no:cacheprovider", "-q", "-rfs",
                "--artifacts", str(tmp / "artifacts"), "--topsail-history", str(tmp / "history.sqlite"), *args]
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {**os.environ}
     env.pop("ARTIFACT_DIR", None)
     return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env)
 

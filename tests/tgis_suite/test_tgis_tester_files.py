@@ -44,7 +44,6 @@ def run(tmp: Path, cases: str, *args: str) -> subprocess.CompletedProcess[str]:
     # a run of its own, also when this test runs in an xdist worker (suites/tgis/settings.py warns only outside one)
     env = {key: value for key, value in os.environ.items()
            if key != "ARTIFACT_DIR" and not key.startswith("PYTEST_XDIST_")}
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
     return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
 
 
