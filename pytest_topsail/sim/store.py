@@ -19,8 +19,10 @@ Interface (stable; the controllers and the server code against it)
   selectors are strings in the apiserver syntax or dicts (matchLabels style / field path -> value).
 - ``update(rtype, obj, subresource=None) -> dict``: PUT semantics. If ``metadata.resourceVersion`` is set and stale,
   409 Conflict. For types with a status subresource, a main-resource update keeps the stored status and
-  ``subresource="status"`` changes only the status. generation is bumped when anything outside metadata/status
-  changes. An update that changes nothing is not written (no new resourceVersion, no event).
+  ``subresource="status"`` changes only the status; ``subresource="binding"`` (pods) takes the spec and the status
+  in one write, as the apiserver's pods/binding sets spec.nodeName and the PodScheduled condition together.
+  generation is bumped when anything outside metadata/status changes. An update that changes nothing is not written
+  (no new resourceVersion, no event).
 - ``patch(rtype, namespace, name, patch, patch_type, subresource=None) -> dict``: ``patch_type`` is a content type
   from ``patch.py`` (merge, JSON, strategic merge, apply; apply creates the object when absent).
 - ``delete(rtype, namespace, name, *, propagation_policy=None, preconditions=None) -> dict``: with finalizers the
@@ -101,6 +103,7 @@ Obj = dict[str, Any]
 Listener = Callable[..., None]
 
 NAMESPACES = ("", "namespaces")
+PODS = ("", "pods")
 CRDS = ("apiextensions.k8s.io", "customresourcedefinitions")
 INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -558,6 +561,9 @@ class Store:
             if "status" in obj:
                 new["status"] = obj["status"]
             metadata = dict(old["metadata"])
+        elif subresource == "binding" and rtype.key == PODS:
+            new = {**old, "spec": obj["spec"], "status": obj["status"]}
+            metadata = dict(old["metadata"])
         elif subresource is None:
             new = {"kind": old["kind"], "apiVersion": old["apiVersion"]}
             new.update((k, v) for k, v in obj.items() if k not in ("kind", "apiVersion"))
@@ -591,7 +597,7 @@ class Store:
             metadata["managedFields"] = old["metadata"]["managedFields"]
         else:
             metadata.pop("managedFields", None)
-        if subresource is None:
+        if subresource != "status":
             if _spec_changed(old, new):
                 metadata["generation"] = old["metadata"].get("generation", 1) + 1
             validate(rtype, new, old)  # what it shares with the stored version is not checked again

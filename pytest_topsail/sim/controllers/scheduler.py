@@ -132,18 +132,18 @@ class Scheduler(Controller):
 
     def _bind(self, key: tuple[str, str], pod: dict[str, Any], node: str, needs: PodNeeds) -> None:
         self.state.allocate(key, node, needs.requests)
+        status = dict(pod.get("status") or {})
+        status["conditions"] = set_condition(list(status.get("conditions") or ()), {
+            "type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now_seconds(),
+        })
         try:
-            bound = self.store.update(self.pods, {**pod, "spec": {**pod["spec"], "nodeName": node}})
+            bound = self.store.update(self.pods, {**pod, "spec": {**pod["spec"], "nodeName": node}, "status": status},
+                                      subresource="binding")
         except Exception:
             self.state.release(key)
             raise
         self.waiting.discard(key)
         self.unschedulable.pop(key, None)
-        status = dict(bound.get("status") or {})
-        status["conditions"] = set_condition(list(status.get("conditions") or ()), {
-            "type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now_seconds(),
-        })
-        bound = self.store.update(self.pods, {**bound, "status": status}, subresource="status")
         self.binds += 1
         self.store.record_event(bound, "Scheduled", f"Successfully assigned {key[0]}/{key[1]} to {node}",
                                 source=SCHEDULER_NAME)
