@@ -20,7 +20,8 @@ FAST = ("--var=cluster.sim.plugins.fine_tuning.time_scale=0.00005", "--var=metri
 
 
 def run_pytest(tmp: Path, *args: str, cases: list[dict[str, Any]] | None = None, history: Path | None = None,
-               name: str = "artifacts", timeout: float = 180) -> tuple[subprocess.CompletedProcess[str], Path]:
+               name: str = "artifacts", timeout: float = 180, env: dict[str, str] | None = None
+               ) -> tuple[subprocess.CompletedProcess[str], Path]:
     artifacts = tmp / name
     command = [sys.executable, "-m", "pytest", "suites/fine_tuning", "-p", "no:cacheprovider", "-rs",
                "--artifacts", str(artifacts), "--topsail-history", str(history or tmp / "history.sqlite"), *args]
@@ -28,9 +29,10 @@ def run_pytest(tmp: Path, *args: str, cases: list[dict[str, Any]] | None = None,
         case_file = tmp / f"{name}-cases.yaml"
         case_file.write_text(yaml.safe_dump(cases))
         command.append(f"--var=cases=[{case_file}]")
-    env = {**os.environ}
-    env.pop("ARTIFACT_DIR", None)
-    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env), artifacts
+    environment = {**os.environ, **(env or {})}
+    environment.pop("ARTIFACT_DIR", None)
+    return (subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout, env=environment),
+            artifacts)
 
 
 def item_dirs(artifacts: Path) -> dict[str, Path]:

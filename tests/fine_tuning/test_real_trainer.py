@@ -23,8 +23,9 @@ NUMBER = r"'?([0-9.e+-]+)'?"
 
 @pytest.fixture(scope="module")
 def preset_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path]:
+    """The preset as CI runs it: every write of ours with fieldValidation=Strict (a misspelled field fails the run)."""
     tmp = tmp_path_factory.mktemp("real-trainer")
-    return run_pytest(tmp, "--preset", "real-trainer", timeout=900)
+    return run_pytest(tmp, "--preset", "real-trainer", timeout=900, env={"TOPSAIL_FIELD_VALIDATION": "Strict"})
 
 
 def by_hand(log: str) -> dict[str, float]:
