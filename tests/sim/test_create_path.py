@@ -114,3 +114,33 @@ def test_an_update_checks_the_labels_it_changes() -> None:
         with pytest.raises(ApiError) as refused:
             store.update(pods, {**kept, "metadata": {**kept["metadata"], "labels": labels}})
         assert refused.value.code == code and "labels" in refused.value.message
+
+
+@pytest.mark.parametrize("action", [None, "Binding"])
+def test_a_recorded_event_is_the_event_create_stores(action: str | None) -> None:
+    """record_event stores its Event without create's checks and defaults: the object, its key order and what the
+    store's listeners see must be what create makes of the same body."""
+    stores = [Store(seed=1, clock=lambda: 1_700_000_000.25) for _ in range(2)]
+    seen: list[list[Any]] = [[], []]
+    for store, events in zip(stores, seen, strict=True):
+        store.add_listener(lambda *args, events=events: events.append(args[:2] + (json.dumps(args[2]),)))
+    pods = [store.create(store.resource_type("pods"), _pod("p", labels={"app": "a"}), "default") for store in stores]
+    recorded = stores[0].record_event(pods[0], "Scheduled", "assigned", source="sched", action=action)
+    assert recorded is not None
+    body = {key: value for key, value in recorded.items() if key not in ("kind", "apiVersion")}
+    body["metadata"] = {key: recorded["metadata"][key] for key in ("name", "namespace")}
+    created = stores[1].create(stores[1].resource_type("events"), copy.deepcopy(body), "default")
+    assert json.dumps(recorded) == json.dumps(created)
+    assert seen[0] == seen[1]
+    events = stores[0].resource_type("events")
+    assert stores[0].to_json(events, recorded) == stores[1].to_json(events, created)
+
+
+def test_no_event_is_recorded_in_a_terminating_namespace() -> None:
+    store = Store(seed=1)
+    pod = store.create(store.resource_type("pods"), _pod("p"), "default")
+    store.create(store.resource_type("namespaces"), {"metadata": {"name": "gone"}})
+    store.delete(store.resource_type("namespaces"), None, "gone")
+    assert store.record_event({**pod, "metadata": {**pod["metadata"], "namespace": "gone"}}, "R", "m") is None
+    assert store.record_event({**pod, "metadata": {**pod["metadata"], "namespace": "absent"}}, "R", "m") is None
+    assert store.record_event(pod, "R", "m") is not None
