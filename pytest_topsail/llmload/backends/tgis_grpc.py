@@ -1,35 +1,33 @@
-"""TGIS gRPC backend (``fmaas.GenerationService``): GenerateStream or Generate over one channel, i.e. one HTTP/2
-connection multiplexing every request of the load test (llm-load-test opens one per request).
+"""TGIS gRPC backend (``fmaas.GenerationService``): GenerateStream or Generate over one HTTP/2 connection
+multiplexing every request of the load test (llm-load-test opens one per request).
 
 Output lengths are pinned with ``min_new_tokens = max_new_tokens`` = the dataset's output length, greedy decoding.
 A streamed message carries ``generated_token_count`` (cumulative): its increase is the chunk's token count.
 Retries are off: a load test counts an UNAVAILABLE answer as a failure instead of hiding it.
 
-Streams go through grpc's synchronous API with the single-threaded unary-stream channel option, each read by a
-reader thread: the thread waits for the next message inside grpc's C core (GIL released) and times it the moment it
-returns. grpc.aio costs more CPU per streamed message (its completion queue is polled by another thread that wakes
-the event loop for every event), which made the client the bottleneck on streams (benchmarks/llm_load.py). The event
-loop starts the call and is woken once, when the stream ends. Unary calls stay on grpc.aio (one event per call:
-nothing to gain).
+Calls go through ``grpc_h2`` (gRPC over HTTP/2 on the event loop, HTTP/2 by the ``h2`` library, not the grpc
+library in the request path): grpc's Python APIs cost
+several times more client CPU per call (a call object, a completion queue, and a thread hand-off or an event-loop
+wake-up per message), which made the client the bottleneck (benchmarks/llm_load.py). Each request's message is
+encoded once per prompt and output length; each answer message is read and timed in the protocol's
+``data_received`` as its bytes arrive, and the request's task is woken once, at the end of its stream.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-import queue
-import threading
-import time
+import ssl
 from dataclasses import dataclass, field
 from typing import Any
 
-import grpc
-
+from pytest_topsail.errors import TopsailError
 from pytest_topsail.llmload.backends import BackendError
+from pytest_topsail.llmload.backends.grpc_h2 import Connection, GrpcError, grpc_message
 from pytest_topsail.llmload.dataset import Prompt
 from pytest_topsail.llmload.records import RequestRecord
 
-CANCEL_WAIT_S = 10.0  # a cancelled stream's reader returns at once; this bounds the wait for it
+SERVICE = b"/fmaas.GenerationService/"
+USER_AGENT = b"pytest-topsail-llmload"
 
 
 @dataclass
@@ -41,141 +39,139 @@ class TgisBackend:
     ca_file: str | None = None  # TLS: the CA bundle (PEM) the server's certificate is checked against
     server_name: str | None = None  # TLS: the name its certificate must hold, when not the target's host
     name: str = "tgis"
-    client: Any = field(default=None, init=False, repr=False)
+    client: Any = field(default=None, init=False, repr=False)  # the HTTP/2 connection (grpc_h2.Connection)
+    headers: list[tuple[bytes, bytes]] = field(default_factory=list, init=False, repr=False)  # built once
 
     async def open(self) -> None:
-        # grpc and the stubs load only for gRPC load tests
-        from pytest_topsail.tgis.client import TgisClient, open_channel
-        from pytest_topsail.tgis.generation_pb2_grpc import GenerationServiceStub
+        from pytest_topsail.tgis import generation_pb2 as pb  # protobuf loads only for gRPC load tests
 
-        if self.stream:
-            self.client = open_channel(self.target, self.ca_file, self.server_name, sync=True)
-            self.generate_stream = GenerationServiceStub(self.client).GenerateStream
-            self.metadata = (("mm-model-id", self.model),) if self.model else ()
-            self.readers = Readers()
-        else:
-            self.client = TgisClient(self.target, model_id=self.model, timeout=self.call_timeout_s, retries=0,
-                                     ca_file=self.ca_file, server_name=self.server_name)
-
-    async def close(self) -> None:
-        if self.client is None:
-            return
-        if self.stream:
-            self.client.close()  # ends every stream still running, so the readers return
-            self.readers.close()
-        else:
-            await self.client.close()
+        self.pb = pb
+        self.host, self.port = split_target(self.target)
+        self.ssl = tls_context(self.ca_file) if self.ca_file is not None else None
+        metadata = [(b"mm-model-id", self.model.encode())] if self.model else []
+        authority = self.server_name or (f"[{self.host}]" if ":" in self.host else self.host) + f":{self.port}"
+        self.path = SERVICE + (b"GenerateStream" if self.stream else b"Generate")
+        self.headers = [(b":scheme", b"https" if self.ssl else b"http"), (b":authority", authority.encode()),
+                        (b"content-type", b"application/grpc"), (b"te", b"trailers"), (b"user-agent", USER_AGENT),
+                        (b"grpc-timeout", f"{min(max(1, round(self.call_timeout_s)), 99_999_999)}S".encode()),
+                        *metadata]
+        self.bodies: dict[tuple[str, int], bytes] = {}
+        self.dialing: asyncio.Future[Connection] | None = None
         self.client = None
 
-    @staticmethod
-    @functools.cache
-    def parameters(output_tokens: int) -> Any:
-        """Greedy decoding of exactly ``output_tokens`` tokens (built once per length: parsing costs per request)."""
-        from pytest_topsail.tgis import generation_pb2 as pb
+    async def close(self) -> None:
+        if self.client is not None:
+            self.client.close()  # fails every call still running
+        self.client = None
 
-        stopping = pb.StoppingCriteria(max_new_tokens=output_tokens, min_new_tokens=output_tokens)
-        return pb.Parameters(method=pb.GREEDY, stopping=stopping)
+    def parameters(self, output_tokens: int) -> Any:
+        """Greedy decoding of exactly ``output_tokens`` tokens."""
+        stopping = self.pb.StoppingCriteria(max_new_tokens=output_tokens, min_new_tokens=output_tokens)
+        return self.pb.Parameters(method=self.pb.GREEDY, stopping=stopping)
+
+    def body(self, text: str, output_tokens: int) -> bytes:
+        """The request message, framed (encoded once per prompt text and output length)."""
+        body = self.bodies.get((text, output_tokens))
+        if body is None:
+            pb = self.pb
+            if self.stream:
+                message = pb.SingleGenerationRequest(model_id=self.model, request=pb.GenerationRequest(text=text),
+                                                     params=self.parameters(output_tokens))
+            else:
+                message = pb.BatchedGenerationRequest(model_id=self.model, requests=[pb.GenerationRequest(text=text)],
+                                                      params=self.parameters(output_tokens))
+            body = self.bodies[(text, output_tokens)] = grpc_message(message.SerializeToString())
+        return body
+
+    async def connection(self) -> Connection:
+        """The connection, opened when there is none (or it takes no new stream); callers arriving meanwhile wait
+        for the same one."""
+        if self.client is not None and self.client.usable:
+            return self.client
+        if self.dialing is None:
+            self.dialing = asyncio.ensure_future(self.dial())
+            self.dialing.add_done_callback(lambda done: done.cancelled() or done.exception())
+        dialing = self.dialing
+        try:
+            return await asyncio.shield(dialing)
+        finally:
+            if self.dialing is dialing and dialing.done():
+                self.dialing = None
+
+    async def dial(self) -> Connection:
+        try:
+            _, connection = await asyncio.get_running_loop().create_connection(
+                Connection, self.host, self.port, ssl=self.ssl,
+                server_hostname=(self.server_name or self.host) if self.ssl else None)
+        except (OSError, ssl.SSLError) as error:
+            raise GrpcError("UNAVAILABLE", f"cannot connect to {self.target}: {error}") from None
+        if connection.ready is not None:
+            await connection.ready  # raises GrpcError when the connection ends first
+        if self.ssl is not None:
+            ssl_object = connection.transport.get_extra_info("ssl_object") if connection.transport else None
+            if ssl_object is None or ssl_object.selected_alpn_protocol() != "h2":
+                connection.close()
+                raise GrpcError("UNAVAILABLE", f"{self.target} did not agree to HTTP/2 (ALPN)")
+        self.client = connection
+        return connection
 
     async def send(self, prompt: Prompt, record: RequestRecord) -> None:
-        if self.client is None:
+        if not self.headers:
             raise RuntimeError("TgisBackend.send before open()")
         text = f"{prompt.system_prompt}\n{prompt.text}" if prompt.system_prompt else prompt.text
         try:
+            connection = await self.connection()
             if self.stream:
-                await self.read_stream(text, prompt, record)
+                reader = StreamReader(record, self.pb.GenerationResponse.FromString)
+                record.end = await connection.call(self.path, self.headers,
+                                                   self.body(text, prompt.output_tokens), reader)
+                record.output_tokens = reader.generated
             else:
-                answer = await self.client.generate([text], self.parameters(prompt.output_tokens))
-                record.acked()
-                response = answer.responses[0]
+                answers: list[Any] = []
+                await connection.call(self.path, self.headers, self.body(text, prompt.output_tokens),
+                                      lambda data: (record.acked(), answers.append(data)))
+                if not answers:
+                    raise GrpcError("INTERNAL", "the answer carried no message")
+                response = self.pb.BatchedGenerationResponse.FromString(answers[0]).responses[0]
                 record.input_tokens = response.input_token_count
                 record.output_tokens = response.generated_token_count
-        except grpc.RpcError as error:  # grpc.aio.AioRpcError is one too
-            code = error.code()
-            raise BackendError(code.name, error.details() or code.name) from None
-
-    async def read_stream(self, text: str, prompt: Prompt, record: RequestRecord) -> None:
-        from pytest_topsail.tgis import generation_pb2 as pb
-
-        request = pb.SingleGenerationRequest(model_id=self.model, request=pb.GenerationRequest(text=text),
-                                             params=self.parameters(prompt.output_tokens))
-        call = self.generate_stream(request, timeout=self.call_timeout_s, metadata=self.metadata)
-        done = self.readers.read(call, record)
-        try:
-            await asyncio.shield(done)
-        except asyncio.CancelledError:
-            call.cancel()  # timeout or drain: the reader returns, and stops writing the record, before we do
-            await asyncio.wait([done], timeout=CANCEL_WAIT_S)
-            if done.done() and not done.cancelled():
-                done.exception()  # retrieved: the cancelled call's error is no news
-            raise
+        except GrpcError as error:
+            raise BackendError(error.code, error.details) from None
 
 
-def read_stream(call: Any, record: RequestRecord) -> None:
-    """The stream's messages as they arrive (in a reader thread); the record's end is the end of the stream."""
-    generated = 0
-    for message in call:
+class StreamReader:
+    """Reads a stream's messages as their bytes are read (in the connection's ``data_received``)."""
+
+    __slots__ = ("record", "parse", "generated")
+
+    def __init__(self, record: RequestRecord, parse: Any) -> None:
+        self.record, self.parse, self.generated = record, parse, 0
+
+    def __call__(self, data: bytes) -> None:
+        message = self.parse(data)
+        record = self.record
         record.acked()
         if message.input_token_count:
             record.input_tokens = message.input_token_count
-        if message.generated_token_count > generated:
-            record.tokens(message.generated_token_count - generated)
-            generated = message.generated_token_count
-    record.end = time.perf_counter()
-    record.output_tokens = generated
+        if message.generated_token_count > self.generated:
+            record.tokens(message.generated_token_count - self.generated)
+            self.generated = message.generated_token_count
 
 
-def settle(waiter: asyncio.Future[None], error: BaseException | None) -> None:
-    if waiter.done():
-        return
-    if error is None:
-        waiter.set_result(None)
-    else:
-        waiter.set_exception(error)
+def split_target(target: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port``; an optional ``dns:///`` prefix) as host and port."""
+    address = target.removeprefix("dns:///").removeprefix("ipv4:").removeprefix("ipv6:")
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise TopsailError(f"TGIS backend: the target {target!r} is not host:port")
+    return host.strip("[]"), int(port)
 
 
-class Readers:
-    """Threads reading streams: each takes (call, record, waiter) jobs from one queue; a thread is added when every
-    thread is busy, so a stream never waits for a reader (its messages would be timed late). As many threads as
-    streams were in flight at once; they end with the backend."""
-
-    def __init__(self) -> None:
-        self.jobs: queue.SimpleQueue[tuple[Any, RequestRecord, asyncio.Future[None]] | None] = queue.SimpleQueue()
-        self.threads: list[threading.Thread] = []
-        self.idle = 0
-        self.lock = threading.Lock()
-
-    def read(self, call: Any, record: RequestRecord) -> asyncio.Future[None]:
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = loop.create_future()
-        with self.lock:
-            if self.idle:
-                self.idle -= 1
-            else:
-                thread = threading.Thread(target=self.serve, args=(loop,), name="tgis-stream", daemon=True)
-                self.threads.append(thread)
-                thread.start()
-        self.jobs.put((call, record, waiter))
-        return waiter
-
-    def serve(self, loop: asyncio.AbstractEventLoop) -> None:
-        while (job := self.jobs.get()) is not None:
-            call, record, waiter = job
-            error: BaseException | None = None
-            try:
-                read_stream(call, record)
-            except BaseException as raised:  # noqa: BLE001 (handed to the awaiting task)
-                error = raised
-            with self.lock:
-                self.idle += 1
-            try:
-                loop.call_soon_threadsafe(settle, waiter, error)
-            except RuntimeError:  # the loop is closed: nobody awaits this stream any more
-                pass
-
-    def close(self) -> None:
-        for _ in self.threads:
-            self.jobs.put(None)
-        deadline = time.monotonic() + CANCEL_WAIT_S
-        for thread in self.threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
-        self.threads.clear()
+def tls_context(ca_file: str) -> ssl.SSLContext:
+    """Server certificates checked against the CA bundle; HTTP/2 asked for by ALPN."""
+    try:
+        context = ssl.create_default_context(cafile=ca_file)
+    except (OSError, ssl.SSLError) as error:
+        raise TopsailError(f"TGIS client: cannot read the CA file {ca_file}: {error}") from None
+    context.set_alpn_protocols(["h2"])
+    return context
