@@ -250,7 +250,8 @@ class Connection(asyncio.Protocol):
 
     def fail_slots(self, error: GrpcError, calls: list[asyncio.Future[float]] | None = None) -> None:
         """Fail the calls waiting for a stream (and ``calls``)."""
-        for waiter in [*self.slots, *(calls or [])]:
+        waiters: list[asyncio.Future[Any]] = [*self.slots, *(calls or [])]
+        for waiter in waiters:
             if not waiter.done():
                 waiter.set_exception(error)
         self.slots.clear()

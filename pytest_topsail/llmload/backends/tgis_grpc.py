@@ -127,9 +127,13 @@ class TgisBackend:
                                                    self.body(text, prompt.output_tokens), reader)
                 record.output_tokens = reader.generated
             else:
-                answers: list[Any] = []
-                await connection.call(self.path, self.headers, self.body(text, prompt.output_tokens),
-                                      lambda data: (record.acked(), answers.append(data)))
+                answers: list[bytes] = []
+
+                def answer(data: bytes) -> None:
+                    record.acked()
+                    answers.append(data)
+
+                await connection.call(self.path, self.headers, self.body(text, prompt.output_tokens), answer)
                 if not answers:
                     raise GrpcError("INTERNAL", "the answer carried no message")
                 response = self.pb.BatchedGenerationResponse.FromString(answers[0]).responses[0]
