@@ -132,6 +132,39 @@ def test_messages_across_frames_and_reads_and_the_answers_status() -> None:
     asyncio.run(scenario())
 
 
+def test_a_refused_stream_is_sent_again_and_a_stream_refused_every_time_fails_unavailable() -> None:
+    """REFUSED_STREAM: the server processed nothing (a grpc server can still count an ended stream against its
+    limit), so the call is sent again on a new stream, as grpc's transparent retry does; a bounded number of times."""
+    async def scenario() -> None:
+        peer = Peer()
+        messages: list[bytes] = []
+        task = asyncio.create_task(peer.client.call(b"/s/M", HEADERS, grpc_h2.grpc_message(b"hi"), messages.append))
+        await asyncio.sleep(0)
+        peer.deliver()
+        peer.server.reset_stream(1, grpc_h2.REFUSED_STREAM)
+        peer.deliver()
+        while 3 not in peer.client.streams:  # sent again after its backoff
+            await asyncio.sleep(0.001)
+        peer.deliver()
+        peer.server.send_headers(3, OK)
+        peer.server.send_data(3, grpc_h2.grpc_message(b"answer"))
+        peer.server.send_headers(3, [(b"grpc-status", b"0")], end_stream=True)
+        peer.deliver()
+        assert await task > 0 and messages == [b"answer"]
+
+        task = asyncio.create_task(peer.client.call(b"/s/M", HEADERS, grpc_h2.grpc_message(b"hi"), messages.append))
+        for stream_id in range(5, 5 + 2 * (grpc_h2.RETRIES_OF_REFUSED + 1), 2):
+            while stream_id not in peer.client.streams:
+                await asyncio.sleep(0.001)
+            peer.deliver()
+            peer.server.reset_stream(stream_id, grpc_h2.REFUSED_STREAM)
+            peer.deliver()
+        with pytest.raises(grpc_h2.GrpcError, match="UNAVAILABLE.*0x7"):
+            await task
+
+    asyncio.run(scenario())
+
+
 def test_a_cancelled_call_resets_its_stream_and_a_lost_connection_fails_the_others() -> None:
     async def scenario() -> None:
         peer = Peer()

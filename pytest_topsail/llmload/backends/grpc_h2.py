@@ -43,6 +43,15 @@ class GrpcError(Exception):
         self.code, self.details = code, details
 
 
+class Refused(GrpcError):
+    """The server reset the stream with REFUSED_STREAM: nothing of the request was processed (RFC 9113 8.7)."""
+
+
+REFUSED_STREAM = 0x7
+RETRIES_OF_REFUSED = 5  # as grpc's transparent retry: a refused call is sent again on a new stream
+REFUSED_BACKOFF_S = 0.005  # doubled at each retry: 155 ms in all
+
+
 def grpc_message(body: bytes) -> bytes:
     """A gRPC length-prefixed message (not compressed)."""
     return b"\x00" + struct.pack(">I", len(body)) + body
@@ -112,8 +121,9 @@ class Connection(asyncio.Protocol):
             elif isinstance(event, h2.events.StreamReset):
                 if stream is not None:
                     code = RESET_CODES.get(event.error_code, "INTERNAL")
-                    self.settle(event.stream_id, GrpcError(code, f"stream reset by the server (HTTP/2 error "
-                                                                 f"{int(event.error_code):#x})"))
+                    kind = Refused if event.error_code == REFUSED_STREAM else GrpcError
+                    self.settle(event.stream_id, kind(code, f"stream reset by the server (HTTP/2 error "
+                                                            f"{int(event.error_code):#x})"))
             elif isinstance(event, (h2.events.RemoteSettingsChanged, h2.events.WindowUpdated)):
                 if self.ready is not None and not self.ready.done():
                     self.ready.set_result(None)
@@ -175,7 +185,19 @@ class Connection(asyncio.Protocol):
                    on_message: Callable[[bytes], None]) -> float:
         """One call of ``path`` with request ``headers`` (the pseudo-headers and gRPC's are added) and ``body`` (one
         gRPC-framed message); each answer message's bytes go to ``on_message`` as they are read. Returns the
-        perf_counter time its stream's end was read. Raises GrpcError; cancelled, the stream is reset."""
+        perf_counter time its stream's end was read. Raises GrpcError; cancelled, the stream is reset. A stream the
+        server refused (it can still count a just-ended stream against its limit) is sent again, as grpc does."""
+        for attempt in range(RETRIES_OF_REFUSED + 1):
+            try:
+                return await self.call_once(path, headers, body, on_message)
+            except Refused:
+                if attempt == RETRIES_OF_REFUSED:
+                    raise
+                await asyncio.sleep(REFUSED_BACKOFF_S * 2**attempt)  # the server frees its ended streams meanwhile
+        raise AssertionError("unreachable")
+
+    async def call_once(self, path: bytes, headers: list[tuple[bytes, bytes]], body: bytes,
+                        on_message: Callable[[bytes], None]) -> float:
         while self.usable and self.h2.open_outbound_streams >= self.h2.remote_settings.max_concurrent_streams:
             waiter = asyncio.get_running_loop().create_future()
             self.slots.append(waiter)
