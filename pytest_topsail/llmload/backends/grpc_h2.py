@@ -187,14 +187,12 @@ class Connection(asyncio.Protocol):
         gRPC-framed message); each answer message's bytes go to ``on_message`` as they are read. Returns the
         perf_counter time its stream's end was read. Raises GrpcError; cancelled, the stream is reset. A stream the
         server refused (it can still count a just-ended stream against its limit) is sent again, as grpc does."""
-        for attempt in range(RETRIES_OF_REFUSED + 1):
+        for attempt in range(RETRIES_OF_REFUSED):
             try:
                 return await self.call_once(path, headers, body, on_message)
             except Refused:
-                if attempt == RETRIES_OF_REFUSED:
-                    raise
                 await asyncio.sleep(REFUSED_BACKOFF_S * 2**attempt)  # the server frees its ended streams meanwhile
-        raise AssertionError("unreachable")
+        return await self.call_once(path, headers, body, on_message)
 
     async def call_once(self, path: bytes, headers: list[tuple[bytes, bytes]], body: bytes,
                         on_message: Callable[[bytes], None]) -> float:

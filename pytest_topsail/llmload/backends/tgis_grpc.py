@@ -3,7 +3,8 @@ multiplexing every request of the load test (llm-load-test opens one per request
 
 Output lengths are pinned with ``min_new_tokens = max_new_tokens`` = the dataset's output length, greedy decoding.
 A streamed message carries ``generated_token_count`` (cumulative): its increase is the chunk's token count.
-Retries are off: a load test counts an UNAVAILABLE answer as a failure instead of hiding it.
+Retries are off: a load test counts an UNAVAILABLE answer as a failure instead of hiding it. The one exception is
+grpc's transparent retry: a stream the server refused unprocessed (REFUSED_STREAM) is sent again (grpc_h2).
 
 Calls go through ``grpc_h2`` (gRPC over HTTP/2 on the event loop, HTTP/2 by the ``h2`` library, not the grpc
 library in the request path): grpc's Python APIs cost
