@@ -286,14 +286,21 @@ def test_portforward_client_echoes_large_payloads_on_several_ports(core: client.
     forward.close()
 
 
-def test_portforward_client_concurrent_connections(core: client.CoreV1Api, pod: str) -> None:
+def test_portforward_client_concurrent_connections(sim: Any, pod: str) -> None:
+    # One ApiClient per thread, as the official client must be used for concurrent streams: kubernetes.stream swaps
+    # the `call_api` of the ApiClient it is given for the length of the call and then puts back the one it found
+    # (stream.py, _websocket_request). On a shared client, a thread whose swap another thread's restore undid sends
+    # a plain GET without an Upgrade header (the simulator rightly answers 400 "needs a WebSocket ... upgrade"), as
+    # the real API server does (kubernetes-client/python#928). pytest_topsail's PortForward has a client of its own.
     def one(index: int) -> bool:
-        forward = portforward(core.connect_get_namespaced_pod_portforward, pod, "default", ports="8033")
-        payload = f"connection {index} ".encode() * 20_000
-        try:
-            return _roundtrip(forward.socket(8033), payload) == payload
-        finally:
-            forward.close()
+        with sim.api_client() as own:
+            forward = portforward(client.CoreV1Api(own).connect_get_namespaced_pod_portforward, pod, "default",
+                                  ports="8033")
+            payload = f"connection {index} ".encode() * 20_000
+            try:
+                return _roundtrip(forward.socket(8033), payload) == payload
+            finally:
+                forward.close()
 
     with ThreadPoolExecutor(6) as pool:
         assert all(pool.map(one, range(6)))
