@@ -15,8 +15,8 @@ real local process, as a kubelet would run it (docs/simulator.md "Real workloads
   `FallbackToLogsOnError`, the log's last 80 lines) as the message; past the entry's `max_seconds` the process is
   killed (137, DeadlineExceeded).
 - Deletion: SIGTERM to the container's first process, SIGKILL after the grace period. Nothing outlives the
-  simulator: the `unshare` process gets SIGKILL when the simulator dies (PR_SET_PDEATHSIG) and takes its PID
-  namespace with it (`--kill-child`); `shutdown()` kills every process on a normal stop.
+  simulator: the `unshare` process gets SIGKILL when the simulator dies (PR_SET_PDEATHSIG, set by `setpriv`) and
+  takes its PID namespace with it (`--kill-child`); `shutdown()` kills every process on a normal stop.
 Needs Linux mount and PID namespaces (root, or unprivileged user namespaces); without them a matching container
 fails to start with that reason.
 """
@@ -197,11 +197,18 @@ class Runtime:
         unshare = shutil.which("unshare")
         if unshare is None:
             raise RuntimeError_("the real-workload runtime needs `unshare` (util-linux) for mount/PID namespaces")
+        # SIGKILL when the simulator dies: set by `setpriv --pdeathsig` (util-linux, as unshare), so the child starts
+        # without Python code between fork and exec. A preexec_fn makes subprocess fork() instead of vfork(), which
+        # runs the pthread_atfork handlers of this process's gRPC (the TGIS servers): its event engine restarts its
+        # poller in the child, subprocess then closes the inherited fds, and the poller's epoll_wait gets EBADF and
+        # aborts the child (exit 134, "Epoll1Poller ... epoll_wait error: Bad file descriptor"; 139 seen too).
+        setpriv = shutil.which("setpriv")
         process = await asyncio.create_subprocess_exec(
+            *([setpriv, "--pdeathsig", "KILL"] if setpriv else []),
             unshare, "--mount", "--pid", "--uts", "--fork", "--kill-child", "--propagation", "private",
             "/bin/bash", str(script), str(directory / "rootfs"), hostname, *argv,
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            env=env, preexec_fn=_die_with_parent)
+            env=env, preexec_fn=None if setpriv else _die_with_parent)
         fallback = container.get("terminationMessagePolicy") == "FallbackToLogsOnError"
         workload = Workload(key, process, directory, on_line, entry.max_seconds, fallback, ports=ports)
         self.workloads[key] = workload
@@ -404,6 +411,7 @@ def _children(pid: int) -> list[int]:
 
 
 def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL when the simulator dies, however it dies (Linux)."""
+    """In the child before exec: SIGKILL when the simulator dies, however it dies (Linux); only without `setpriv`
+    (a forked child of a process running gRPC threads may abort, see Runtime.start)."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
