@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_topsail.errors import TopsailError
 from pytest_topsail.kube.client import ObjectRef, connect
 from pytest_topsail.llmload.distributed import JOB_LABEL
 from pytest_topsail.llmload.metrics import summarize_point
@@ -76,35 +77,58 @@ def test_three_generator_pods_start_together_and_merge_exactly(tmp_path: Path) -
     assert summary["requests"] == sum(1 for r in merged if not r["warmup"]) and summary["succeeded"] > 0
 
 
-def delete_one_generator(tmp: Path, deleted: list[str], stop: threading.Event) -> None:
-    """Once a generator pod has saved 3 records, delete it (mid-run: the point lasts 4.5 s)."""
+def delete_one_generator(tmp: Path, deleted: list[str], stop: threading.Event, seen: list[str]) -> None:
+    """Deletes a generator pod mid-run, on an event rather than at a time: once the runner holds 3 records of it
+    (its copy, pulled through the pod's port-forward every 0.3 s from the barrier on). The pod is alive then: it
+    serves its records until the runner has them all, which takes at least one more pull, and its point lasts
+    4.5 s. A pod whose point has not ended in the runner's copy is chosen first. The kubeconfig is read as soon as
+    the run wrote it (seconds before the barrier); an API error of a loaded machine is retried until the run ends,
+    and ``seen`` tells what the thread saw last, for the assertion's message."""
     kube = None
-    while not stop.wait(0.1):
-        found = sorted(tmp.glob("pytest-topsail-*/**/kubeconfig*"))
-        if kube is None and found:
-            kube = connect(found[0])
-        saved = sorted(tmp.glob("artifacts/llm_load/*/load/generators/*.jsonl"))
-        if kube is None or not saved or len(saved[0].read_text().splitlines()) < 3:
-            continue
-        [pod] = [p for p in kube.list("v1", "Pod", label_selector=JOB_LABEL)
-                 if p["metadata"]["name"] == saved[0].stem]
-        kube.delete(ObjectRef("v1", "Pod", pod["metadata"]["name"], pod["metadata"]["namespace"]))
-        deleted.append(pod["metadata"]["name"])
-        return
+    while not stop.wait(0.05):
+        try:
+            if kube is None:
+                found = sorted(tmp.glob("pytest-topsail-*/**/kubeconfig*"))
+                if not found:
+                    continue
+                kube = connect(found[0])
+            ready = [p for p in sorted(tmp.glob("artifacts/llm_load/*/load/generators/*.jsonl"))
+                     if len(p.read_text().splitlines()) >= 3]
+            if not ready:
+                continue
+            running = [p for p in ready if "ended" not in point_document(p.with_suffix(".json"))]
+            name = (running or ready)[0].stem
+            pods = {p["metadata"]["name"]: p for p in kube.list("v1", "Pod", label_selector=JOB_LABEL)}
+            seen.append(f"{name}: {'Running' if running else 'point ended'}, pod phase "
+                        f"{(pods[name].get('status') or {}).get('phase') if name in pods else 'gone'}")
+            if name in pods and kube.delete(ObjectRef("v1", "Pod", name, pods[name]["metadata"]["namespace"])):
+                deleted.append(name)
+                return
+        except (TopsailError, OSError) as error:
+            seen.append(f"{type(error).__name__}: {error}")
+
+
+def point_document(path: Path) -> dict[str, object]:
+    """The runner's copy of a pod's point document ({} before the first pull)."""
+    try:
+        return dict(json.loads(path.read_text()))
+    except (OSError, ValueError):
+        return {}
 
 
 def test_a_deleted_generator_pod_is_named_and_every_pods_records_kept(tmp_path: Path) -> None:
     process = start_run(tmp_path)
     deleted: list[str] = []
+    seen: list[str] = []
     stop = threading.Event()
-    killer = threading.Thread(target=delete_one_generator, args=(tmp_path, deleted, stop), daemon=True)
+    killer = threading.Thread(target=delete_one_generator, args=(tmp_path, deleted, stop, seen), daemon=True)
     killer.start()
     try:
         output = finish(process)
     finally:
         stop.set()
         killer.join(timeout=10)
-    assert deleted, "no generator pod was deleted:\n" + output[-3000:]
+    assert deleted, f"no generator pod was deleted (last seen: {seen[-3:]}):\n" + output[-3000:]
     assert process.returncode == 1, output[-3000:]
     assert f"load generator pod(s) died during the run: {deleted[0]} Deleted" in output
     directory = load_dir(tmp_path)
