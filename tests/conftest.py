@@ -6,6 +6,7 @@ terminal summary. What the plugin imports lazily, only when a suite reports, is 
 """
 
 import os
+import signal
 import tempfile
 from pathlib import Path
 
@@ -33,6 +34,16 @@ def cache_bytecode_outside_the_checkout() -> None:
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
+def take_sigint_back() -> None:
+    """A shell starts a background job (``pytest tests &`` in a script, a CI step sent to the background) with SIGINT
+    ignored, and every process started under it inherits that, Python included (no KeyboardInterrupt handler). The
+    runs these tests interrupt as Ctrl-C in a terminal would (SIGINT to their process group) then ran on and the tests
+    failed. The tests' processes take Python's SIGINT handler back, so the processes they start get SIGINT's default
+    disposition, as a terminal's foreground job does."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 @pytest.hookimpl(optionalhook=True)  # declared by pytest-xdist
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto``: two workers per core. Most of these tests wait: on pytest runs of the suites in subprocesses,
@@ -46,6 +57,7 @@ def pytest_configure(config: pytest.Config) -> None:
     """``pytest tests -n N`` keeps xdist groups (``--dist loadgroup`` unless ``--dist`` is given), as a suite run does:
     a module whose tests share an expensive module-scoped fixture (a subprocess run, a simulator) is one group."""
     cache_bytecode_outside_the_checkout()
+    take_sigint_back()
     from pytest_topsail.session import keep_xdist_groups
 
     keep_xdist_groups(config)

@@ -79,10 +79,12 @@ def test_ctrl_c_mid_run_ends_within_seconds_leaving_nothing_behind(tmp_path: Pat
                or len(list(artifacts.glob("tgis/*/lts.json"))) < 2):
             assert time.monotonic() < deadline and process.poll() is None, "no item answered"
             time.sleep(0.1)
+        seen = f"{len(list(artifacts.glob('tgis/*/answer.json')))} answers, run ended: {process.poll()}"
         os.killpg(process.pid, signal.SIGINT)
         interrupted = time.monotonic()
         output, _ = process.communicate(timeout=60)
         took = time.monotonic() - interrupted
+        output = f"{output}\nSIGINT sent after {interrupted - deadline + 180:.1f} s ({seen})"
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
