@@ -143,7 +143,7 @@ async def serve(options: Options, stop: asyncio.Event | None = None) -> int:
         raise TopsailError(f"--audit-log {options.audit_log}: cannot open: {error.strerror or error}") from None
     # Stopping waits shutdown_timeout twice for a request in progress (to end, then once cancelled): a port-forward or
     # exec stream still open would hold every stop for 4 s; a simulator that stops is discarded, so 0.25 s is plenty.
-    runner = web.AppRunner(server.make_app(), access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_S)
+    runner = web.ServerRunner(server.make_server(), handle_signals=False, shutdown_timeout=SHUTDOWN_S)
     await runner.setup()
     controllers = None
     try:
@@ -159,6 +159,7 @@ async def serve(options: Options, stop: asyncio.Event | None = None) -> int:
             options.kubeconfig.unlink()
         if controllers is not None:
             await controllers.stop()
+        server.close_watches()
         await runner.cleanup()
         server.close()
     return 0

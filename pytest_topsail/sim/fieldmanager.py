@@ -98,7 +98,7 @@ def entry_for(manager: str, operation: str, api_version: str, now: str, body: Ob
                 continue
         subtree = known.get(key) if known is not None else None
         tree[f"f:{key}"] = subtree if subtree is not None else _tree(value)
-    signature = (manager, operation, api_version, now, tuple((key, id(child)) for key, child in tree.items()))
+    signature = (manager, operation, api_version, now, tuple(tree), tuple(map(id, tree.values())))
     shared = _SHARED_ENTRIES.get(signature)
     if shared is None:  # objects created alike within one second share their entry too
         if len(_SHARED_ENTRIES) >= _SHARED_LIMIT:
@@ -108,9 +108,10 @@ def entry_for(manager: str, operation: str, api_version: str, now: str, body: Ob
     return shared
 
 
-_SHARED: dict[tuple[tuple[str, int], ...], Obj] = {}  # interned subtrees: objects of one shape share them
+_SHARED: dict[tuple[Any, ...], Obj] = {}  # interned subtrees: objects of one shape share them
 _SHARED_LIMIT = 50_000
 _SHARED_ENTRIES: dict[tuple[Any, ...], Obj] = {}
+_LEAF: Obj = {}  # the tree of a scalar, a list or an empty map
 
 
 def field_tree(value: Any) -> Obj:
@@ -121,13 +122,16 @@ def field_tree(value: Any) -> Obj:
 def _tree(value: Any) -> Obj:
     """The FieldsV1 tree of a value, interned: the store never mutates what it holds, so the thousands of pods of
     one template share one tree instead of a copy each."""
-    children = {f"f:{key}": _tree(item) for key, item in value.items()} if isinstance(value, dict) else {}
-    signature = tuple((key, id(child)) for key, child in children.items())
+    if not isinstance(value, dict) or not value:
+        return _LEAF
+    keys = [f"f:{key}" for key in value]
+    children = [_tree(item) for item in value.values()]
+    signature = (*keys, *map(id, children))  # keys are strings, ids integers: the halves cannot be confused
     shared = _SHARED.get(signature)
     if shared is None:
         if len(_SHARED) >= _SHARED_LIMIT:
             _SHARED.clear()
-        shared = _SHARED[signature] = children
+        shared = _SHARED[signature] = dict(zip(keys, children, strict=True))
     return shared
 
 

@@ -274,7 +274,7 @@ class Store:
         try:
             while self._pending:
                 event_type, rtype, obj, old = self._pending.popleft()
-                for listener, with_old in list(self._listeners):
+                for listener, with_old in self._listeners:  # replaced, never changed in place: no copy needed
                     try:
                         if with_old:
                             listener(event_type, rtype, obj, old)
@@ -290,7 +290,7 @@ class Store:
         self._pending.append((event_type, rtype, obj, old))
 
     def add_listener(self, callback: Listener, with_old: bool = False) -> None:
-        self._listeners.append((callback, with_old))
+        self._listeners = [*self._listeners, (callback, with_old)]
 
     def remove_listener(self, callback: Listener) -> None:
         self._listeners = [entry for entry in self._listeners if entry[0] != callback]

@@ -73,7 +73,8 @@ class InProcessSim:
         self._thread.join(15)
 
     def raw(self, method: str, path: str, body: bytes | str | None = None,
-            content_type: str = "application/json", authorized: bool = True) -> Any:
+            content_type: str = "application/json", authorized: bool = True,
+            headers: dict[str, str] | None = None) -> Any:
         """One HTTP request as a hand-written client would send it (CA-verified); returns the requests.Response."""
         import base64
 
@@ -83,7 +84,7 @@ class InProcessSim:
         if not ca_file.exists():
             cluster = yaml.safe_load(self.kubeconfig_path.read_text())["clusters"][0]["cluster"]
             ca_file.write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
-        headers = {"Content-Type": content_type}
+        headers = {"Content-Type": content_type, **(headers or {})}
         if authorized:
             headers["Authorization"] = f"Bearer {self.token()}"
         return requests.request(method, self.url + path, data=body, headers=headers, verify=str(ca_file), timeout=30)

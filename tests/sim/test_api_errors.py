@@ -100,6 +100,12 @@ def test_unauthorized_without_or_with_a_wrong_token(api_sim: Any) -> None:
     assert response.status_code == 401 and response.json()["reason"] == "Unauthorized"
 
 
+def test_a_client_expecting_100_continue_gets_it(api_sim: Any) -> None:
+    body = json.dumps({"metadata": {"name": "continued"}})
+    assert api_sim.raw("POST", CM, body, headers={"Expect": "100-continue"}).status_code == 201
+    assert api_sim.raw("POST", CM, body, headers={"Expect": "something"}).status_code == 417
+
+
 def test_audit_log_has_one_json_line_per_mutating_request(api_sim: Any) -> None:
     before = len(api_sim.audit_records())
     assert api_sim.raw("POST", CM, '{"metadata": {"name": "audited"}}').status_code == 201

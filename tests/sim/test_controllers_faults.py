@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import RawTestServer, TestClient
 from controller_harness import condition_status, phase, profile, run, running_sim, wait_for
 
 from pytest_topsail.sim.profile import ApiFault
@@ -113,7 +113,7 @@ def test_api_faults_of_the_profile_are_applied_by_the_server():
     async def scenario():
         server = ApiServer(Store(seed=prof.seed), token="secret", api_faults=prof.faults.api, seed=prof.seed)
         headers = {"Authorization": "Bearer secret"}
-        async with TestClient(TestServer(server.make_app())) as client:
+        async with TestClient(RawTestServer(server.handle)) as client:
             codes = []
             for index in range(40):
                 job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": f"j{index}"},

@@ -90,7 +90,8 @@ def test_pods_alike_outside_metadata_are_checked_each_time() -> None:
 
 @pytest.mark.parametrize("raw", [b'{"a": NaN}', b'{"a": 1180591620717411303424}',
                                  b'[9223372036854775808, -9223372036854775809]', b'[1e400, 0.1, -0]',
-                                 b'{"a": "\\ud800"}', b'\xef\xbb\xbf{"a": 1}', b'{"a": 1.5e3, "a": [true, null]}'])
+                                 b'[1234567890, 1234567890]', b'{"a": "\\ud800"}', b'\xef\xbb\xbf{"a": 1}',
+                                 b'{"a": 1.5e3, "a": [true, null]}'])
 def test_request_bodies_decode_as_json_loads_decodes_them(raw: bytes) -> None:
     assert repr(server._loads(raw)) == repr(json.loads(raw))
 
