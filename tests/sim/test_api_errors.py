@@ -106,6 +106,11 @@ def test_a_client_expecting_100_continue_gets_it(api_sim: Any) -> None:
     assert api_sim.raw("POST", CM, body, headers={"Expect": "something"}).status_code == 417
 
 
+def test_a_body_over_a_megabyte_is_read(api_sim: Any) -> None:
+    body = json.dumps({"metadata": {"name": "big"}, "data": {"a": "x" * (1 << 20)}})
+    assert api_sim.raw("POST", CM, body).status_code == 201  # aiohttp's default limit is 1 MB
+
+
 def test_audit_log_has_one_json_line_per_mutating_request(api_sim: Any) -> None:
     before = len(api_sim.audit_records())
     assert api_sim.raw("POST", CM, '{"metadata": {"name": "audited"}}').status_code == 201
