@@ -216,11 +216,13 @@ def test_auto_sweep_finds_the_servers_capacity_and_rates_between(fake_server, tm
     prompts = [Prompt("one two three", 3, 5)]
     sweep = AutoSweep(LoadPoint(duration_s=1.5, warmup_s=0.3, drain_timeout_s=5), rates=2, max_concurrency=16)
     summaries = run_load_test(backend(fake_server.url), prompts, sweep, tmp_path)
+    points = [(s["label"], s["requests_per_s"], s["failures"], s["client"]) for s in summaries]  # for a failure
     assert [s["label"] for s in summaries[:2]] == ["concurrency=1", "concurrency=16"]
     sync, peak = summaries[0]["requests_per_s"], summaries[1]["requests_per_s"]
-    assert sync == pytest.approx(1 / 0.18, rel=0.25) and reaches(summaries[1], capacity, window_s=1.5)
+    assert sync == pytest.approx(1 / 0.18, rel=0.25) and reaches(summaries[1], capacity, window_s=1.5), points
     rates = [s["offered_rate"] for s in summaries[2:]]
-    assert [s["mode"] for s in summaries[2:]] == ["constant", "constant"] and sync < rates[0] < rates[1] < peak
+    assert [s["mode"] for s in summaries[2:]] == ["constant", "constant"], points
+    assert sync < rates[0] < rates[1] < peak, points
     assert rates[1] - rates[0] == pytest.approx(rates[0] - sync, rel=0.01)  # evenly between
 
 
