@@ -58,7 +58,7 @@ class FakeServer:
             try:
                 return await self.answer(request, body, chat, len(text.split()), pace)
             finally:
-                self.slots.put_nowait(pace.elapsed)
+                self.slots.put_nowait(pace.until)
         finally:
             self.in_flight -= 1
 
@@ -90,14 +90,20 @@ class Pace:
 
     def __init__(self, start: float | None) -> None:
         self.start = start
-        self.elapsed = start or 0.0  # the instant the answer's sleeps end (paced)
+        self.until = start or 0.0  # the instant the answer's sleeps end (paced)
 
     async def sleep(self, seconds: float) -> None:
         if self.start is None:
             await asyncio.sleep(seconds)
             return
-        self.elapsed += seconds
-        await asyncio.sleep(max(0.0, self.elapsed - time.perf_counter()))
+        self.until += seconds
+        await asyncio.sleep(max(0.0, self.until - time.perf_counter()))
+
+
+def client_stall_s(summary: dict[str, Any]) -> float:
+    """The longest stall of the load client's own event loop during a point (its summary's ``client`` figures): an
+    answer that arrived meanwhile was stamped late, which timing checks on a loaded machine must allow for."""
+    return summary["client"]["loop_lag_max_ms"] / 1000
 
 
 async def send(response: web.StreamResponse, event: dict[str, Any]) -> None:
