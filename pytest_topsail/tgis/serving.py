@@ -122,30 +122,24 @@ class ModelServer:
             if served is not None and scale < 1:  # the queue moves at the scaled pace of the requests ahead
                 served.compressed_s += (time.monotonic() - queued) * (1 / scale - 1)
             self.running += 1
-            due = loop.time()
             try:
                 if not latency.is_zero:
-                    due = await self._sleep(due, latency.prefill_seconds(len(prepared.tokens)
-                                                                         + len(prepared.prefix_tokens)), served)
+                    await self._sleep(latency.prefill_seconds(len(prepared.tokens) + len(prepared.prefix_tokens)),
+                                      served)
                 while True:
                     step = generation.step()
                     yield generation, step
                     if generation.finished:
                         return
                     if not latency.is_zero:
-                        due = await self._sleep(due, latency.inter_token_seconds(self.running), served)
+                        await self._sleep(latency.inter_token_seconds(self.running), served)
             finally:
                 self.running -= 1
 
-    async def _sleep(self, due: float, simulated_s: float, served: ServedTime | None) -> float:
-        """Sleep until ``due`` + the scaled ``simulated_s``; return that instant. Each request keeps the model's
-        schedule from its start: a wake-up that came late (a busy host CPU) does not push the later tokens back, as
-        a GPU's decode steps do not wait for the host's scheduler. Step lengths then stay the model's on average."""
-        due += simulated_s * self.time_scale
-        await asyncio.sleep(max(0.0, due - asyncio.get_running_loop().time()))
+    async def _sleep(self, simulated_s: float, served: ServedTime | None) -> None:
+        await asyncio.sleep(simulated_s * self.time_scale)
         if served is not None:
             served.compressed_s += simulated_s * (1 - self.time_scale)
-        return due
 
     async def complete(self, prepared: PreparedInput, settings: DecodingSettings,
                        time_limit_ms: int = 0, served: ServedTime | None = None) -> Generation:
