@@ -13,6 +13,7 @@ from pytest_topsail.errors import TopsailError
 from pytest_topsail.regression import (
     RegressionSettings,
     builtin_change_points,
+    change_points,
     judge,
     otava_available,
     summarize,
@@ -80,6 +81,20 @@ def test_verdicts_follow_the_kpi_direction() -> None:
     assert judge(record(120, 99.0, higher_better=False), past, SETTINGS).status == "regression"
     accepted = judge(record(100.5, 99.0), past, SETTINGS)
     assert accepted.status == "accepted" and abs(accepted.change_percent) < 2 and accepted.history_size == 30
+
+
+def test_a_change_at_the_current_value_is_seen_when_an_earlier_run_takes_the_split() -> None:
+    """Five ITL medians, the fifth a little apart, then the decode 4x slower (a run of the slower-decode test at load
+    ~11): E-divisive alone splits before the fifth and finds no change point; the current value stands apart."""
+    past = history([26.79, 26.64, 26.75, 26.63, 27.97])
+    assert change_points([*[r["value"] for r in past], 106.25], SETTINGS) == []  # the case this guards
+    slower = judge(record(106.25, 9.0, higher_better=False), past, SETTINGS)
+    assert slower.status == "regression" and slower.pvalue < SETTINGS.max_pvalue
+    assert slower.change_points == [5] and slower.reference == pytest.approx(26.96, abs=0.01)
+    # a run within that spread is accepted: the t-test alone does not condemn it (the noise floor still applies)
+    assert judge(record(27.2, 9.0, higher_better=False), past, SETTINGS).status == "accepted"
+    # nor does a flat history's ordinary next run
+    assert judge(record(99.0, 99.0), history(flat(30)), SETTINGS).status == "accepted"
 
 
 def test_regression_verdict_reports_change_pvalue_and_reference() -> None:
