@@ -12,6 +12,7 @@ object unless another manager owns it too. Writes by the simulator's own control
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from . import apierror
@@ -88,21 +89,28 @@ def entry_for(manager: str, operation: str, api_version: str, now: str, body: Ob
     """The one managedFields entry of a new object: its manager owns every field of the body it sent (built
     straight from the body: this runs on every create through the API). ``known``: the ``field_tree`` of some
     top-level fields, computed before for a body with the same content there."""
-    tree: Obj = {}
+    keys: list[str] = []
+    subtrees: list[Obj] = []
     for key, value in body.items():
         if key in ("apiVersion", "kind", "status"):
             continue
-        if key == "metadata" and isinstance(value, dict):
-            value = {k: v for k, v in value.items() if k not in _UNMANAGED_METADATA}
-            if not value:
-                continue
         subtree = known.get(key) if known is not None else None
-        tree[f"f:{key}"] = subtree if subtree is not None else _tree(value)
-    signature = (manager, operation, api_version, now, tuple(tree), tuple(map(id, tree.values())))
+        if subtree is None:
+            if key == "metadata" and isinstance(value, dict):
+                managed = [(k, v) for k, v in value.items() if k not in _UNMANAGED_METADATA]
+                if not managed:
+                    continue
+                subtree = _map_tree(managed)
+            else:
+                subtree = _tree(value)
+        keys.append(key if key.__class__ is str else f"{key}")
+        subtrees.append(subtree)
+    signature = (manager, operation, api_version, now, *keys, *map(id, subtrees))
     shared = _SHARED_ENTRIES.get(signature)
     if shared is None:  # objects created alike within one second share their entry too
         if len(_SHARED_ENTRIES) >= _SHARED_LIMIT:
             _SHARED_ENTRIES.clear()
+        tree = {f"f:{key}": subtree for key, subtree in zip(keys, subtrees, strict=True)}
         shared = _SHARED_ENTRIES[signature] = {"manager": manager, "operation": operation, "apiVersion": api_version,
                                                "time": now, "fieldsType": "FieldsV1", "fieldsV1": tree}
     return shared
@@ -124,14 +132,24 @@ def _tree(value: Any) -> Obj:
     one template share one tree instead of a copy each."""
     if not isinstance(value, dict) or not value:
         return _LEAF
-    keys = [f"f:{key}" for key in value]
-    children = [_tree(item) for item in value.values()]
-    signature = (*keys, *map(id, children))  # keys are strings, ids integers: the halves cannot be confused
+    return _map_tree(value.items())
+
+
+def _map_tree(items: Iterable[tuple[str, Any]]) -> Obj:
+    """The tree of a non-empty map's (key, value) pairs. Looked up by the keys as they are (not "f:" + key) and the
+    children's ids (keys are strings, ids integers, both halves of one length: signatures cannot be confused), so
+    a tree seen before costs no new strings."""
+    keys: list[str] = []
+    children: list[Obj] = []
+    for key, item in items:
+        keys.append(key if key.__class__ is str else f"{key}")  # a YAML body's 1 and True: "f:1", "f:True"
+        children.append(_map_tree(item.items()) if isinstance(item, dict) and item else _LEAF)
+    signature = (*keys, *map(id, children))
     shared = _SHARED.get(signature)
     if shared is None:
         if len(_SHARED) >= _SHARED_LIMIT:
             _SHARED.clear()
-        shared = _SHARED[signature] = dict(zip(keys, children, strict=True))
+        shared = _SHARED[signature] = {f"f:{key}": child for key, child in zip(keys, children, strict=True)}
     return shared
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
@@ -24,11 +25,12 @@ class ResourceType:
     # CRD-defined types carry the CRD's name; built-ins leave it empty.
     crd_name: str = field(default="", compare=False)
 
-    @property
+    # Cached (in the instance's __dict__, outside the fields that equality and hashing use): read on every request.
+    @cached_property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 
-    @property
+    @cached_property
     def key(self) -> tuple[str, str]:
         """Storage identity: objects are shared by all versions of a (group, plural)."""
         return (self.group, self.plural)

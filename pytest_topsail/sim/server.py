@@ -80,6 +80,11 @@ class ApiFaultSpec(Protocol):
     def matches(self, verb: str, resource: str, group: str = "") -> bool: ...
 
 
+_Target = tuple[ResourceType, str | None, str | None, str | None]  # (rtype, namespace, name, subresource)
+_UNRESOLVED = object()
+_TARGETS_LIMIT = 4096
+
+
 @dataclass
 class _Request:
     """A parsed resource request."""
@@ -175,6 +180,8 @@ class ApiServer:
         self._watchers: dict[tuple[str, str], set[_Watcher]] = {}
         self._discovery_cache: dict[str, bytes] = {}
         self._discovery_generation = -1
+        self._targets: dict[str, _Target | None] = {}
+        self._targets_generation = -1
         store.add_listener(self._on_store_event, with_old=True)
 
     def make_server(self) -> web.Server:
@@ -274,7 +281,28 @@ class ApiServer:
 
     # ----------------------------------------------------------------- URL parsing
     def _parse(self, request: web.Request) -> _Request | None:
-        parts = [p for p in request.path.split("/") if p]
+        target = self._target(request.path)
+        if target is None:
+            return None
+        rtype, namespace, name, subresource = target
+        return _Request(rtype, self._verb(request, name), namespace, name, subresource)
+
+    def _target(self, path: str) -> _Target | None:
+        """The resource a path names, resolved once per path while the set of resource types stays the same (a
+        client sends the same few paths again and again); None for a non-resource path."""
+        if self._targets_generation != self.store.types_generation:
+            self._targets.clear()
+            self._targets_generation = self.store.types_generation
+        target = self._targets.get(path, _UNRESOLVED)
+        if target is _UNRESOLVED:
+            target = self._resolve(path)  # raises for an unknown resource: not remembered
+            if len(self._targets) >= _TARGETS_LIMIT:
+                self._targets.clear()
+            self._targets[path] = target
+        return cast("_Target | None", target)
+
+    def _resolve(self, path: str) -> _Target | None:
+        parts = [p for p in path.split("/") if p]
         if len(parts) >= 2 and parts[0] == "api":
             group, version, rest = "", parts[1], parts[2:]
         elif len(parts) >= 3 and parts[0] == "apis":
@@ -294,8 +322,7 @@ class ApiServer:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if subresource is not None and subresource not in rtype.subresources:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        verb = self._verb(request, name)
-        return _Request(rtype, verb, namespace, name, subresource)
+        return rtype, namespace, name, subresource
 
     @staticmethod
     def _verb(request: web.Request, name: str | None) -> str:

@@ -430,11 +430,11 @@ class Store:
         key = (namespace, name)
         if key in table.objects:
             raise apierror.already_exists(rtype.plural, rtype.group, name)
-        now = self._clock()
+        timestamp = format_time(self._clock())
         metadata["name"] = name
         metadata["uid"] = self._uid()
         metadata["resourceVersion"] = ""
-        metadata["creationTimestamp"] = format_time(now)
+        metadata["creationTimestamp"] = timestamp
         metadata["generation"] = 1
         for transient in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
             metadata.pop(transient, None)
@@ -460,11 +460,10 @@ class Store:
             new.update(checked.parts)
         if rtype.key == CRDS:
             self._registry.crd_types(new)
-            new["status"] = crd_status(new, format_time(now))
+            new["status"] = crd_status(new, timestamp)
         if managed_by is not None:
             manager, operation = managed_by
-            metadata["managedFields"] = [fieldmanager.entry_for(manager, operation, new["apiVersion"],
-                                                                format_time(now), obj,
+            metadata["managedFields"] = [fieldmanager.entry_for(manager, operation, new["apiVersion"], timestamp, obj,
                                                                 checked.trees if checked is not None else None)]
         else:
             metadata.pop("managedFields", None)
@@ -501,7 +500,8 @@ class Store:
             "data": {"ca.crt": self._root_ca}}, namespace)
 
     def _note_owners(self, rtype: ResourceType, key: ObjKey, obj: Obj) -> None:
-        if any(ref.get("uid") not in self._by_uid for ref in obj["metadata"].get("ownerReferences") or ()):
+        refs = obj["metadata"].get("ownerReferences")
+        if refs and any(ref.get("uid") not in self._by_uid for ref in refs):
             self._ownerless.append((rtype, key))
 
     def _collect_ownerless(self) -> None:
