@@ -32,6 +32,7 @@ _EXPORTS = {
     "step": "pytest_topsail.artifacts",
     "current_artifact_dir": "pytest_topsail.artifacts",
     "Parallel": "pytest_topsail.parallel",
+    "run_coroutine": "pytest_topsail.aio",
     "Progress": "pytest_topsail.progress",
     "shared_plotly_js": "pytest_topsail.report.figures",
     "Settings": "pytest_topsail.settings",
@@ -75,12 +76,13 @@ __all__ = [
     "Ownership", "Parallel", "Prep", "Progress", "Settings", "Suite", "TopsailError", "WaitTimeout", "add_cleanup",
     "artifacts_root", "condition_status", "connect", "create_namespace", "current_artifact_dir", "delete_namespaces",
     "delete_refs", "find_condition", "kpi", "kube_step", "load_suite", "opened_cluster", "or_fail",
-    "parametrize_cases", "prepare_component", "report_leftover", "resolve_case_files", "rollback", "run_once",
-    "shared_dir", "shared_plotly_js", "step", "suite_of_item", "validate", "wait_condition", "wait_deleted",
-    "wait_for",
+    "parametrize_cases", "prepare_component", "report_leftover", "resolve_case_files", "rollback", "run_coroutine",
+    "run_once", "shared_dir", "shared_plotly_js", "step", "suite_of_item", "validate", "wait_condition",
+    "wait_deleted", "wait_for",
 ]
 
 if TYPE_CHECKING:
+    from pytest_topsail.aio import run_coroutine
     from pytest_topsail.artifacts import current_artifact_dir, step
     from pytest_topsail.cases import Case, parametrize_cases, resolve_case_files
     from pytest_topsail.cluster.components import Prep, prepare_component

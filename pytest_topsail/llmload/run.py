@@ -5,7 +5,6 @@ from those two files only (``analyse_directory``: the replot).
 
 from __future__ import annotations
 
-import asyncio
 import csv
 import json
 from collections import defaultdict
@@ -14,6 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from pytest_topsail.aio import run_coroutine
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.llmload.backends import Backend
 from pytest_topsail.llmload.dataset import Prompt
@@ -55,7 +55,7 @@ def run_load_test(backend: Backend, prompts: Sequence[Prompt], points: Sequence[
         if on_point is not None:
             on_point(result)
 
-    asyncio.run(run_sweep(backend, prompts, points, on_point=save))
+    run_coroutine(run_sweep(backend, prompts, points, on_point=save))
     return analyse_directory(directory)
 
 

@@ -18,7 +18,7 @@ ROOTS = ("pytest_topsail", "fixtures", "suites")
 
 # The floors, lowest first (docs/architecture.md, "Floor plan"). A module is on the floor of the first rule that
 # names it (a package name covers its modules).
-BASE = ("errors", "redact", "tree", "conditions", "hardware", "yamlparse")  # import nothing of ours
+BASE = ("errors", "redact", "tree", "conditions", "hardware", "yamlparse", "aio")  # import nothing of ours
 FOUNDATION = ("settings", "config", "jsonl")  # validation, configuration, JSON lines files: only the base
 DOMAINS = ("tgis", "fine_tuning", "llmload", "scale")
 # What a domain package may use of the engine ("engine-lite"), and of another domain package.
