@@ -216,10 +216,17 @@ def test_auto_sweep_finds_the_servers_capacity_and_rates_between(fake_server, tm
     prompts = [Prompt("one two three", 3, 5)]
     sweep = AutoSweep(LoadPoint(duration_s=1.5, warmup_s=0.3, drain_timeout_s=5), rates=2, max_concurrency=16)
     summaries = run_load_test(backend(fake_server.url), prompts, sweep, tmp_path)
-    points = [(s["label"], s["requests_per_s"], s["failures"], s["client"]) for s in summaries]  # for a failure
+    points = "; ".join(f"{s['label']}: {s['requests_per_s']:.1f}/s, failures {s['failures']}, client stalled up to "
+                       f"{client_stall_s(s):.2f} s" for s in summaries)  # for a failure, whole (pytest cuts dicts)
     assert [s["label"] for s in summaries[:2]] == ["concurrency=1", "concurrency=16"]
     sync, peak = summaries[0]["requests_per_s"], summaries[1]["requests_per_s"]
     assert sync == pytest.approx(1 / 0.18, rel=0.25) and reaches(summaries[1], capacity, window_s=1.5), points
+    if peak <= sync:  # no headroom measured above one user: the sweep ends there, as guidellm's does
+        # only when the client reports that its own process was starved for most of the window (its event loop 1.7 s
+        # late at load ~11), and the point's summary warns of it
+        assert len(summaries) == 2 and client_stall_s(summaries[1]) > 0.75, points
+        assert "load client saturated" in summaries[1]["client"]["warning"], points
+        return
     rates = [s["offered_rate"] for s in summaries[2:]]
     assert [s["mode"] for s in summaries[2:]] == ["constant", "constant"], points
     assert sync < rates[0] < rates[1] < peak, points
