@@ -103,7 +103,7 @@ def entry_for(manager: str, operation: str, api_version: str, now: str, body: Ob
                 subtree = _map_tree(managed)
             else:
                 subtree = _tree(value)
-        keys.append(key if key.__class__ is str else f"{key}")
+        keys.append(_key_text(key))
         subtrees.append(subtree)
     signature = (manager, operation, api_version, now, *keys, *map(id, subtrees))
     shared = _SHARED_ENTRIES.get(signature)
@@ -135,6 +135,11 @@ def _tree(value: Any) -> Obj:
     return _map_tree(value.items())
 
 
+def _key_text(key: Any) -> str:
+    """A key as its field path names it: a YAML body's 1 and True become "1" and "True" ("f:1", "f:True")."""
+    return key if key.__class__ is str else f"{key}"
+
+
 def _map_tree(items: Iterable[tuple[str, Any]]) -> Obj:
     """The tree of a non-empty map's (key, value) pairs. Looked up by the keys as they are (not "f:" + key) and the
     children's ids (keys are strings, ids integers, both halves of one length: signatures cannot be confused), so
@@ -142,7 +147,7 @@ def _map_tree(items: Iterable[tuple[str, Any]]) -> Obj:
     keys: list[str] = []
     children: list[Obj] = []
     for key, item in items:
-        keys.append(key if key.__class__ is str else f"{key}")  # a YAML body's 1 and True: "f:1", "f:True"
+        keys.append(_key_text(key))
         children.append(_map_tree(item.items()) if isinstance(item, dict) and item else _LEAF)
     signature = (*keys, *map(id, children))
     shared = _SHARED.get(signature)
