@@ -357,8 +357,18 @@ class AutoSweep:
         if len(done) >= 2 + self.rates or done[-1].stopped_by:
             return None
         low, high = completed_rate(done[0]), completed_rate(done[1])
-        if high <= low:
-            return None  # no headroom above one user: nothing between to measure
+        if self.ended_early([low, high]):
+            return None
         step = len(done) - 1
         return replace(self.base, mode="constant", concurrency=None,
                        rate=low + step * (high - low) / (self.rates + 1))
+
+    def ended_early(self, requests_per_s: Sequence[float]) -> str | None:
+        """Why a sweep of two points measured no rate points between them (None: it goes on or went on): the
+        max-throughput point completed no more requests per second than one user, so there is no headroom to
+        divide. ``requests_per_s``: the points' completed rates (their summaries' requests_per_s)."""
+        if len(requests_per_s) != 2 or requests_per_s[1] > requests_per_s[0]:
+            return None
+        return (f"automatic sweep ended after 2 points: {self.max_concurrency} users completed "
+                f"{requests_per_s[1]:.2f} requests/s, no more than one user's {requests_per_s[0]:.2f}/s, so no "
+                f"constant-rate points were measured between them")

@@ -12,6 +12,7 @@ import pytest
 
 import pytest_topsail as topsail
 from pytest_topsail.llmload.distributed import CA_FILE, GeneratorPool, run_distributed
+from pytest_topsail.llmload.generator import AutoSweep
 from pytest_topsail.llmload.run import run_load_test
 from pytest_topsail.llmload.settings import SERVER_KEY, LoadSettings, case_load_settings
 
@@ -34,11 +35,17 @@ def test_llm_load(case: topsail.Case, llm_endpoint: Any, llm_settings: Any, arti
         if options.generators:
             summary, dead = distributed(case, settings, prompts, llm_endpoint, options, load_dir, request, progress)
         else:
-            sweep = run_load_test(backend, prompts, settings.plan(), load_dir, slo=slo_targets(options),
+            plan = settings.plan()
+            sweep = run_load_test(backend, prompts, plan, load_dir, slo=slo_targets(options),
                                   on_point=(lambda done: progress(f"{case.id}: {done.point.label} done"))
                                   if settings.mode == "sweep" else None)
             summary, dead = result_summary(sweep), []
             sweep = sweep if settings.mode == "sweep" else []
+            ended = isinstance(plan, AutoSweep) and not sweep[-1].get("stopped_by") and \
+                plan.ended_early([s["requests_per_s"] for s in sweep])
+            if ended:  # never silent: terminal summary and report
+                kpis.warn(ended)
+                progress(f"{case.id}: {ended}")
         for line in [point_line(case, s) for s in sweep] or [point_line(case, summary)]:
             progress(line)
     except topsail.TopsailError as error:

@@ -233,6 +233,16 @@ def test_auto_sweep_finds_the_servers_capacity_and_rates_between(fake_server, tm
     assert rates[1] - rates[0] == pytest.approx(rates[0] - sync, rel=0.01)  # evenly between
 
 
+def test_a_sweep_without_headroom_says_why_it_measured_no_rates() -> None:
+    """The suite shows these words (terminal and report) when the sweep stops after its two first points."""
+    sweep = AutoSweep(LoadPoint(duration_s=1), rates=3, max_concurrency=32)
+    assert sweep.ended_early([5.0, 5.5]) is None and sweep.ended_early([5.0]) is None
+    assert sweep.ended_early([5.0, 5.0, 5.0]) is None  # three points: it went on
+    assert sweep.ended_early([5.0, 4.25]) == (
+        "automatic sweep ended after 2 points: 32 users completed 4.25 requests/s, no more than one user's 5.00/s, "
+        "so no constant-rate points were measured between them")
+
+
 def test_throughput_mode_keeps_max_concurrency_users_and_reaches_the_servers_capacity(fake_server,
                                                                                      tmp_path: Path) -> None:
     """guidellm's throughput profile as a case setting: ``mode: throughput`` runs max_concurrency users."""
