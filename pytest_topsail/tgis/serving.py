@@ -117,9 +117,11 @@ class ModelServer:
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.config.max_batch_size)
         latency = self.latency
-        queued = time.monotonic()
+        queued, waits = time.monotonic(), self._slots.locked()
         async with self._slots:
-            if served is not None and scale < 1:  # the queue moves at the scaled pace of the requests ahead
+            # the queue moves at the scaled pace of the requests ahead; a free slot is no queue, whatever the time
+            # between the two clock readings (the process descheduled on a loaded machine)
+            if served is not None and scale < 1 and waits:
                 served.compressed_s += (time.monotonic() - queued) * (1 / scale - 1)
             self.running += 1
             try:

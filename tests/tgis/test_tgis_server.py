@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import math
 import os
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import grpc
@@ -18,9 +20,12 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from pytest_topsail.tgis import generation_pb2 as pb
+from pytest_topsail.tgis import serving
 from pytest_topsail.tgis.client import TgisClient
 from pytest_topsail.tgis.model_config import ModelConfig
 from pytest_topsail.tgis.server import RunningServer, ServerSettings, ServerThread
+from pytest_topsail.tgis.serving import ModelServer, ServedTime
+from pytest_topsail.tgis.toymodel import DecodingSettings
 
 MODEL = "bigscience/bloom-560m"
 PROMPT = "Once upon a time, in a small village by the sea,"
@@ -342,6 +347,20 @@ def test_time_scale_compresses_serving_and_the_client_adds_it_back() -> None:
     # 2.87 s seen against 2.36 s at load 6 with 4 workers), so the upper bound is what 2 requests of at most the
     # pair's wall time each can add
     assert 3 * one_request * 0.9 * 0.98 <= two <= 2 * wall * 9
+
+
+def test_a_free_batch_slot_is_no_queue_however_late_the_process_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Queue time is scaled back (x 9 at time scale 0.1) only when the request waited for a batch slot: the clock
+    moving between the readings around a free slot (the process descheduled on a loaded machine: +3.2 ms of
+    simulated time seen in a stream at load 10) is no queue."""
+    server = ModelServer("meta-llama/Llama-2-7b-hf", ModelConfig(max_batch_size=1), gpu_profile="t4", time_scale=0.1)
+    ticks = itertools.count()
+    monkeypatch.setattr(serving, "time", SimpleNamespace(monotonic=lambda: next(ticks) * 0.001))  # 1 ms a reading
+    prepared = server.prepare("hi", 0, [])
+    served = ServedTime()
+    asyncio.run(server.complete(prepared, DecodingSettings(min_new_tokens=6, max_new_tokens=6), 0, served))
+    one_request = server.latency.prefill_seconds(1) + 5 * server.latency.inter_token_seconds(1)
+    assert served.compressed_s == pytest.approx(one_request * 0.9, rel=1e-9)
 
 
 def test_real_time_server_sends_no_compressed_time(server: RunningServer) -> None:
