@@ -184,11 +184,14 @@ def test_stop_rules_are_checked() -> None:
 def test_slo_attainment_and_goodput_count_requests_meeting_every_target(fake_server, tmp_path: Path) -> None:
     fake_server.prefill_s, fake_server.itl_s = 0.05, 0.005
     prompts = [Prompt("one two three", 3, 5), Prompt("FAIL please", 2, 5)]  # every other request fails
-    slo = {"ttft_ms": 500.0, "itl_ms": 100.0, "e2e_ms": 2000.0}
+    # targets every success meets however starved the client is (its event loop was seen 1.7 s late at load ~11,
+    # and a success measured with a 100 ms ITL target was then not good: 8 of 10); `tight` below is the other side
+    slo = {"ttft_ms": 10_000.0, "itl_ms": 10_000.0, "e2e_ms": 30_000.0}
     [summary] = run_load_test(backend(fake_server.url), prompts, [LoadPoint(concurrency=2, requests=20)], tmp_path,
                               slo=slo)
     good = summary["slo"]
-    assert good["targets"] == slo and good["good_requests"] == summary["succeeded"] == 10
+    assert good["targets"] == slo and summary["succeeded"] == 10, summary
+    assert good["good_requests"] == 10, (good, summary["client"])
     assert good["attainment"] == 0.5 and good["attainment_by_target"] == {"ttft_ms": 0.5, "itl_ms": 0.5,
                                                                           "e2e_ms": 0.5}
     assert good["goodput"] == pytest.approx(summary["requests_per_s"])
