@@ -32,6 +32,7 @@ def test_llm_load(case: topsail.Case, llm_endpoint: Any, llm_settings: Any, arti
         progress(f"{case.id}: {what}{point.label} over {settings.backend}"
                  + (f" for {point.warmup_s + point.duration_s:g} s" if point.duration_s else ""))
         sweep: list[dict[str, Any]] = []
+        ended: str | None = None  # why an automatic sweep measured no rate points
         if options.generators:
             summary, dead = distributed(case, settings, prompts, llm_endpoint, options, load_dir, request, progress)
         else:
@@ -41,11 +42,8 @@ def test_llm_load(case: topsail.Case, llm_endpoint: Any, llm_settings: Any, arti
                                   if settings.mode == "sweep" else None)
             summary, dead = result_summary(sweep), []
             sweep = sweep if settings.mode == "sweep" else []
-            ended = isinstance(plan, AutoSweep) and not sweep[-1].get("stopped_by") and \
-                plan.ended_early([s["requests_per_s"] for s in sweep])
-            if ended:  # never silent: terminal summary and report
-                kpis.warn(ended)
-                progress(f"{case.id}: {ended}")
+            if isinstance(plan, AutoSweep) and not sweep[-1].get("stopped_by"):
+                ended = plan.ended_early([s["requests_per_s"] for s in sweep])
         for line in [point_line(case, s) for s in sweep] or [point_line(case, summary)]:
             progress(line)
     except topsail.TopsailError as error:
@@ -61,10 +59,11 @@ def test_llm_load(case: topsail.Case, llm_endpoint: Any, llm_settings: Any, arti
                runtime_image=options.runtime_image, deployment_mode=options.deployment_mode,
                serving=options.serving, replicas=llm_endpoint.replicas, accelerator=llm_endpoint.accelerator)
     kpis.record_from({"summary": summary, "sweep": sweep, "serving": serving})
-    for done in sweep or [summary]:
-        if (done.get("client") or {}).get("warning"):  # never silent: terminal summary and report
-            kpis.warn(f"{done['label']}: {done['client']['warning']}")
-            progress(f"{case.id}: {done['label']}: {done['client']['warning']}")
+    warnings = [f"{done['label']}: {done['client']['warning']}" for done in sweep or [summary]
+                if (done.get("client") or {}).get("warning")] + ([ended] if ended else [])
+    for warning in warnings:  # never silent: terminal summary and report
+        kpis.warn(warning)
+        progress(f"{case.id}: {warning}")
     stopped = next((s["stopped_by"] for s in sweep or [summary] if s.get("stopped_by")), None)
     if stopped:
         pytest.fail(f"{stopped}; records: {load_dir / 'records.jsonl'}", pytrace=False)
