@@ -6,6 +6,13 @@ requests in the server are refused (`Overloaded`); at most max_batch_size decode
 order. Each admitted request sleeps its prefill time before its first token and the inter-token latency of the
 current batch before each next one (no sleeping at all with a zero latency model).
 
+The sleeps keep a schedule: each token is due its modelled time after the previous one was *due*, not after it was
+sent. The server shares its process (the simulator's) with the API server, the controllers and the metrics it
+serves, and a stall of that process (tens of ms in a busy session) would otherwise be added to every later token of
+every running request, turning the host's hiccups into a slower model: a token late past its due time goes out at
+once, and the next is due on the schedule again. Only a process that stays behind for good (a machine too slow for
+the load) makes the served times longer than the model's.
+
 A ``time_scale`` below 1 (the simulator's ``plugins.kserve.serving_time_scale``) sleeps that fraction of the modelled
 times, and of a request's time limit, in real time. Each request's ``ServedTime`` counts what the scale took off
 (``compressed_s``: simulated minus real time slept or queued), which the gRPC server returns in trailing metadata
@@ -124,24 +131,28 @@ class ModelServer:
             if served is not None and scale < 1 and waits:
                 served.compressed_s += (time.monotonic() - queued) * (1 / scale - 1)
             self.running += 1
+            due = loop.time()  # when the next step is due on the model's schedule (the module's docstring)
             try:
                 if not latency.is_zero:
-                    await self._sleep(latency.prefill_seconds(len(prepared.tokens) + len(prepared.prefix_tokens)),
-                                      served)
+                    due = await self._pace(due, latency.prefill_seconds(len(prepared.tokens) +
+                                                                        len(prepared.prefix_tokens)), served)
                 while True:
                     step = generation.step()
                     yield generation, step
                     if generation.finished:
                         return
                     if not latency.is_zero:
-                        await self._sleep(latency.inter_token_seconds(self.running), served)
+                        due = await self._pace(due, latency.inter_token_seconds(self.running), served)
             finally:
                 self.running -= 1
 
-    async def _sleep(self, simulated_s: float, served: ServedTime | None) -> None:
-        await asyncio.sleep(simulated_s * self.time_scale)
+    async def _pace(self, due: float, simulated_s: float, served: ServedTime | None) -> float:
+        """Sleep until ``simulated_s`` (scaled) after ``due``, at once when that is past; the new due time."""
+        due += simulated_s * self.time_scale
+        await asyncio.sleep(max(due - asyncio.get_running_loop().time(), 0.0))
         if served is not None:
             served.compressed_s += simulated_s * (1 - self.time_scale)
+        return due
 
     async def complete(self, prepared: PreparedInput, settings: DecodingSettings,
                        time_limit_ms: int = 0, served: ServedTime | None = None) -> Generation:
