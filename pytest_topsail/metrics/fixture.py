@@ -247,8 +247,10 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
 
 def _wait_scraping(item: pytest.Item, source: Source) -> None:
     """Prometheus sends a new server its targets after ~5 s (its discovery manager): the first item waits for the
-    first scrapes, so that its window has samples (the other preparation overlaps most of that wait)."""
+    first scrapes of the targets scraped at the points' resolution (GPU and container series), so that its window
+    has samples (the other preparation overlaps most of that wait)."""
     from pytest_topsail.metrics.client import PrometheusError
+    from pytest_topsail.metrics.local import POINT_JOBS
 
     assert source.prometheus is not None
     started = time.monotonic()
@@ -259,17 +261,19 @@ def _wait_scraping(item: pytest.Item, source: Source) -> None:
         except PrometheusError as error:
             tell(item.config, item, f"metrics: {error}")
             return
-        if targets and all(target.get("health") == "up" for target in targets):
+        waited = [target for target in targets if (target.get("labels") or {}).get("job") in POINT_JOBS]
+        if waited and all(target.get("health") == "up" for target in waited):
             if source.local_artifacts and Path(source.local_artifacts).is_dir():
                 (Path(source.local_artifacts) / "targets.json").write_text(json.dumps(targets, indent=1),
                                                                            encoding="utf-8")
             from pytest_topsail.progress import Progress
 
-            Progress(item.config)(f"metrics: {source.description}: {len(targets)} targets up (waited "
+            Progress(item.config)(f"metrics: {source.description}: {len(waited)} targets up (waited "
                                   f"{time.monotonic() - started:.1f} s for the first scrapes)")
             return
         time.sleep(0.1)
-    tell(item.config, item, f"metrics: the targets of Prometheus {source.url} are not all up after 15 s")
+    tell(item.config, item, f"metrics: the targets of Prometheus {source.url} ({', '.join(sorted(POINT_JOBS))}) "
+                            "are not all up after 15 s")
 
 
 @pytest.fixture
