@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from pytest_topsail.contention import cpu_times, steal_share
+
 REPO = Path(__file__).resolve().parents[1]
 SUITES = ("scale", "fine_tuning", "tgis", "llm_load")
 FIRST_JUDGED = 6  # runs 1-5 build the history (regression.min_history = 5)
@@ -30,8 +32,9 @@ CI_ITEMS = {"scale": "test_scale and distributed", "fine_tuning": "test_fine_tun
 RUN_TIMEOUT_S = {True: 300, False: 1200}  # one run of every suite chosen: CI-sized, whole smoke presets
 
 
-def run_suites(suites: list[str], number: int, root: Path, ci: bool) -> tuple[float, float, list[dict]]:
-    """One run of every suite chosen, in one pytest invocation: (seconds, load average after it, verdicts)."""
+def run_suites(suites: list[str], number: int, root: Path, ci: bool) -> tuple[float, float, float, list[dict]]:
+    """One run of every suite chosen, in one pytest invocation: (seconds, load average after it, the share of CPU
+    time a hypervisor took meanwhile, verdicts)."""
     command = [sys.executable, "-m", "pytest", "suites", "-m", " or ".join(suites), "--preset", "smoke", "-q",
                "-p", "no:cacheprovider", "-p", "no:randomly", "--artifacts", str(root / f"run{number}"),
                "--topsail-history", str(root / "history.sqlite")]
@@ -39,15 +42,15 @@ def run_suites(suites: list[str], number: int, root: Path, ci: bool) -> tuple[fl
         command += ["-k", " or ".join(f"({CI_ITEMS[suite]})" for suite in suites)]
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("ARTIFACT_DIR", None)
-    began = time.monotonic()
+    began, cpu_before = time.monotonic(), cpu_times()
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=RUN_TIMEOUT_S[ci], env=env,
                             check=False)
-    seconds = time.monotonic() - began
+    seconds, stolen = time.monotonic() - began, steal_share(cpu_before, cpu_times())
     if result.returncode != 0:
         sys.exit(f"run {number} failed (exit {result.returncode}):\n{result.stdout[-3000:]}"
                  f"\n{result.stderr[-2000:]}")
     verdicts = json.loads((root / f"run{number}" / "verdicts.json").read_text(encoding="utf-8"))
-    return seconds, os.getloadavg()[0], verdicts
+    return seconds, os.getloadavg()[0], stolen, verdicts
 
 
 def alarms_of(suite: str, number: int, verdicts: list[dict]) -> tuple[int, list[str]]:
@@ -70,9 +73,9 @@ def check(suites: list[str], runs: int, ci: bool, keep: Path | None) -> tuple[di
     with tempfile.TemporaryDirectory(prefix="false-regressions-") as tmp:
         root = keep if keep else Path(tmp)
         for number in range(1, runs + 1):
-            seconds, load, verdicts = run_suites(suites, number, root, ci)
+            seconds, load, stolen, verdicts = run_suites(suites, number, root, ci)
             timing.append((seconds, load))
-            print(f"run {number}: {seconds:.0f} s, load average {load:.1f}", flush=True)
+            print(f"run {number}: {seconds:.0f} s, load average {load:.1f}, CPU steal {stolen:.1%}", flush=True)
             if number < FIRST_JUDGED:
                 continue
             for suite in suites:

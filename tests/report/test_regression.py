@@ -336,18 +336,27 @@ def test_a_machine_bound_change_is_judged_only_at_a_contention_like_its_baseline
     assert judge(loaded(300, 99.0, 1.5), quiet_past, SETTINGS).status == "ignored"
 
 
-def test_the_contention_sampler_averages_runnable_tasks_per_cpu(tmp_path: Path) -> None:
+def test_the_contention_sampler_averages_runnable_tasks_per_cpu_left_by_the_hypervisor(tmp_path: Path) -> None:
     import time
 
     from pytest_topsail.contention import ContentionSampler, runnable_tasks
 
-    loadavg = tmp_path / "loadavg"
+    loadavg, stat = tmp_path / "loadavg", tmp_path / "stat"
     loadavg.write_text("9.41 4.51 2.18 9/462 2198\n")
     assert runnable_tasks(loadavg) == 8  # the reader itself excluded
-    sampler = ContentionSampler(interval_s=0.01, path=loadavg)
-    sampler.cpus = 2
-    sampler.start()
-    time.sleep(0.05)
-    assert sampler.stop() == 4.0
+
+    def stat_with(steal: int, busy: int) -> None:  # user nice system idle iowait irq softirq steal guest guest_nice
+        stat.write_text(f"cpu  {busy} 0 0 {10_000 - busy - steal} 0 0 0 {steal} 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n")
+
+    for stolen, expected in ((0, 4.0), (2_500, 4.0 / 0.75)):  # a quarter of the CPU time stolen: 3/4 of the CPUs
+        stat_with(steal=1_000, busy=3_000)
+        sampler = ContentionSampler(interval_s=0.01, path=loadavg, stat_path=stat)
+        sampler.cpus = 2
+        sampler.start()
+        time.sleep(0.05)
+        stat.write_text(stat.read_text().replace(" 1000 0 0\n", f" {1_000 + stolen} 0 0\n")
+                        .replace("cpu  3000", f"cpu  {3_000 + 10_000 - stolen}"))
+        assert sampler.stop() == round(expected, 3), stolen
     assert runnable_tasks(tmp_path / "missing") is None
     assert ContentionSampler(path=tmp_path / "missing").start().stop() is None
+    assert ContentionSampler(interval_s=0.01, path=loadavg, stat_path=tmp_path / "missing").start().stop() is not None
