@@ -26,10 +26,10 @@ from typing import Any
 from aiohttp import WSMsgType, web
 
 from . import apierror, spdy, streaming
+from .controllers.containers import ENDPOINT_ANNOTATION
 
 logger = logging.getLogger(__name__)
 
-ENDPOINT_ANNOTATION = "sim.topsail.io/endpoint-"  # + container port: "127.0.0.1:PORT"
 SPDY_TUNNEL = "SPDY/3.1+portforward.k8s.io"
 PROTOCOLS = (SPDY_TUNNEL, "v4.channel.k8s.io", "portforward.k8s.io")
 CONNECT_TIMEOUT = 10.0

@@ -46,13 +46,11 @@ from pytest_topsail.errors import TopsailError
 from pytest_topsail.hardware import profile_of_label
 from pytest_topsail.sim.apierror import ApiError
 from pytest_topsail.sim.controllers.base import Controller, condition, now_seconds, set_condition
-from pytest_topsail.sim.controllers.containers import ANNOTATION_PREFIX
+from pytest_topsail.sim.controllers.containers import ANNOTATION_PREFIX, ENDPOINT_ANNOTATION
 from pytest_topsail.sim.controllers.olm import crd_manifest
 from pytest_topsail.sim.controllers.workload import owner_reference
 from pytest_topsail.sim.gpuactivity import Live, Usage, gpu_activity
 from pytest_topsail.sim.patch import MERGE_PATCH
-from pytest_topsail.sim.podexec import environment
-from pytest_topsail.sim.portforward import ENDPOINT_ANNOTATION
 from pytest_topsail.tgis.catalog import Catalog, ServedModel, catalog
 
 log = logging.getLogger(__name__)
@@ -269,6 +267,9 @@ class KServeController(Controller):
         annotations = pod["metadata"].get("annotations") or {}
         containers = pod["spec"]["containers"]
         container = next((c for c in containers if serves_tgis(c)), containers[0])
+        from pytest_topsail.sim.podexec import environment  # here: pytest imports this module to check settings,
+        # and podexec's aiohttp (0.15 s of every run's CPU) serves the simulator only
+
         env = environment(self.store, pod, str(container.get("name")))
         # the model's own name, as an InferenceService's storageUri tail: one model answers alike in both modes
         given = env.get("MODEL_NAME") or _args(container).get("model-name") or name

@@ -28,12 +28,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from pytest_topsail.sim.controllers.base import Controller, now_seconds, set_condition
-from pytest_topsail.sim.controllers.containers import ContainerPlan, plan_containers
+from pytest_topsail.sim.controllers.containers import ENDPOINT_ANNOTATION, ContainerPlan, plan_containers
 from pytest_topsail.sim.controllers.runtime import WorkloadPlan, workload_plan
 from pytest_topsail.sim.controllers.scheduler import TERMINAL, pod_fault, stage_for
 from pytest_topsail.sim.gpuactivity import Phases, Usage, gpu_activity
 from pytest_topsail.sim.patch import MERGE_PATCH
-from pytest_topsail.sim.portforward import ENDPOINT_ANNOTATION
 from pytest_topsail.sim.realworkload import Exit, Runtime, RuntimeError_
 from pytest_topsail.sim.store import format_time
 
