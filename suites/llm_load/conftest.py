@@ -22,11 +22,11 @@ from typing import Any
 import pytest
 
 import pytest_topsail as topsail
-from pytest_topsail.sim.controllers.containers import ENDPOINT_ANNOTATION
 from pytest_topsail.tgis.load_time import pod_load_seconds
 from pytest_topsail.tgis.model_config import ENV_OF_FIELD
 
 START_TIMEOUT_S = 30.0
+ENDPOINT_ANNOTATION = "sim.topsail.io/endpoint-"
 RUNTIME_NAME = "topsail-llm-runtime"
 GRPC_PORT, HTTP_PORT = 8033, 8080
 ISVC_LABEL = "serving.kserve.io/inferenceservice"
