@@ -86,15 +86,22 @@ def test_slower_decode_regresses_itl_and_tpot_not_ttft(tmp_path: Path) -> None:
     """Five normal runs, then one with the server's inter-token latency x4, in one history.
     The server runs in-process here to keep the six runs short (the InferenceService path is the smoke test's).
 
-    Detectable under load by construction: every prompt asks for 12 tokens, so each of the 20-28 requests of a run
-    has the same TPOT (the median is not a mix of short and long answers) and the 11 gaps of a request dilute one
-    stalled wake-up; the change (+3 x the ~25 ms ITL of a 3B model on an A100 profile: ~97 ms) is 13 to 70 times
-    the run-to-run stddev of the TPOT medians (1-5 ms at a load average of 12-13 on 2 cores, 3 tests: p <= 0.0002),
+    Detectable under load by construction: every prompt asks for 12 tokens, so each request of a run has the same
+    TPOT (the median is not a mix of short and long answers) and the 11 gaps of a request dilute one stalled
+    wake-up; the change (+3 x the ~25 ms ITL of a 3B model on an A100 profile: ~97 ms) is 13 to 70 times the
+    run-to-run stddev of the TPOT medians (1-5 ms at a load average of 12-13 on 2 cores, 3 tests: p <= 0.0002),
     where the t-test of one run against 5 (p < 0.001) needs ~10 times; the slow-itl preset's x2 on mixed answer
-    lengths was at that edge and missed TPOT 2 runs in 3 (load 10-14)."""
+    lengths was at that edge and missed TPOT 2 runs in 3 (load 10-14).
+
+    Not TTFT, by construction too: the prompts are 1,000 tokens, a modelled prefill of ~170 ms. The slower run's
+    users are idle most of the time (a request every 1.3 s instead of every 0.45 s), and each hop of an idle
+    process's request (the client's send, the server's read, its prefill timer, the client's read) waits for a CPU
+    on a busy machine: with 40-token prompts (a prefill of 38 ms) its TTFT median came out +35% and more at load 14
+    (6 xdist workers beside 8 busy processes), and 13-24% above on an idle machine."""
     dataset = tmp_path / "twelve_tokens.jsonl"
-    dataset.write_text("".join(json.dumps({"prompt": f"prompt {n}: the load the model serves a batch of tokens",
-                                           "input_tokens": 40, "output_tokens": 12}) + "\n" for n in range(8)))
+    words = " ".join(f"w{index % 50}" for index in range(1000))  # a 1,000-token prompt: a prefill of ~170 ms
+    dataset.write_text("".join(json.dumps({"prompt": f"prompt {n}: {words}", "input_tokens": 1000,
+                                           "output_tokens": 12}) + "\n" for n in range(8)))
     case_file = tmp_path / "regress.yaml"
     case_file.write_text(yaml.safe_dump([{
         "name": "regress", "model": "ibm-granite/granite-3b-code-base", "backend": "tgis", "streaming": True,
@@ -102,10 +109,8 @@ def test_slower_decode_regresses_itl_and_tpot_not_ttft(tmp_path: Path) -> None:
         "server": {"max_batch_size": 8}}]))
     options = ["suites/llm_load", "-q", "--var", f"cases=[{case_file}]", "--var", "tests.llm_load.serving=in-process",
                "--var", "metrics.enabled=false",  # the load's own KPIs are judged (no ~6 s wait for the first scrapes)
-               # on an idle machine the slower run's TTFT median came out 5-9 ms (13-24%) above its history's (CI,
-               # 2026-11-28; never at load ~11): each request's first token waits on timers of an otherwise idle
-               # process, whose 4 users then send a request every 1.3 s instead of every 0.35 s. TTFT is judged with
-               # a floor above that; ITL and TPOT change by +300%
+               # the idle process's wake-ups (the docstring) shift TTFT by a few ms to 15 ms: judged with a floor of
+               # 35% of the ~170 ms prefill; ITL and TPOT change by +300%
                "--var", "regression.kpis={\"tt_ack_*_ms\": {min_change: 5}, ttft_median_ms: {min_magnitude: 0.35}}"]
     for run in range(6):
         slow = ["--var", f"tests.llm_load.itl_factor={SLOWER_DECODE}"] if run == 5 else []
@@ -119,4 +124,11 @@ def test_slower_decode_regresses_itl_and_tpot_not_ttft(tmp_path: Path) -> None:
     decode = {v["kpi"]: f"{v['status']}: {v.get('explanation')}" for v in verdicts
               if v["kpi"] in ("itl_median_ms", "tpot_median_ms", "ttft_median_ms")}
     assert {"itl_median_ms", "tpot_median_ms"} <= set(regressions), decode
-    assert not [name for name in regressions if name.startswith("ttft_")], regressions
+    ttft = [name for name in regressions if name.startswith("ttft_")]
+    saturated = [point["client"]["warning"] for summary in (tmp_path / "run5").rglob("load/summary.json")
+                 for point in json.loads(summary.read_text()) if (point.get("client") or {}).get("warning")]
+    if ttft and saturated:
+        # the product said the client, not the server, made these figures (its event loop stalled: 162 ms p99 and
+        # request acks of 180-400 ms seen at load 14), so the TTFT side cannot be judged on this machine now
+        pytest.skip(f"TTFT of the slower run not judged: {'; '.join(saturated)}")
+    assert not ttft, (regressions, decode)
