@@ -12,13 +12,14 @@ import pytest
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from pytest_topsail import engine_fixtures, hookspec
+    from pytest_topsail import engine_fixtures, hookspec, xdist_hooks
     from pytest_topsail.cluster import plugin as cluster_plugin
     from pytest_topsail.metrics import fixture as metrics_plugin
     from pytest_topsail.report import plugin as report_plugin
 
     pluginmanager.add_hookspecs(hookspec)
     pluginmanager.register(engine_fixtures, "topsail-engine-fixtures")
+    pluginmanager.register(xdist_hooks, "topsail-xdist")
     pluginmanager.register(cluster_plugin, "topsail-cluster")
     pluginmanager.register(report_plugin, "topsail-report")
     pluginmanager.register(metrics_plugin, "topsail-metrics")
@@ -51,12 +52,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
     session.configure(config)
     config.pluginmanager.register(ShortInterrupt(config), "topsail-short-interrupt")
-    if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
-        config.pluginmanager.register(session.XdistHooks(config), "topsail-xdist")
-    if hasattr(config, "workerinput"):
-        from pytest_topsail import xdist_groups
-
-        config.pluginmanager.register(xdist_groups, "topsail-xdist-groups")
 
 
 @pytest.hookimpl(wrapper=True)

@@ -22,7 +22,7 @@ from typing import Any, TextIO
 import pytest
 
 from pytest_topsail.errors import TopsailError
-from pytest_topsail.run import xdist_worker
+from pytest_topsail.xdist_role import role_of
 
 _NUMBERS = re.compile(r"\d+(\.\d+)?")
 _SEEN_WIDTH = pytest.StashKey[int]()  # width of pytest's terminal line when the last progress line was printed
@@ -37,7 +37,7 @@ class Progress:
         self.log_path = log
         self.prefix = prefix
         self.repeat_interval_s = repeat_interval_s
-        self.on_terminal = enabled and xdist_worker(config) is None
+        self.on_terminal = enabled and not role_of(config).is_worker
         self.terminal = terminal
         self.lock = threading.Lock()
         self.partial_lock = threading.Lock()

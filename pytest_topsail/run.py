@@ -2,7 +2,7 @@
 
 Read once from the options (``state_of``) and kept in ``config.stash``; the loaded suites are cached in it
 (``pytest_topsail.suites`` loads them). An xdist worker takes the run id and artifacts root of its controller
-(``workerinput``), so every process of a run writes to one tree.
+(``Role.workerinput``), so every process of a run writes to one tree.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import pytest
 from pytest_topsail.artifacts import ARTIFACT_DIR_ENV
 from pytest_topsail.config import parse_var
 from pytest_topsail.errors import TopsailError
+from pytest_topsail.xdist_role import ARTIFACTS_INPUT, RUN_ID_INPUT, SINGLE, Role, role_of
 
 if TYPE_CHECKING:
     from pytest_topsail.suites import Suite
@@ -43,17 +44,11 @@ class TopsailState:
     suite_of_path_cache: dict[Path, str | None] = field(default_factory=dict)
     pytest_cache: Any = None  # pytest's config.cache (None with -p no:cacheprovider)
     cluster: str = "sim"  # the cluster the run uses: sim (the simulator) or kube (a real cluster)
-    xdist_worker: str | None = None  # this process's xdist worker id (xdist_worker()), None if it is none
+    role: Role = SINGLE  # this process's xdist role
     lock: threading.RLock = field(default_factory=threading.RLock)
 
 
 STATE_KEY = pytest.StashKey[TopsailState]()
-
-
-def xdist_worker(pytest_config: Any) -> str | None:
-    """The pytest-xdist worker id (``gw0``) when this process is an xdist worker (its ``config.workerinput``), else
-    None: the xdist controller or pytest without xdist."""
-    return (getattr(pytest_config, "workerinput", None) or {}).get("workerid")
 
 
 def state_of(pytest_config: pytest.Config) -> TopsailState:
@@ -65,13 +60,13 @@ def state_of(pytest_config: pytest.Config) -> TopsailState:
 
 def init_state(pytest_config: pytest.Config) -> TopsailState:
     """Read the options once: suites root, presets, ``--var`` overrides, artifacts root (chosen, not created)."""
-    workerinput = getattr(pytest_config, "workerinput", None)
+    role = role_of(pytest_config)
     rootdir = Path(pytest_config.rootpath)
     ini_value = pytest_config.getini("topsail_suites") or "suites"
     base = Path(pytest_config.inipath).parent if pytest_config.inipath else rootdir
-    if workerinput and "topsail_artifacts" in workerinput:
-        run_id = workerinput["topsail_run_id"]
-        root = Path(workerinput["topsail_artifacts"])
+    if ARTIFACTS_INPUT in role.workerinput:
+        run_id = role.workerinput[RUN_ID_INPUT]
+        root = Path(role.workerinput[ARTIFACTS_INPUT])
     else:
         run_id = new_run_id()
         root = choose_artifacts_root(pytest_config.getoption("topsail_artifacts", None),
@@ -85,7 +80,7 @@ def init_state(pytest_config: pytest.Config) -> TopsailState:
         overrides=[parse_var(text) for text in pytest_config.getoption("topsail_vars", None) or []],
         pytest_cache=getattr(pytest_config, "cache", None),
         cluster=chosen_cluster(pytest_config),
-        xdist_worker=xdist_worker(pytest_config),
+        role=role,
     )
     pytest_config.stash[STATE_KEY] = state
     return state

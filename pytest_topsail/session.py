@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from pytest_topsail.errors import TopsailError
-from pytest_topsail.run import STATE_KEY, state_of, xdist_worker
+from pytest_topsail.run import STATE_KEY, state_of
 from pytest_topsail.suites import Suite, discover_suites, load_suite, load_suites_in_scope, suite_name_of_path
+from pytest_topsail.xdist_role import role_of
 
 FROZEN_KEY = pytest.StashKey[bool]()  # the garbage collector was frozen after collection (modify_items)
 
@@ -122,7 +123,7 @@ def configure(config: pytest.Config) -> None:
         for name in discover_suites(state.suites_root):
             config.addinivalue_line("markers", f"{name}: items of the topsail suite {name}")
         suites = load_suites_in_scope(config)
-        for suite in suites if xdist_worker(config) is None else []:  # a worker's controller checked the same input
+        for suite in suites if not role_of(config).is_worker else []:  # a worker's controller checked the same input
             suite.validate()
             config.hook.pytest_topsail_check_suite(suite=suite)
         if suites:
@@ -132,7 +133,9 @@ def configure(config: pytest.Config) -> None:
     except TopsailError as exc:
         raise usage_error(exc) from None
     if suites:
-        keep_xdist_groups(config)
+        from pytest_topsail.xdist_hooks import keep_groups
+
+        keep_groups(config)
         import atexit
         import gc
 
@@ -140,24 +143,10 @@ def configure(config: pytest.Config) -> None:
         # exit collections walk every object a run built (clients, figures, models): seconds of a smoke run's wall
         # time spent freeing memory the process returns anyway.
         atexit.register(gc.freeze)
-    if suites and xdist_worker(config) is None:
+    if suites and not role_of(config).is_worker:
         from pytest_topsail.leftovers import LeftoverReport
 
         config.pluginmanager.register(LeftoverReport(), "topsail-leftovers")
-
-
-def keep_xdist_groups(config: pytest.Config) -> None:
-    """``-n N`` alone distributes with ``--dist load``, which ignores ``xdist_group`` marks; with suites, the groups
-    are kept (``loadgroup``: a TGIS worker's or an LLM sweep's items on one process) unless ``--dist`` was given."""
-    import os
-
-    given = [*config.invocation_params.args, *os.environ.get("PYTEST_ADDOPTS", "").split(), *config.getini("addopts")]
-    if any(str(arg).startswith("--dist") for arg in given):
-        return
-    if xdist_worker(config) is not None:
-        config.option.loadgroup = True  # a worker re-reads the command line: it marks each item with its group
-    elif getattr(config.option, "dist", None) == "load":
-        config.option.dist = "loadgroup"
 
 
 def generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -369,15 +358,3 @@ def terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     if state.artifacts_root.is_dir():
         terminalreporter.write_sep("-", "topsail")
         terminalreporter.write_line(f"topsail artifacts: {state.artifacts_root}")
-
-
-class XdistHooks:
-    """Registered on the controller when pytest-xdist is active: ships the artifacts root to the workers."""
-
-    def __init__(self, config: pytest.Config) -> None:
-        self.config = config
-
-    def pytest_configure_node(self, node: Any) -> None:
-        state = state_of(self.config)
-        node.workerinput["topsail_artifacts"] = str(state.artifacts_root)
-        node.workerinput["topsail_run_id"] = state.run_id

@@ -31,6 +31,7 @@ from pytest_topsail.config import (
 )
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.run import TopsailState, state_of
+from pytest_topsail.xdist_role import SINGLE, Role
 
 if TYPE_CHECKING:
     import pydantic
@@ -59,7 +60,7 @@ class Suite:
     cache_dir: Path | None = None  # where parsed case files are kept between runs (pytest's cache), if anywhere
     validated: dict[tuple[str, Any], Any] = field(default_factory=dict, repr=False)
     cluster: str = "sim"  # the run's cluster, sim or kube: a check may depend on it (a model the simulator sizes)
-    xdist_worker: str | None = None  # the xdist worker loading it (its controller has checked the same input)
+    role: Role = SINGLE  # the xdist role of the process loading it (a worker's controller checked the same input)
 
     @property
     def config_file(self) -> Path:
@@ -253,7 +254,7 @@ def build_suite(name: str, path: Path, state: TopsailState) -> Suite:
     return Suite(name=name, path=path, config=Config(document, source=shown), presets_applied=applied,
                  presets_defined=preset_names(presets), rootdir=state.rootdir, cache_dir=_yaml_cache_dir(state),
                  preset_descriptions=preset_descriptions(presets), cluster=state.cluster,
-                 xdist_worker=state.xdist_worker)
+                 role=state.role)
 
 
 def _yaml_cache_dir(state: TopsailState) -> Path | None:

@@ -73,6 +73,6 @@ def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get("PYTEST_XDIST_WORKER") is None:  # the workers inherit the controller's
         skip_unused_plugins_in_child_runs()
     take_sigint_back()
-    from pytest_topsail.session import keep_xdist_groups
+    from pytest_topsail.xdist_hooks import keep_groups
 
-    keep_xdist_groups(config)
+    keep_groups(config)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_topsail.run import xdist_worker
+from pytest_topsail.xdist_role import role_of
 
 if TYPE_CHECKING:
     from pytest_topsail.cluster.fixture import Cluster, ClusterSession
@@ -63,11 +63,11 @@ def check_at_start(config: pytest.Config, suites: list[Suite]) -> None:
     Kubernetes client are imported only when needed: a run of suites that use neither stays light."""
     if cluster_mode(config) == "sim":
         # not again on each xdist worker: the one that starts the simulator builds the profile then
-        if xdist_worker(config) is None and any("cluster" in suite.config for suite in suites):
+        if not role_of(config).is_worker and any("cluster" in suite.config for suite in suites):
             from pytest_topsail.cluster.sim_profile import run_sim_profile
 
             run_sim_profile(config)
-    elif not config.option.collectonly and xdist_worker(config) is None:
+    elif not config.option.collectonly and not role_of(config).is_worker:
         from pytest_topsail.cluster.fixture import check_reachable
 
         check_reachable(config)
@@ -87,7 +87,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     """Every process that runs tests (an xdist worker, or pytest itself without xdist; not the xdist controller)
     counts as a participant of the run until it finishes: a run whose participants all died was killed."""
     config = session.config
-    if xdist_worker(config) is not None or not getattr(config.option, "numprocesses", None):
+    if role_of(config).runs_tests:
         from pytest_topsail.cluster.fixture import cluster_session
 
         cluster_session(config).run.join()

@@ -54,7 +54,9 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(
             f"--topsail-replot {replot}: pytest took the rootdir ({config.rootpath}) from this directory, so the "
             f"suites cannot be found; write --topsail-replot={replot}, or name the suite too (e.g. suites/scale)")
-    if not hasattr(config, "workerinput"):
+    from pytest_topsail.xdist_role import role_of
+
+    if not role_of(config).is_worker:
         config.pluginmanager.register(ReportPlugin(config), "topsail-report-session")
 
 

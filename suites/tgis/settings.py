@@ -70,7 +70,7 @@ class TgisTests(pydantic.RootModel[list[TgisSpec]]):
     def _read_case_files(self, info: pydantic.ValidationInfo) -> TgisTests:
         rootdir = Path((info.context or {}).get("rootdir") or Path.cwd())
         suite = (info.context or {}).get("suite")
-        warn = suite is None or suite.xdist_worker is None  # the xdist controller warns; its workers read them again
+        warn = suite is None or not suite.role.is_worker  # the xdist controller warns; its workers read them again
         models = [spec.model for spec in self.root]
         for index, spec in enumerate(self.root):
             if spec.model in models[:index]:
