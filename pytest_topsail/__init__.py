@@ -55,11 +55,11 @@ _EXPORTS = {
     "parametrize_cases": "pytest_topsail.cases",
     "resolve_case_files": "pytest_topsail.cases",
     # the cluster and its preparation (pytest_topsail.cluster: the fixtures cluster, namespace)
-    "Cluster": "pytest_topsail.cluster.fixture",
-    "run_once": "pytest_topsail.cluster.fixture",
-    "add_cleanup": "pytest_topsail.cluster.fixture",
-    "shared_dir": "pytest_topsail.cluster.fixture",
-    "opened_cluster": "pytest_topsail.cluster.fixture",
+    "Cluster": "pytest_topsail.cluster.state",
+    "run_once": "pytest_topsail.cluster.state",
+    "add_cleanup": "pytest_topsail.cluster.state",
+    "shared_dir": "pytest_topsail.cluster.state",
+    "opened_cluster": "pytest_topsail.cluster.state",
     "ComponentSettings": "pytest_topsail.cluster.settings",
     "Prep": "pytest_topsail.cluster.components",
     "prepare_component": "pytest_topsail.cluster.components",
@@ -86,8 +86,8 @@ if TYPE_CHECKING:
     from pytest_topsail.artifacts import current_artifact_dir, step
     from pytest_topsail.cases import Case, parametrize_cases, resolve_case_files
     from pytest_topsail.cluster.components import Prep, prepare_component
-    from pytest_topsail.cluster.fixture import Cluster, add_cleanup, opened_cluster, run_once, shared_dir
     from pytest_topsail.cluster.settings import ComponentSettings
+    from pytest_topsail.cluster.state import Cluster, add_cleanup, opened_cluster, run_once, shared_dir
     from pytest_topsail.cluster.steps import KubeStep, Ownership, delete_refs, kube_step, or_fail, rollback
     from pytest_topsail.conditions import condition_status, find_condition
     from pytest_topsail.config import Config

@@ -19,8 +19,9 @@ import pytest
 import yaml
 
 from pytest_topsail.artifacts import step
-from pytest_topsail.cluster.fixture import Cluster, ClusterSession, cluster_session
+from pytest_topsail.cluster.ownership import disown_namespaces
 from pytest_topsail.cluster.settings import ComponentSettings, section_settings, source_suite, where
+from pytest_topsail.cluster.state import Cluster, ClusterSession, cluster_session
 from pytest_topsail.cluster.steps import KubeStep, Ownership, kube_step, rollback
 from pytest_topsail.kube.client import Kube
 from pytest_topsail.kube.namespaces import KEPT
@@ -121,17 +122,3 @@ def register_cleanup(state: ClusterSession, owner: Ownership, progress: Progress
         progress(f"{owner.name}: no cleanup needed, the simulated cluster is discarded at the end")
     else:
         state.run.add_cleanup(owner.plan(timeout))
-
-
-
-
-def disown_namespaces(state: ClusterSession, owner: Ownership) -> None:
-    """Kept namespaces lose their run label and get the kept one: no later run takes them for what a killed run
-    left, and ``kubectl get namespaces -l topsail.kept=true`` finds them."""
-    from pytest_topsail.cluster.namespaces import RUN_LABEL
-
-    if state.cluster is None or state.discards_cluster:
-        return
-    for ref in owner.created:
-        if (ref.api_version, ref.kind) == ("v1", "Namespace"):
-            state.cluster.kube.patch(ref, {"metadata": {"labels": {RUN_LABEL: None, **KEPT}}})

@@ -1,6 +1,7 @@
 """The pytest face of the cluster fixtures, registered by ``pytest_topsail.plugin``: options, hooks, and the
 ``cluster`` and ``namespace`` fixtures. Kept light (no Kubernetes client, no pydantic at import): every pytest run
-loads it, and the work is done in ``cluster.fixture`` and ``cluster.namespaces``, imported when a test asks for it.
+loads it, and the work is done in ``cluster.fixture`` and ``cluster.namespaces``, imported when a test asks for it;
+the per-process state the hooks read is ``cluster.state``.
 """
 
 from __future__ import annotations
@@ -10,13 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_topsail.cluster.state import SESSION_KEY, Cluster, cluster_mode, cluster_session
 from pytest_topsail.xdist_role import role_of
 
 if TYPE_CHECKING:
-    from pytest_topsail.cluster.fixture import Cluster, ClusterSession
     from pytest_topsail.suites import Suite
-
-SESSION_KEY: pytest.StashKey[ClusterSession] = pytest.StashKey()  # per-process state of the cluster fixtures
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -28,12 +27,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="kubeconfig of the real cluster (implies --cluster kube)")
     group.addoption("--context", dest="topsail_context", default=None, metavar="NAME",
                     help="kubeconfig context of the real cluster (implies --cluster kube)")
-
-
-def cluster_mode(config: pytest.Config) -> str:
-    from pytest_topsail.run import chosen_cluster
-
-    return chosen_cluster(config)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -88,8 +81,6 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     counts as a participant of the run until it finishes: a run whose participants all died was killed."""
     config = session.config
     if role_of(config).runs_tests:
-        from pytest_topsail.cluster.fixture import cluster_session
-
         cluster_session(config).run.join()
 
 

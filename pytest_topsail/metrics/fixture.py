@@ -91,7 +91,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """The run's own Prometheus (simulator, ``url: auto``) sends itself its targets ~5 s after it starts: the items of
     suites without metrics run first (each group in its order), so that the server, started as soon as the first of
     them opens the cluster, is scraping by the first item with metrics (``pytest suites``: no wait at all)."""
-    from pytest_topsail.cluster.plugin import cluster_mode
+    from pytest_topsail.cluster.state import cluster_mode
     from pytest_topsail.errors import TopsailError
     from pytest_topsail.metrics.settings import metrics_settings
     from pytest_topsail.suites import suite_of_item
@@ -189,7 +189,7 @@ def open_source(config: pytest.Config, settings: MetricsSettings, cluster: Any) 
 
 
 def _local_source(config: pytest.Config, settings: MetricsSettings, cluster: Any) -> Source:
-    from pytest_topsail.cluster.fixture import run_once
+    from pytest_topsail.cluster.state import run_once
     from pytest_topsail.metrics.client import Prometheus
     from pytest_topsail.metrics.source import Source
 
@@ -207,7 +207,7 @@ def _start_local(config: pytest.Config, settings: MetricsSettings, cluster: Any)
     import os
 
     from pytest_topsail.artifacts import next_artifact_dir
-    from pytest_topsail.cluster.fixture import shared_dir
+    from pytest_topsail.cluster.state import shared_dir
     from pytest_topsail.errors import TopsailError
     from pytest_topsail.metrics.local import INSTALL_HINT, find_binary, start_local
     from pytest_topsail.metrics.source import kubeconfig_credentials
