@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import site
 import subprocess
 import sys
 import textwrap
@@ -60,6 +61,25 @@ def run(*args: str | Path, cwd: Path, timeout: float = 600) -> subprocess.Comple
     return result
 
 
+def site_dirs() -> list[str]:
+    """Where this interpreter finds its installed packages: its site-packages (a virtual environment's own, and the
+    base interpreter's too when it was made with --system-site-packages), and the user's when enabled."""
+    found = site.getsitepackages()
+    if site.ENABLE_USER_SITE:
+        found.append(site.getusersitepackages())
+    return [path for path in found if Path(path).is_dir()]
+
+
+def see_site_dirs_of_this_interpreter(python: Path) -> None:
+    """The new environment finds this interpreter's packages after its own, as its site directories (their .pth files
+    read): ``venv --system-site-packages`` would give it the base interpreter's instead, which lacks the dependencies
+    when this project was installed into a virtual environment (README's fresh venv)."""
+    own = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    lines = [f"import site; site.addsitedir({path!r})" for path in site_dirs()]
+    (Path(own) / "_topsail_test_parent_site.pth").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
 def test_a_suite_outside_the_repository_runs_against_the_installed_wheel(tmp_path: Path) -> None:
     source = tmp_path / "source"  # a copy: building in the repository would leave build/ and egg-info behind
     shutil.copytree(REPO / "pytest_topsail", source / "pytest_topsail",
@@ -71,8 +91,9 @@ def test_a_suite_outside_the_repository_runs_against_the_installed_wheel(tmp_pat
     [wheel] = (tmp_path / "dist").glob("pytest_topsail-*.whl")
     venv = tmp_path / "venv"  # dependencies from this interpreter's site-packages, the package from the wheel
     # without pip of its own (ensurepip is most of a venv's creation time): this interpreter's pip installs into it
-    run(sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", venv, cwd=tmp_path)
+    run(sys.executable, "-m", "venv", "--without-pip", venv, cwd=tmp_path)
     python = venv / "bin" / "python"
+    see_site_dirs_of_this_interpreter(python)
     run(sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "--no-index", "-q", wheel,
         cwd=tmp_path)
 
