@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_topsail.cluster.clock import ClusterClock
 from pytest_topsail.cluster.rundir import RunDir, process_exists
+from pytest_topsail.errors import TopsailError
 from pytest_topsail.progress import Progress
 from pytest_topsail.run import chosen_cluster, state_of
 
@@ -38,6 +40,19 @@ class Cluster:
     audit_log_path: Path | None = None
     sim_pid: int | None = None  # the simulator's process, when this run started one
     started_by: str = ""  # which process of the run started it ("worker gw0 (pid 123)")
+    time_scales: dict[str, float] = field(default_factory=dict)  # the simulator's, by controller plugin (clock.py)
+
+    def clock(self, plugin: str) -> ClusterClock:
+        """A clock of cluster time for the events the simulator's controller plugin `plugin` runs on its
+        ``time_scale`` (``kserve``: model download and load, 0.02 by default; ``fine_tuning``: training): wall
+        intervals divided by that scale. On a real cluster, the wall clock (pytest_topsail/cluster/clock.py)."""
+        if self.mode != "sim":
+            return ClusterClock()
+        if plugin not in self.time_scales:
+            known = ", ".join(f"{name} ({scale:g})" for name, scale in sorted(self.time_scales.items())) or "none"
+            raise TopsailError(f"cluster.clock({plugin!r}): no simulator plugin of this run called {plugin!r} has a "
+                               f"time_scale; those that have one: {known}")
+        return ClusterClock(self.time_scales[plugin])
 
     def labels(self) -> dict[str, Any]:
         from pytest_topsail.cluster.facts import fact_labels
