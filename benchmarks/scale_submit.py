@@ -32,7 +32,7 @@ from pytest_topsail.kube.client import Kube, connect
 from pytest_topsail.kube.namespaces import create_namespace, delete_namespaces
 from pytest_topsail.scale.submitter import JobToSubmit, Pacing, Submitter
 from pytest_topsail.scale.workloads import RUN_LABEL, WorkloadSpec, job_name, job_objects
-from pytest_topsail.sim.launcher import SimCluster
+from pytest_topsail.sim.run.launcher import SimCluster
 
 KUBECTL_TIMEOUT_S = 60
 

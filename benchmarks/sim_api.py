@@ -42,9 +42,9 @@ import yaml
 from aiohttp import web
 from kubernetes import client, config
 
-from pytest_topsail.sim.kubeconfig import write_kubeconfig
-from pytest_topsail.sim.launcher import SimCluster
-from pytest_topsail.sim.tls import make_certificates
+from pytest_topsail.sim.run.kubeconfig import write_kubeconfig
+from pytest_topsail.sim.run.launcher import SimCluster
+from pytest_topsail.sim.run.tls import make_certificates
 
 NAMESPACE = "default"
 SELECTED_PODS = 100

@@ -31,8 +31,8 @@ from typing import Any
 
 from pytest_topsail.sim.controllers import start_controllers
 from pytest_topsail.sim.controllers.nodeobjects import node_object
-from pytest_topsail.sim.profile import Profile
-from pytest_topsail.sim.store import Store
+from pytest_topsail.sim.controllers.profile import Profile
+from pytest_topsail.sim.registry.store import Store
 
 TIMEOUT = 180.0
 NAMESPACE = "bench"
@@ -128,7 +128,7 @@ def through_client(nodes: int, count: int) -> tuple[float, float, float, float, 
     seconds from the first create until all Running) against the real server process."""
     import kubernetes
 
-    from pytest_topsail.sim.launcher import SimCluster
+    from pytest_topsail.sim.run.launcher import SimCluster
 
     start = time.perf_counter()
     with SimCluster(_profile_data(nodes), start_timeout=TIMEOUT) as sim:
@@ -173,7 +173,7 @@ def creating_without_controllers(count: int) -> float:
     """Seconds to create the same pods through the client against a server started with --api-only."""
     import kubernetes
 
-    from pytest_topsail.sim.launcher import SimCluster
+    from pytest_topsail.sim.run.launcher import SimCluster
 
     with SimCluster(_profile_data(1), start_timeout=TIMEOUT, extra_args=("--api-only",)) as sim:
         config = kubernetes.client.Configuration()

@@ -26,7 +26,7 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.stream import portforward
 
-from pytest_topsail.sim.launcher import SimCluster
+from pytest_topsail.sim.run.launcher import SimCluster
 
 WAIT = 30.0
 MESSAGE = b"x" * 64

@@ -17,7 +17,7 @@ from pytest_topsail.suites import load_suites_in_scope
 
 if TYPE_CHECKING:
     from pytest_topsail.kube.client import Kube
-    from pytest_topsail.sim.profile import Profile
+    from pytest_topsail.sim.controllers.profile import Profile
 
 OPERATORS_CONFIGMAP = ("kube-system", "topsail-sim-operators", "behaviour.yaml")  # read by sim/controllers/olm.py
 FIXTURE_KEYS = ("shape", "operators")  # keys of cluster.sim read by this fixture, not part of the simulator profile
@@ -28,7 +28,7 @@ POOL_KEYS = ("shape", "nodes", "gpu_profile", "gpus_per_node", "node_pools")  # 
 def sim_profile(raw: dict[str, Any], source: str) -> tuple[Profile, dict[str, Any] | None]:
     """The simulator profile from a `cluster.sim` mapping (a named `shape` sets the first pool) and the operator
     behaviour; `source` names the cluster section ("suites/x/config.yaml: cluster")."""
-    from pytest_topsail.sim.profile import Profile
+    from pytest_topsail.sim.run.profile import build_profile
 
     where = f"{source}.sim"
     profile = {k: v for k, v in raw.items() if k not in FIXTURE_KEYS}
@@ -37,7 +37,7 @@ def sim_profile(raw: dict[str, Any], source: str) -> tuple[Profile, dict[str, An
         if shape not in SHAPES:
             raise TopsailError(f"{where}.shape: unknown shape {shape!r}; known: {', '.join(SHAPES)}")
         profile.update(SHAPES[shape])
-    validated = Profile.from_dict(profile, source=where)  # a clear error naming the key, before any process starts
+    validated = build_profile(profile, source=where)  # a clear error naming the key, before any process starts
     operators = raw.get("operators")
     if operators is not None and not isinstance(operators, dict):
         raise TopsailError(f"{where}.operators must be a mapping (install_ms, ready_ms, never_ready)")
@@ -66,7 +66,7 @@ def build_run_profile(config: pytest.Config) -> tuple[Profile, dict[str, Any] | 
         suite = declaring[0] if declaring else None
         profile, operators = sim_profile(suite_settings(suite, "cluster", ClusterSettings).sim, where(suite, "cluster"))
         return with_controllers(profile, Path(config.rootpath)), operators
-    from pytest_topsail.sim.profile import Profile
+    from pytest_topsail.sim.run.profile import build_profile
 
     pools: list[dict[str, Any]] = []
     merged: dict[str, Any] = {}
@@ -80,7 +80,7 @@ def build_run_profile(config: pytest.Config) -> tuple[Profile, dict[str, Any] | 
         _merge(merged, {k: v for k, v in own.items() if k not in POOL_KEYS}, (), suite.config.source, sources)
     operators = merged.pop("operators", None)
     files = "cluster.sim of " + ", ".join(s.config.source for s in declaring)
-    validated = Profile.from_dict({**merged, "node_pools": pools}, source=files)
+    validated = build_profile({**merged, "node_pools": pools}, source=files)
     return with_controllers(validated, Path(config.rootpath)), operators
 
 

@@ -49,7 +49,7 @@ from pytest_topsail.hardware import GPU_PROFILES, profile_of_label
 from pytest_topsail.kube.quantity import parse_memory_bytes
 from pytest_topsail.sim.controllers.base import Controller, stable_fraction
 from pytest_topsail.sim.controllers.runtime import WorkloadPlan, add_runtime, remove_runtime
-from pytest_topsail.sim.gpuactivity import Usage
+from pytest_topsail.sim.node.gpuactivity import Usage
 
 GIB = 2**30
 
@@ -282,7 +282,7 @@ def gpu_utilization(model: FineTuningModel, params_b: float, gpus_per_pod: int, 
 
 def _usage(job: Job, spec: ModelSpec, model: FineTuningModel, needed: MemoryEstimate, load_s: float,
            runtime: float) -> list[tuple[float, Usage]]:
-    """What the trainer does on each GPU and CPU (sim/gpuactivity.py): imports and data loading, then the model
+    """What the trainer does on each GPU and CPU (sim/node/gpuactivity.py): imports and data loading, then the model
     states on the GPU while loading, then training at the memory estimate and the model's utilization, then saving."""
     scale, mib = model.time_scale, 1024.0
     host = _host_bytes(spec, job)

@@ -3,7 +3,7 @@
 import os
 import sys
 
-from .cli import main
+from pytest_topsail.sim.run.cli import main
 
 if __name__ == "__main__":
     code = main()

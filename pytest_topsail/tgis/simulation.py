@@ -44,13 +44,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.hardware import profile_of_label
-from pytest_topsail.sim.apierror import ApiError
 from pytest_topsail.sim.controllers.base import Controller, condition, now_seconds, set_condition
 from pytest_topsail.sim.controllers.containers import ANNOTATION_PREFIX, ENDPOINT_ANNOTATION
 from pytest_topsail.sim.controllers.olm import crd_manifest
 from pytest_topsail.sim.controllers.workload import owner_reference
-from pytest_topsail.sim.gpuactivity import Live, Usage, gpu_activity
-from pytest_topsail.sim.patch import MERGE_PATCH
+from pytest_topsail.sim.machinery.apierror import ApiError
+from pytest_topsail.sim.node.gpuactivity import Live, Usage, gpu_activity
+from pytest_topsail.sim.registry.patch import MERGE_PATCH
 from pytest_topsail.tgis.catalog import Catalog, ServedModel, catalog
 
 log = logging.getLogger(__name__)
@@ -267,8 +267,9 @@ class KServeController(Controller):
         annotations = pod["metadata"].get("annotations") or {}
         containers = pod["spec"]["containers"]
         container = next((c for c in containers if serves_tgis(c)), containers[0])
-        from pytest_topsail.sim.podexec import environment  # here: pytest imports this module to check settings,
-        # and podexec's aiohttp (0.15 s of every run's CPU) serves the simulator only
+        # here: pytest imports this module to check settings, and podexec's aiohttp (0.15 s of every run's CPU)
+        # serves the simulator only
+        from pytest_topsail.sim.streams.podexec import environment
 
         env = environment(self.store, pod, str(container.get("name")))
         # the model's own name, as an InferenceService's storageUri tail: one model answers alike in both modes
@@ -531,8 +532,8 @@ def _failure_status(isvc: dict[str, Any], reason: str, message: str, transition:
 
 
 def serving_usage(backend: Any, settings: Any) -> Any:
-    """What a model server does on its GPUs, read at each scrape (sim/gpuactivity.py): utilization follows the batch
-    occupancy (running requests over max_batch_size), memory is the weights plus the KV cache of the running batch
+    """What a model server does on its GPUs, read at each scrape (sim/node/gpuactivity.py): utilization follows the
+    batch occupancy (running requests over max_batch_size), memory is the weights plus the KV cache of the running batch
     (tgis/sizing.py: the weights' 20% overhead is the full batch's KV cache and activations)."""
     from pytest_topsail.tgis.sizing import OVERHEAD, check_fit
 

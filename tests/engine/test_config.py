@@ -210,7 +210,7 @@ def test_a_validation_message_names_each_key_as_the_user_writes_it() -> None:
     import pydantic
 
     from pytest_topsail.errors import TopsailError, describe_validation_error
-    from pytest_topsail.sim.profile import Profile
+    from pytest_topsail.sim.controllers.profile import Profile
 
     class Model(pydantic.BaseModel):
         model_config = pydantic.ConfigDict(strict=True, extra="forbid")

@@ -208,7 +208,7 @@ def fake_tgis(background_loop: asyncio.AbstractEventLoop) -> Iterator[FakeTgis]:
 @pytest.fixture
 def tls_tgis(background_loop: asyncio.AbstractEventLoop, tmp_path: Path) -> Iterator[tuple[FakeTgis, Path]]:
     """A TGIS server speaking TLS only; the CA bundle that checks it in ``tmp_path/ca.pem``."""
-    from pytest_topsail.sim.tls import make_certificates
+    from pytest_topsail.sim.run.tls import make_certificates
 
     certificates = make_certificates()
     (tmp_path / "ca.pem").write_bytes(certificates.ca_pem)

@@ -144,7 +144,7 @@ def openshift(tmp_path: Path) -> Iterator[Path]:
     from pytest_topsail.metrics.local import start_local, stop
     from pytest_topsail.metrics.source import kubeconfig_credentials
     from pytest_topsail.sim.controllers.olm import crd_manifest
-    from pytest_topsail.sim.launcher import SimCluster
+    from pytest_topsail.sim.run.launcher import SimCluster
 
     with SimCluster(nodes=2, gpu_profile="a100", gpus_per_node=2, workdir=tmp_path / "sim") as sim:
         url, token, ca = kubeconfig_credentials(sim.kubeconfig_path)

@@ -16,8 +16,8 @@ from pytest_topsail.errors import TopsailError
 from pytest_topsail.metrics.client import Prometheus, PrometheusError
 from pytest_topsail.metrics.collect import kpi_values
 from pytest_topsail.metrics.settings import DEFAULT_QUERIES, metrics_settings, render
-from pytest_topsail.sim.exporters import DCGM_PATH, Exporters
-from pytest_topsail.sim.gpuactivity import Live, Phases, Usage, gpu_activity
+from pytest_topsail.sim.node.exporters import DCGM_PATH, Exporters
+from pytest_topsail.sim.node.gpuactivity import Live, Phases, Usage, gpu_activity
 
 
 def config(metrics: Any) -> Config:

@@ -149,7 +149,7 @@ def test_no_output_of_suite_runs_holds_a_secret(tmp_path: Path) -> None:
 
     import yaml
 
-    from pytest_topsail.sim.launcher import SimCluster
+    from pytest_topsail.sim.run.launcher import SimCluster
 
     repo = Path(__file__).resolve().parents[2]
     worker_env = {"tgis_native|f16": {"HF_TOKEN": SUITE_CANARIES["worker env"],

@@ -11,7 +11,7 @@ from pytest_topsail.kube.client import Kube, ObjectRef, connect
 from pytest_topsail.kube.retry import RetryPolicy
 from pytest_topsail.scale.run import RunOptions, ScaleCase, run_case
 from pytest_topsail.scale.workloads import RUN_LABEL
-from pytest_topsail.sim.launcher import SimCluster
+from pytest_topsail.sim.run.launcher import SimCluster
 
 RUNS = 20
 DEFAULT_NAMESPACE = ObjectRef("v1", "Namespace", "default")

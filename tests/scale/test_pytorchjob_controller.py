@@ -6,8 +6,8 @@ import asyncio
 
 from pytest_topsail.scale.workloads import WorkloadSpec, job_objects
 from pytest_topsail.sim.controllers import start_controllers
-from pytest_topsail.sim.profile import Profile
-from pytest_topsail.sim.store import Store
+from pytest_topsail.sim.controllers.profile import Profile
+from pytest_topsail.sim.registry.store import Store
 
 CONTROLLERS = [
     "pytest_topsail.sim.controllers.nodes:NodeController",

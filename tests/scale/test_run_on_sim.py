@@ -13,7 +13,7 @@ from pytest_topsail.kube.client import Kube, connect
 from pytest_topsail.kube.namespaces import namespace_exists
 from pytest_topsail.scale.run import RunOptions, ScaleCase, run_case
 from pytest_topsail.scale.sampler import Sampler
-from pytest_topsail.sim.launcher import SimCluster
+from pytest_topsail.sim.run.launcher import SimCluster
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_topsail.sim.cli import Options, serve
-from pytest_topsail.sim.profile import Profile
+from pytest_topsail.sim.controllers.profile import Profile
+from pytest_topsail.sim.run.cli import Options, serve
 
 START_TIMEOUT = 30.0
 KUBECTL_TIMEOUT = 60.0

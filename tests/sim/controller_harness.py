@@ -15,8 +15,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from pytest_topsail.sim.controllers import start_controllers
-from pytest_topsail.sim.profile import Profile
-from pytest_topsail.sim.store import Store
+from pytest_topsail.sim.controllers.profile import Profile
+from pytest_topsail.sim.registry.store import Store
 
 WAIT_SECONDS = 30.0  # generous: a wait ends as soon as its condition holds; a loaded machine stretches real time
 

@@ -8,9 +8,9 @@ import time
 from aiohttp.test_utils import RawTestServer, TestClient
 from controller_harness import condition_status, phase, profile, run, running_sim, wait_for
 
-from pytest_topsail.sim.profile import ApiFault
-from pytest_topsail.sim.server import ApiServer
-from pytest_topsail.sim.store import Store
+from pytest_topsail.sim.api.server import ApiServer
+from pytest_topsail.sim.controllers.profile import ApiFault
+from pytest_topsail.sim.registry.store import Store
 
 
 def _unschedulable_message(pod: dict) -> str | None:

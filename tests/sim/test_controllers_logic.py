@@ -7,8 +7,8 @@ import math
 from pytest_topsail.sim.controllers.base import set_condition, stable_fraction
 from pytest_topsail.sim.controllers.containers import plan_containers, plan_from_command, stage_override
 from pytest_topsail.sim.controllers.nodeobjects import node_object
+from pytest_topsail.sim.controllers.profile import NodePool, Taint
 from pytest_topsail.sim.controllers.scheduling import ClusterState, labels_match, node_info, pod_needs
-from pytest_topsail.sim.profile import NodePool, Taint
 
 
 def _pod(resources=None, node_selector=None, affinity_terms=None, tolerations=None, containers=None):
@@ -204,8 +204,8 @@ def test_a_pods_run_is_planned_from_its_containers_a_workload_and_faults():
 
     from pytest_topsail.sim.controllers.containers import ContainerPlan
     from pytest_topsail.sim.controllers.pods import PodRun, plan_run
+    from pytest_topsail.sim.controllers.profile import PodFault
     from pytest_topsail.sim.controllers.runtime import WorkloadPlan
-    from pytest_topsail.sim.profile import PodFault
 
     plans = [ContainerPlan("main", None, 0, ""), ContainerPlan("side", 2.0, 3, "")]
     run = PodRun()

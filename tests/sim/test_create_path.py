@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from pytest_topsail.sim import server
-from pytest_topsail.sim.apierror import ApiError
-from pytest_topsail.sim.schema import FieldValidation
-from pytest_topsail.sim.store import Store
+from pytest_topsail.sim.api import server
+from pytest_topsail.sim.machinery.apierror import ApiError
+from pytest_topsail.sim.registry.schema import FieldValidation
+from pytest_topsail.sim.registry.store import Store
 
 SPEC = {"containers": [{"name": "c", "image": "busybox", "command": ["sleep", "infinity"],
                         "resources": {"requests": {"cpu": "50m", "memory": "1Mi"}}}]}

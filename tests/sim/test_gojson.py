@@ -2,7 +2,7 @@
 
 import json
 
-from pytest_topsail.sim import gojson
+from pytest_topsail.sim.machinery import gojson
 
 
 def test_objects_are_compact_utf8_with_the_html_characters_escaped_as_go_does():

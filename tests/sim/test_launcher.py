@@ -20,7 +20,7 @@ import yaml
 from kubernetes import client, config
 
 from pytest_topsail.errors import TopsailError
-from pytest_topsail.sim.launcher import SimCluster
+from pytest_topsail.sim.run.launcher import SimCluster
 
 pytestmark = pytest.mark.xdist_group("sim_launcher")  # -n N: the module-scoped simulator once
 
@@ -103,7 +103,7 @@ def test_stop_ends_the_process_and_removes_the_temporary_workdir() -> None:
 def test_child_exits_when_the_parent_is_killed(tmp_path: Path, wait_until) -> None:
     parent_script = textwrap.dedent(f"""
         import sys, time
-        from pytest_topsail.sim.launcher import SimCluster
+        from pytest_topsail.sim.run.launcher import SimCluster
         cluster = SimCluster({{"node_pools": []}}, workdir={str(tmp_path)!r}).start()
         print(cluster.pid, flush=True)
         time.sleep(600)
@@ -153,10 +153,10 @@ def test_a_bad_profile_file_is_checked_by_the_child_with_one_clear_error(tmp_pat
 
 def test_the_child_runs_the_profile_built_by_the_launcher(tmp_path: Path) -> None:
     """A mapping is built once (shortcuts applied) and handed over as JSON: the child serves exactly that profile."""
-    from pytest_topsail.sim.profile import Profile, load_built
+    from pytest_topsail.sim.run.profile import build_profile, load_built
 
     pool = {"name": "big", "count": 1, "gpu_profile": "t4", "labels": {"on": "yes"}}
-    built = Profile.from_dict({"node_pools": [pool], "plugins": {"fine_tuning": {"time_scale": 0.5}}})
+    built = build_profile({"node_pools": [pool], "plugins": {"fine_tuning": {"time_scale": 0.5}}})
     with SimCluster(built, nodes=2, seed=9, workdir=tmp_path) as cluster:
         assert load_built(tmp_path / "profile.json") == built.with_overrides(nodes=2, seed=9)
         assert "--built-profile" in cluster.command() and "--nodes" not in cluster.command()

@@ -7,7 +7,8 @@ import pytest
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.hardware import get_gpu_profile, known_gpu_profiles, sanitize_label_value
 from pytest_topsail.kube.quantity import parse_cpu_millis, parse_memory_bytes
-from pytest_topsail.sim.profile import ApiFault, Profile, load_profile
+from pytest_topsail.sim.controllers.profile import ApiFault, Profile
+from pytest_topsail.sim.run.profile import build_profile, load_profile
 
 
 def test_defaults_make_a_small_fast_gpu_cluster():
@@ -151,7 +152,7 @@ def test_bad_quantity(value):
 
 
 def test_plugin_settings_are_checked_by_their_plugin_when_the_profile_is_built(tmp_path):
-    profile = Profile.from_dict({"plugins": {"fine_tuning": {"time_scale": 0.5}}})
+    profile = build_profile({"plugins": {"fine_tuning": {"time_scale": 0.5}}})
     assert profile.plugins == {"fine_tuning": {"time_scale": 0.5}}
     path = tmp_path / "p.yaml"
     path.write_text("plugins:\n  fine_tuning: {time_scale: -1}\n")
@@ -160,7 +161,7 @@ def test_plugin_settings_are_checked_by_their_plugin_when_the_profile_is_built(t
     assert str(info.value).startswith(f"simulator profile {path}: invalid simulator plugin settings: "
                                       "key plugins.fine_tuning.time_scale: ")
     with pytest.raises(TopsailError) as info:
-        Profile.from_dict({"plugins": {"fine_tunning": {}}}, source="cluster.sim")
+        build_profile({"plugins": {"fine_tunning": {}}}, source="cluster.sim")
     message = str(info.value)
     assert message.startswith("cluster.sim: plugins.fine_tunning: no simulator controller of this run takes "
                               "settings called 'fine_tunning'; known: ")
@@ -175,7 +176,7 @@ def test_a_domain_section_at_the_top_lists_the_known_keys():
 
 
 def test_a_built_profile_is_handed_over_unchanged_and_a_foreign_file_is_refused(tmp_path):
-    from pytest_topsail.sim.profile import load_built, write_built
+    from pytest_topsail.sim.run.profile import load_built, write_built
 
     built = Profile.from_dict({"seed": 4, "nodes": 3, "faults": {"api": [{"verb": "list", "error_rate": 0.5}]},
                                "plugins": {"fine_tuning": {"noise": 0.0}}})

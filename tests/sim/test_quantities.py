@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from pytest_topsail.kube.quantity import parse_cpu_millis, parse_memory_bytes, parse_quantity, read_quantity
-from pytest_topsail.sim.defaults import parse_quantity as exact_quantity
+from pytest_topsail.sim.registry.defaults import parse_quantity as exact_quantity
 
 PODS = "/api/v1/namespaces/default/pods"
 

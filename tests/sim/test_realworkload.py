@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
-from pytest_topsail.sim.launcher import SimCluster
+from pytest_topsail.sim.run.launcher import SimCluster
 
 pytestmark = pytest.mark.xdist_group("sim_realworkload")  # -n N: the module-scoped simulator once
 
@@ -159,7 +159,7 @@ def test_processes_never_outlive_a_killed_pytest(tmp_path):
     runner.write_text(textwrap.dedent(f"""
         import time
         from kubernetes import client, config
-        from pytest_topsail.sim.launcher import SimCluster
+        from pytest_topsail.sim.run.launcher import SimCluster
         with SimCluster({PROFILE!r}, start_timeout=60) as sim:
             api = client.CoreV1Api(config.new_client_from_config(str(sim.kubeconfig_path)))
             api.create_namespaced_pod("default", {{"metadata": {{"name": "long"}}, "spec": {{"containers": [

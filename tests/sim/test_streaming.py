@@ -25,8 +25,8 @@ import yaml
 from kubernetes import client
 from kubernetes.stream import portforward, stream
 
-from pytest_topsail.sim import spdy
 from pytest_topsail.sim.controllers.containers import STDERR, STDOUT, run_exec
+from pytest_topsail.sim.streams import spdy
 
 needs_kubectl = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 WAIT = 20.0

@@ -9,7 +9,7 @@ from typing import Any
 from controller_harness import CORE, condition_status, phase, profile, run, running_sim, wait_for
 
 from pytest_topsail.fine_tuning.manifests import config_maps, pytorchjob
-from pytest_topsail.fine_tuning.settings import validate_point
+from pytest_topsail.fine_tuning.point import validate_point
 from pytest_topsail.fine_tuning.trainer_log import parse_text
 
 SPECS = [*CORE, "pytest_topsail.sim.controllers.pytorchjob:PyTorchJobController",

@@ -130,7 +130,7 @@ def test_bad_parameters_and_ca_file_are_clear_errors(tmp_path) -> None:
 
 
 def test_tls_with_a_ca_file(tmp_path) -> None:
-    from pytest_topsail.sim.tls import make_certificates
+    from pytest_topsail.sim.run.tls import make_certificates
 
     certificates = make_certificates()
     ca_file = tmp_path / "ca.pem"

@@ -444,7 +444,7 @@ def test_environment_switches() -> None:
 
 
 def test_tls_server_reached_with_a_ca_file(tmp_path) -> None:
-    from pytest_topsail.sim.tls import make_certificates
+    from pytest_topsail.sim.run.tls import make_certificates
 
     certificates = make_certificates()
     (tmp_path / "tls.crt").write_bytes(certificates.cert_pem)

@@ -42,7 +42,7 @@ def state(kube: Kube) -> set[tuple[str, str, str]]:
 
 @pytest.fixture
 def external(tmp_path: Path) -> Iterator[Kube]:
-    from pytest_topsail.sim.launcher import SimCluster
+    from pytest_topsail.sim.run.launcher import SimCluster
 
     profile = {"node_pools": [{"name": "gpu", "count": 2, "gpu_profile": "a100"}]}
     with SimCluster(profile, workdir=tmp_path / "external") as sim:

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pytest_topsail.sim.controllers.base import Controller
+    from pytest_topsail.sim.controllers.profile import Profile
     from pytest_topsail.sim.controllers.storeapi import Store
-    from pytest_topsail.sim.profile import Profile
 
 # "module:Class", started in this order (nodes first so that the scheduler sees them).
 CONTROLLERS: list[str] = [

@@ -21,14 +21,14 @@ from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_topsail.conditions import find_condition
-from pytest_topsail.sim.apierror import ApiError
-from pytest_topsail.sim.store import format_micro_time, format_time
+from pytest_topsail.sim.machinery.apierror import ApiError
+from pytest_topsail.sim.registry.store import format_micro_time, format_time
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
+    from pytest_topsail.sim.controllers.profile import Profile, Stage
     from pytest_topsail.sim.controllers.storeapi import Store
-    from pytest_topsail.sim.profile import Profile, Stage
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ ANNOTATION_PREFIX = "sim.topsail.io/"
 DURATION_ANNOTATION = ANNOTATION_PREFIX + "duration-seconds"
 EXIT_CODE_ANNOTATION = ANNOTATION_PREFIX + "exit-code"
 LOG_ANNOTATION = ANNOTATION_PREFIX + "log"
-ENDPOINT_ANNOTATION = ANNOTATION_PREFIX + "endpoint-"  # + container port: "127.0.0.1:PORT" (sim/portforward.py)
+ENDPOINT_ANNOTATION = ANNOTATION_PREFIX + "endpoint-"  # + container port: "127.0.0.1:PORT" (sim/streams/portforward.py)
 STAGE_NAMES = ("schedule", "initialize", "start", "ready", "complete")
 
 SHELLS = {"sh", "bash", "ash", "dash", "zsh"}

@@ -11,12 +11,12 @@ import json
 from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any, cast
 
-from pytest_topsail.sim.apierror import ApiError
 from pytest_topsail.sim.controllers.base import condition, now_seconds, set_condition
 from pytest_topsail.sim.controllers.workload import WorkloadController, owned_pods, pod_from_template, suffix
+from pytest_topsail.sim.machinery.apierror import ApiError
 
 if TYPE_CHECKING:
-    from pytest_topsail.sim.profile import Stage
+    from pytest_topsail.sim.controllers.profile import Stage
 
 HASH_LABEL = "pod-template-hash"
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any, cast
 
-from pytest_topsail.sim.apierror import ApiError
 from pytest_topsail.sim.controllers.base import condition, now_seconds, set_condition
 from pytest_topsail.sim.controllers.completion import Outcome, finished, job_counts, job_outcome, job_pods_wanted
 from pytest_topsail.sim.controllers.workload import WorkloadController, owned_pods, pod_from_template, suffix
+from pytest_topsail.sim.machinery.apierror import ApiError
 
 
 class JobController(WorkloadController):

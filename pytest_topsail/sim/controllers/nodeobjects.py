@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_topsail.hardware import sanitize_label_value
-from pytest_topsail.sim.profile import NodePool
+from pytest_topsail.sim.controllers.profile import NodePool
 
 POOL_LABEL = "sim.topsail.io/node-pool"
 FAKE_GPU_POOL_LABEL = "run.ai/simulated-gpu-node-pool"

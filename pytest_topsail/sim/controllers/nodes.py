@@ -13,7 +13,7 @@ from typing import Any
 
 from pytest_topsail.sim.controllers.base import BATCH, Controller, now_rfc3339, now_seconds, stable_fraction
 from pytest_topsail.sim.controllers.nodeobjects import NOT_READY_TAINT, POOL_LABEL, node_conditions, node_object
-from pytest_topsail.sim.profile import NodeFault
+from pytest_topsail.sim.controllers.profile import NodeFault
 
 LEASE_NAMESPACE = "kube-node-lease"
 LEASE_SECONDS = 40

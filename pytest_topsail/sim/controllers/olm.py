@@ -24,9 +24,9 @@ from typing import Any, cast
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pytest_topsail.sim.apierror import ApiError
 from pytest_topsail.sim.controllers.base import Controller, now_seconds, set_condition
-from pytest_topsail.sim.crd_schemas import openapi_schema
+from pytest_topsail.sim.machinery.apierror import ApiError
+from pytest_topsail.sim.registry.crd_schemas import openapi_schema
 
 log = logging.getLogger(__name__)
 

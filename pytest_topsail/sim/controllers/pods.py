@@ -11,7 +11,7 @@ pytest_topsail.fine_tuning.simulation) may plan one container of a pod: run time
 OOMKilled, and log lines written at their offsets while the container runs (the rest at once when it ends).
 
 A container whose image matches an entry of the profile's `runtime` table runs as a real local process instead
-(sim/realworkload.py): its output is the container's log, its exit code, reason and termination message end the
+(sim/node/realworkload.py): its output is the container's log, its exit code, reason and termination message end the
 pod; deleting the pod sends SIGTERM, then SIGKILL after `terminationGracePeriodSeconds` (30 by default).
 """
 
@@ -31,13 +31,13 @@ from pytest_topsail.sim.controllers.base import Controller, now_seconds, set_con
 from pytest_topsail.sim.controllers.containers import ENDPOINT_ANNOTATION, ContainerPlan, plan_containers
 from pytest_topsail.sim.controllers.runtime import WorkloadPlan, workload_plan
 from pytest_topsail.sim.controllers.scheduler import TERMINAL, pod_fault, stage_for
-from pytest_topsail.sim.gpuactivity import Phases, Usage, gpu_activity
-from pytest_topsail.sim.patch import MERGE_PATCH
-from pytest_topsail.sim.realworkload import Exit, Runtime, RuntimeError_
-from pytest_topsail.sim.store import format_time
+from pytest_topsail.sim.node.gpuactivity import Phases, Usage, gpu_activity
+from pytest_topsail.sim.node.realworkload import Exit, Runtime, RuntimeError_
+from pytest_topsail.sim.registry.patch import MERGE_PATCH
+from pytest_topsail.sim.registry.store import format_time
 
 if TYPE_CHECKING:
-    from pytest_topsail.sim.profile import PodFault
+    from pytest_topsail.sim.controllers.profile import PodFault
 
 MAX_BACKOFF = 30.0  # seconds, like the kubelet's cap is 5 minutes; kept short for tests
 
@@ -201,7 +201,7 @@ class PodLifecycle(Controller):
         meta = pod["metadata"]
         namespace, name = meta.get("namespace") or "", meta["name"]
         run.started_at = time.time()
-        if run.usage:  # what the workload does on its GPUs, for the metric exporters (sim/exporters.py)
+        if run.usage:  # what the workload does on its GPUs, for the metric exporters (sim/node/exporters.py)
             gpu_activity(self.store).report(meta["uid"], Phases(
                 tuple((run.started_at + offset, usage) for offset, usage in run.usage), run.workload))
         started = now_seconds()

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any, cast
 
-from pytest_topsail.sim.apierror import ApiError
 from pytest_topsail.sim.controllers.base import Controller
+from pytest_topsail.sim.machinery.apierror import ApiError
 
 
 class VolumeController(Controller):

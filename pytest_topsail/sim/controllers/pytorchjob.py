@@ -22,7 +22,6 @@ import copy
 from collections.abc import Hashable
 from typing import Any, cast
 
-from pytest_topsail.sim.apierror import ApiError
 from pytest_topsail.sim.controllers.base import condition, now_seconds, set_condition
 from pytest_topsail.sim.controllers.completion import (
     Outcome,
@@ -33,7 +32,8 @@ from pytest_topsail.sim.controllers.completion import (
     replica_statuses,
 )
 from pytest_topsail.sim.controllers.workload import WorkloadController, owned_pods, owner_reference
-from pytest_topsail.sim.crd_schemas import openapi_schema
+from pytest_topsail.sim.machinery.apierror import ApiError
+from pytest_topsail.sim.registry.crd_schemas import openapi_schema
 
 GROUP = "kubeflow.org"
 PLURAL = "pytorchjobs"

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_topsail.sim.gpuactivity import Usage
+from pytest_topsail.sim.node.gpuactivity import Usage
 
 
 @dataclass
@@ -26,7 +26,7 @@ class WorkloadPlan:
     reason: str = ""  # termination reason when not Completed/Error (OOMKilled)
     logs: list[tuple[float, str]] = field(default_factory=list)  # (wall offset, line)
     preamble: int = 0  # how many log lines come before the work starts (a hung workload writes only these)
-    # what the pod does on its GPUs and CPU from each wall offset on (sim/gpuactivity.py; the metric exporters)
+    # what the pod does on its GPUs and CPU from each wall offset on (sim/node/gpuactivity.py; the metric exporters)
     usage: list[tuple[float, Usage]] = field(default_factory=list)
 
 

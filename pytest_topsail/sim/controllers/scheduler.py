@@ -13,8 +13,8 @@ from typing import Any, cast
 
 from pytest_topsail.sim.controllers.base import Controller, now_seconds, set_condition, stable_fraction
 from pytest_topsail.sim.controllers.containers import stage_override
+from pytest_topsail.sim.controllers.profile import PodFault, Stage
 from pytest_topsail.sim.controllers.scheduling import ClusterState, PodNeeds, node_info, pod_needs
-from pytest_topsail.sim.profile import PodFault, Stage
 
 SCHEDULER_NAME = "default-scheduler"
 TERMINAL = ("Succeeded", "Failed")

@@ -1,7 +1,7 @@
 """What a controller may use of the simulator's object store: the `Store` Protocol.
 
 Controllers (built-in or a suite's own, see pytest_topsail.sim.controllers) get an object with these methods; the
-simulator's `pytest_topsail.sim.store.Store` is one. Objects are plain dicts (the API's JSON).
+simulator's `pytest_topsail.sim.registry.store.Store` is one. Objects are plain dicts (the API's JSON).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from pytest_topsail.sim.resources import ResourceType
+from pytest_topsail.sim.machinery.resources import ResourceType
 
 Obj = dict[str, Any]
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_topsail.sim.controllers.base import Controller, stable_fraction
 
 if TYPE_CHECKING:
-    from pytest_topsail.sim.profile import Stage
+    from pytest_topsail.sim.controllers.profile import Stage
 
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
@@ -42,7 +42,8 @@ def owned_pods(store: Any, pods_type: Any, owner: dict[str, Any],
 
 def pod_from_template(owner: dict[str, Any], name: str, extra_labels: dict[str, str] | None = None) -> dict[str, Any]:
     """A pod of the owner's template. The template's parts are shared, not copied: the store never mutates what it
-    holds and takes ownership of what it is given (sim/store.py), so a thousand pods of a Job cost no copies."""
+    holds and takes ownership of what it is given (sim/registry/store.py), so a thousand pods of a Job cost no
+    copies."""
     template = (owner.get("spec") or {}).get("template") or {}
     metadata = template.get("metadata") or {}
     labels = {**(metadata.get("labels") or {}), **(extra_labels or {})}
