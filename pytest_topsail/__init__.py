@@ -56,6 +56,7 @@ _EXPORTS = {
     "resolve_case_files": "pytest_topsail.cases",
     # the cluster and its preparation (pytest_topsail.cluster: the fixtures cluster, namespace)
     "Cluster": "pytest_topsail.cluster.state",
+    "ClusterClock": "pytest_topsail.cluster.clock",
     "run_once": "pytest_topsail.cluster.state",
     "add_cleanup": "pytest_topsail.cluster.state",
     "shared_dir": "pytest_topsail.cluster.state",
@@ -79,12 +80,14 @@ __all__ = [
     "parametrize_cases", "prepare_component", "report_leftover", "resolve_case_files", "rollback", "run_coroutine",
     "run_once", "shared_dir", "shared_plotly_js", "step", "suite_of_item", "validate", "wait_condition",
     "wait_deleted", "wait_for",
+    "ClusterClock",
 ]
 
 if TYPE_CHECKING:
     from pytest_topsail.aio import run_coroutine
     from pytest_topsail.artifacts import current_artifact_dir, step
     from pytest_topsail.cases import Case, parametrize_cases, resolve_case_files
+    from pytest_topsail.cluster.clock import ClusterClock
     from pytest_topsail.cluster.components import Prep, prepare_component
     from pytest_topsail.cluster.settings import ComponentSettings
     from pytest_topsail.cluster.state import Cluster, add_cleanup, opened_cluster, run_once, shared_dir
