@@ -115,10 +115,36 @@ def check_sized(model: str, suite: Any, *, in_process: bool = False) -> ServedMo
     """At start-up, a model the simulator will size: its entry, from the catalog or the suite's declared models;
     a ValueError naming the closest known names when it is in neither. On a real cluster (``suite.cluster`` kube)
     nothing sizes a model unless it is served in-process (`in_process`): None, unchecked."""
-    if suite is None or (getattr(suite, "cluster", "sim") != "sim" and not in_process):
+    known = sizing_catalog(suite, in_process)
+    if known is None:
         return None
-    known = suite_catalog(suite)
     found = known.find(model)
     if found is None:
         raise ValueError(known.unknown(model))
     return found
+
+
+def check_case_models(suite: Any, key: str = "model", *, in_process: bool = False) -> None:
+    """At start-up, every case of `suite` names under `key` a model the simulator can size (in the catalog or declared
+    by the suite under ``cluster.sim.plugins.kserve.models``); else one TopsailError naming the case file, the case,
+    the closest known names and how to declare the model. Call it from a model validator of the suite's settings.py
+    (its validation context holds the suite: ``info.context["suite"]``), which the engine runs when pytest starts,
+    also on the xdist controller. Unchecked as ``check_sized``: no suite, or a real cluster (unless `in_process`)."""
+    known = sizing_catalog(suite, in_process)
+    if known is None:
+        return
+    for case in suite.cases:
+        where = f"{case.source or 'cases'}: case {case.id}"
+        model = case.settings.get(key)
+        if not isinstance(model, str) or not model:
+            raise TopsailError(f"{where}: {key}: expected the name of a model the simulator serves, got {model!r}")
+        if known.find(model) is None:
+            raise TopsailError(f"{where}: {known.unknown(model)}")
+
+
+def sizing_catalog(suite: Any, in_process: bool) -> Catalog | None:
+    """The catalog that sizes `suite`'s models, or None when nothing will (no suite; a real cluster, unless the suite
+    serves its models in-process)."""
+    if suite is None or (getattr(suite, "cluster", "sim") != "sim" and not in_process):
+        return None
+    return suite_catalog(suite)

@@ -13,7 +13,8 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from pytest_topsail.tgis.catalog import EXTRA_KEY, ServedModel, builtin_catalog, check_sized
+from pytest_topsail.errors import TopsailError
+from pytest_topsail.tgis.catalog import EXTRA_KEY, ServedModel, builtin_catalog, check_case_models, check_sized
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -56,6 +57,21 @@ def test_a_model_is_checked_where_the_simulator_or_an_in_process_server_sizes_it
         check_sized("my-org/m", _suite("kube"), in_process=True)
     declared = check_sized("my-org/m", _suite("sim", {"my-org/m": {"params_billions": 2, "dtype": "bfloat16"}}))
     assert declared == ServedModel(params_billions=2, dtype="bfloat16")
+
+
+def test_the_case_models_of_a_suite_are_checked_naming_the_case() -> None:
+    suite = _suite("sim", {"my-org/m": {"params_billions": 2}})
+    suite.cases = [SimpleNamespace(source="cases/x.yaml", id="isvc-model=opt-125m", settings={"model": "opt-125m"}),
+                   SimpleNamespace(source="cases/x.yaml", id="isvc-model=my-org/m", settings={"model": "my-org/m"})]
+    check_case_models(suite)  # a catalog model by its last part, a declared one
+    suite.cases.append(SimpleNamespace(source="cases/x.yaml", id="isvc-model=opt-12m", settings={"model": "opt-12m"}))
+    with pytest.raises(TopsailError, match=r"^cases/x.yaml: case isvc-model=opt-12m: model 'opt-12m' is not in the "
+                                           r"model catalog .*closest known: facebook/opt-125m"):
+        check_case_models(suite)
+    check_case_models(_suite("kube"))  # a real cluster serves what it serves: its cases are not read
+    suite.cases = [SimpleNamespace(source="cases/x.yaml", id="isvc", settings={"name": "isvc"})]
+    with pytest.raises(TopsailError, match="case isvc: model: expected the name of a model the simulator serves"):
+        check_case_models(suite)
 
 
 def test_a_declared_model_runs_on_the_simulator_sized_as_declared(tmp_path: Path) -> None:
