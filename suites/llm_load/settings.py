@@ -10,7 +10,7 @@ import pydantic
 
 import pytest_topsail as topsail
 from pytest_topsail.llmload.settings import SERVER_KEY, case_load_settings, check_server
-from pytest_topsail.tgis.catalog import check_sized
+from pytest_topsail.tgis.catalog import check_case_models
 from pytest_topsail.tgis.latency import check_gpu_profile
 
 
@@ -121,11 +121,11 @@ class LlmLoadSettings(topsail.Settings):
                     raise topsail.TopsailError(f"{where}: mode sweep runs in one process: it cannot run with "
                                                f"tests.llm_load.generators={self.generators}")
                 check_server(case.settings.get(SERVER_KEY), f"{where}: {SERVER_KEY}", self.serving)
-                if self.serving != "endpoint":  # a given endpoint serves a model nothing here sizes
-                    try:
-                        check_sized(settings.model, suite, in_process=self.serving == "in-process")
-                    except ValueError as error:
-                        raise topsail.TopsailError(f"{where}: {error}") from None
+            except topsail.TopsailError as error:
+                raise ValueError(str(error)) from None
+        if self.serving != "endpoint":  # a given endpoint serves a model nothing here sizes
+            try:
+                check_case_models(suite, in_process=self.serving == "in-process")
             except topsail.TopsailError as error:
                 raise ValueError(str(error)) from None
         return self
