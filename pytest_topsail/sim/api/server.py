@@ -47,12 +47,13 @@ from pytest_topsail.sim.machinery.selectors import (
     parse_field_selector,
     parse_label_selector,
 )
+from pytest_topsail.sim.machinery.times import format_micro_time
 from pytest_topsail.sim.node import exporters
 from pytest_topsail.sim.node.podlogs import LogOptions
 from pytest_topsail.sim.registry import fieldmanager, reviews
 from pytest_topsail.sim.registry.patch import APPLY_PATCH, MERGE_PATCH, PATCH_TYPES, STRATEGIC_MERGE_PATCH, apply_patch
 from pytest_topsail.sim.registry.schema import FIELD_VALIDATION, FieldValidation
-from pytest_topsail.sim.registry.store import Store, format_micro_time
+from pytest_topsail.sim.registry.store import Store
 from pytest_topsail.sim.streams import podexec, portforward
 
 logger = logging.getLogger(__name__)

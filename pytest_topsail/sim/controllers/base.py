@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_topsail.conditions import find_condition
 from pytest_topsail.sim.machinery.apierror import ApiError
-from pytest_topsail.sim.registry.store import format_micro_time, format_time
+from pytest_topsail.sim.machinery.times import format_micro_time, format_time
 
 if TYPE_CHECKING:
     from pydantic import BaseModel

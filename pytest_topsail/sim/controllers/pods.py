@@ -31,10 +31,10 @@ from pytest_topsail.sim.controllers.base import Controller, now_seconds, set_con
 from pytest_topsail.sim.controllers.containers import ENDPOINT_ANNOTATION, ContainerPlan, plan_containers
 from pytest_topsail.sim.controllers.runtime import WorkloadPlan, workload_plan
 from pytest_topsail.sim.controllers.scheduler import TERMINAL, pod_fault, stage_for
+from pytest_topsail.sim.machinery.times import format_time
 from pytest_topsail.sim.node.gpuactivity import Phases, Usage, gpu_activity
 from pytest_topsail.sim.node.realworkload import Exit, Runtime, RuntimeError_
 from pytest_topsail.sim.registry.patch import MERGE_PATCH
-from pytest_topsail.sim.registry.store import format_time
 
 if TYPE_CHECKING:
     from pytest_topsail.sim.controllers.profile import PodFault
