@@ -15,7 +15,6 @@ Failure taxonomy, in the failure message:
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,18 +24,19 @@ from pytest_topsail.errors import TopsailError
 from pytest_topsail.fine_tuning.catalog import FormatSpec
 from pytest_topsail.fine_tuning.estimate import MemoryEstimate
 from pytest_topsail.fine_tuning.manifests import config_maps, pytorchjob
-from pytest_topsail.fine_tuning.settings import PointSettings, SuiteSettings
+from pytest_topsail.fine_tuning.point import PointSettings
+from pytest_topsail.fine_tuning.settings import SuiteSettings
 from pytest_topsail.fine_tuning.trainer_log import last_exception, tail
 from pytest_topsail.kube.capture import capture, write_manifests
 from pytest_topsail.kube.client import Kube, KubeError, ObjectRef
 from pytest_topsail.kube.events import pod_logs
 from pytest_topsail.kube.quantity import parse_cpu_millis, parse_memory_bytes
-from pytest_topsail.kube.wait import condition_status
+from pytest_topsail.kube.wait import DeleteTimeout, condition_status, delete_and_wait
 from pytest_topsail.leftovers import report_leftover
+from pytest_topsail.waiting import Deadline, Every
 
 JOB_LABEL = "training.kubeflow.org/job-name"
 MASTER_LOG = "pod.log"
-POLL_SECONDS = 0.1  # between looks at the objects while cleaning up
 TICK_SECONDS = 0.5  # without watch events: how often timeouts and the master's log are checked
 LOG_CHECK_SECONDS = 0.5
 IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")
@@ -114,8 +114,8 @@ class PointRun:
     def _follow_watched(self, watched: Watched) -> None:
         wanted = self.point.pods
         timeouts = self.settings.timeouts
-        phase, phase_start = "scheduled", time.monotonic()
-        log_size, log_changed, next_log_check = -1, time.monotonic(), 0.0
+        phase, phase_time = "scheduled", Deadline(timeouts.scheduled, "phase 'scheduled'")
+        log_size, log_still, log_check = -1, Deadline(timeouts.no_progress), Every(LOG_CHECK_SECONDS, now=True)
         while True:
             job, pods = watched.next_state(TICK_SECONDS)
             self._check_pods(pods)
@@ -126,23 +126,21 @@ class PointRun:
                 # the job's Failed condition can arrive before the pod event that carries the exit code: read the
                 # pods afresh so the message names the container's own exit, not only the job's condition
                 raise self._failure(job, self._fresh_pods(pods))
-            now = time.monotonic()
             if phase == "scheduled" and len(pods) >= wanted and all(_node(p) for p in pods):
-                phase, phase_start = self._next_phase(phase, phase_start)
+                phase, phase_time = self._next_phase(phase, phase_time)
             if phase == "started" and len(pods) >= wanted and all(_containers_started(p) for p in pods):
-                phase, phase_start = self._next_phase(phase, phase_start)
-                log_changed = now
-            if phase == "training" and now >= next_log_check:
-                next_log_check = now + LOG_CHECK_SECONDS
+                phase, phase_time = self._next_phase(phase, phase_time)
+                log_still = Deadline(timeouts.no_progress)
+            if phase == "training" and log_check.due():
                 size = len(self._master_log(tail_lines=5))
                 if size != log_size:
-                    log_size, log_changed = size, now
-                elif now - log_changed > timeouts.no_progress:
+                    log_size, log_still = size, Deadline(timeouts.no_progress)
+                elif log_still.expired():
                     raise PointFailure("no progress", f"the master's log did not change for {timeouts.no_progress:g}s "
                                        "while training (a hung collective such as NCCL?); last lines:\n"
                                        + tail(self._master_log(tail_lines=8)))
-            limit = getattr(timeouts, phase)
-            if now - phase_start > limit:
+            if phase_time.expired():
+                limit = phase_time.timeout
                 stuck = [(p, _unschedulable(p)) for p in pods if _unschedulable(p) is not None]
                 if phase == "scheduled" and stuck:
                     pod, message = stuck[0]
@@ -150,10 +148,10 @@ class PointRun:
                 raise PointFailure("timeout", f"phase {phase!r} took longer than {limit:g}s "
                                    f"(timeouts.{phase}); {self._state(job, pods)}")
 
-    def _next_phase(self, phase: str, start: float) -> tuple[str, float]:
+    def _next_phase(self, phase: str, phase_time: Deadline) -> tuple[str, Deadline]:
         following = PHASES[PHASES.index(phase) + 1]
-        self.progress(f"{self.job}: {phase} after {time.monotonic() - start:.1f}s")
-        return following, time.monotonic()
+        self.progress(f"{self.job}: {phase} after {phase_time.elapsed():.1f}s")
+        return following, Deadline(getattr(self.settings.timeouts, following), f"phase {following!r}")
 
     def _master_log(self, tail_lines: int | None = None) -> str:
         return pod_logs(self.kube, self.namespace, f"{self.job}-master-0", container="pytorch", tail_lines=tail_lines)
@@ -250,23 +248,19 @@ class PointRun:
             self._cleanup(manifests)
 
     def _cleanup(self, manifests: list[dict[str, Any]]) -> None:
-        refs = [ObjectRef.of(m) for m in manifests]
-        for ref in reversed(refs):
-            self.kube.delete(ref, propagation="Foreground")
-        deadline = time.monotonic() + self.settings.timeouts.cleanup
-        while True:
-            left = [(ref.kind, ref.name) for ref in refs if self.kube.get(ref) is not None]
-            left += [("Pod", p["metadata"]["name"]) for p in self._pods()]
-            if not left:
-                return
-            if time.monotonic() > deadline:
-                for kind, name in left:
-                    report_leftover(f"{kind} {self.namespace}/{name}",
-                                    self.kube.command("delete", kind.lower(), name, "-n", self.namespace))
-                names = ", ".join(f"{kind} {name}" for kind, name in left)
-                raise PointFailure("cleanup", f"still on the cluster after {self.settings.timeouts.cleanup:g}s "
-                                   f"(timeouts.cleanup): {names}")
-            time.sleep(POLL_SECONDS)
+        """Delete the point's objects (the job first, its pods with it) and wait until they and the pods are gone;
+        what is left after `timeouts.cleanup` is reported (with the command that removes it) and fails the point."""
+        pods = [ObjectRef("v1", "Pod", p["metadata"]["name"], self.namespace) for p in self._pods()]
+        refs = [ObjectRef.of(m) for m in reversed(manifests)] + pods
+        try:
+            delete_and_wait(self.kube, refs, timeout=self.settings.timeouts.cleanup, propagation="Foreground")
+        except DeleteTimeout as timed_out:
+            for ref in timed_out.left:
+                report_leftover(f"{ref.kind} {self.namespace}/{ref.name}",
+                                self.kube.command("delete", ref.kind.lower(), ref.name, "-n", self.namespace))
+            names = ", ".join(f"{ref.kind} {ref.name}" for ref in timed_out.left)
+            raise PointFailure("cleanup", f"still on the cluster after {self.settings.timeouts.cleanup:g}s "
+                               f"(timeouts.cleanup): {names}") from None
 
 
 class Watched:

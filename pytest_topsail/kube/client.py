@@ -31,6 +31,7 @@ from kubernetes.config.config_exception import ConfigException
 
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.kube.retry import DEFAULT_POLICY, RetryPolicy
+from pytest_topsail.waiting import Deadline
 
 DEFAULT_CONNECT_TIMEOUT = 10.0
 WATCH_POLL_S = 0.5  # a watch checks its stop flag at least this often
@@ -369,11 +370,11 @@ class Kube:
         the first list, so that a caller knows nothing created afterwards can be missed.
         """
         info = self.resource(api_version, kind)
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = Deadline(timeout, f"watch {kind}")
         stop = stop or threading.Event()
         resource_version: str | None = None
         listed = False
-        while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
+        while not stop.is_set() and not deadline.expired():
             try:
                 if resource_version is None:
                     listing = self.list_raw(info, namespace=namespace, label_selector=label_selector,

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import time
-
-from pytest_topsail.kube.client import Kube, KubeConnectionError, KubeError, ObjectRef, WatchStop
+from pytest_topsail.kube.client import Kube, KubeConnectionError, KubeError, ObjectRef
+from pytest_topsail.kube.wait import RECHECK_S, DeleteTimeout, delete_and_wait
 
 # A namespace the user asked to keep (`keep` settings): no removal of what a killed run left deletes it, and
 # `kubectl get namespaces -l topsail.kept=true` lists every kept namespace.
@@ -32,69 +31,18 @@ def namespace_exists(kube: Kube, name: str) -> bool:
     return kube.get(namespace_ref(name)) is not None
 
 
-def delete_namespaces(kube: Kube, names: list[str], timeout: float = 60.0, recheck: float = 2.0) -> list[str]:
+def delete_namespaces(kube: Kube, names: list[str], timeout: float = 60.0, recheck: float = RECHECK_S) -> list[str]:
     """Delete whole namespaces (the cluster deletes their content) and follow them by watch, for up to `timeout`
     seconds, until they are gone; returns the names still present then (or whose presence could not be checked).
 
-    A namespace whose deletion has not started (its delete failed even after the layer's retries) is asked again
-    every `recheck` seconds, so one lost request never leaves a namespace behind. A cluster that stops answering
-    ends the wait at once: every name not yet seen gone is returned."""
-    deadline = time.monotonic() + timeout
-    remaining = list(names)
-    while remaining:
-        try:
-            remaining = [name for name in remaining if _still_there(kube, name)]
-        except KubeConnectionError:
-            return remaining
-        left = deadline - time.monotonic()
-        if not remaining or left <= 0:
-            return remaining
-        try:
-            remaining = _watch_gone(kube, remaining, min(left, recheck))
-        except KubeConnectionError:
-            return remaining
-        except KubeError:
-            time.sleep(min(0.2, max(deadline - time.monotonic(), 0.0)))  # the list was refused: checked again
-    return remaining
-
-
-def _watch_gone(kube: Kube, names: list[str], timeout: float) -> list[str]:
-    """Watch namespaces for up to `timeout` seconds; the `names` not seen gone (absent from the first list or
-    deleted since) by then."""
-    waiting = set(names)
-    present: set[str] = set()
-    listed = False
-    stop = WatchStop()
-
-    def on_listed() -> None:
-        nonlocal listed
-        listed = True
-        waiting.intersection_update(present)
-        if not waiting:
-            stop.set()  # all gone already: the watch request that follows returns at once
-
-    for event_type, namespace in kube.watch("v1", "Namespace", timeout=timeout, stop=stop, on_listed=on_listed):
-        name = (namespace.get("metadata") or {}).get("name", "")
-        if not listed:
-            present.add(name)
-            continue
-        if event_type == "DELETED":
-            waiting.discard(name)
-        if not waiting:
-            break
-    return [name for name in names if name in waiting]
-
-
-def _still_there(kube: Kube, name: str) -> bool:
-    """Ask for the deletion of namespace `name` unless it is under way; False once it is gone."""
+    `pytest_topsail.kube.wait.delete_and_wait` does the work: a namespace whose deletion has not started is asked
+    again every `recheck` seconds; a cluster that stops answering ends the wait at once (every name not yet seen
+    gone is returned)."""
+    refs = [namespace_ref(name) for name in names]
     try:
-        namespace = kube.get(namespace_ref(name))
-        if namespace is None:
-            return False
-        if not (namespace.get("metadata") or {}).get("deletionTimestamp"):
-            kube.delete(namespace_ref(name))
+        delete_and_wait(kube, refs, timeout=timeout, recheck=recheck)
+    except DeleteTimeout as timed_out:
+        return [ref.name for ref in timed_out.left]
     except KubeConnectionError:
-        raise
-    except KubeError:
-        pass  # unknown for now: checked again
-    return True
+        return list(names)
+    return []

@@ -6,23 +6,21 @@ and its last events. Transient API errors while polling are retried until the de
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from pytest_topsail import waiting
 from pytest_topsail.conditions import condition_status
-from pytest_topsail.kube.client import Kube, KubeError, ObjectRef
+from pytest_topsail.kube.client import Kube, KubeConnectionError, KubeError, ObjectRef, WatchStop
 from pytest_topsail.kube.events import events_for, format_event
+from pytest_topsail.waiting import DEFAULT_INTERVAL, Deadline, Progress
 
 T = TypeVar("T")
-Progress = Callable[[str], None]
-DEFAULT_INTERVAL = 0.25
-FIRST_INTERVAL = 0.05  # polls start this often and back off (x1.5) to `interval`: short waits end soon after the fact
-PROGRESS_EVERY = 5.0
 CONDITIONS_SHOWN = 5
+RECHECK_S = 2.0  # delete_and_wait asks again this often for an object whose deletion has not started
 
 
-class WaitTimeout(KubeError):
+class WaitTimeout(KubeError, waiting.WaitTimeout):
     """A wait ran out of time. The message names the object, what was awaited and its last state."""
 
 
@@ -35,41 +33,12 @@ def poll(
     progress: Progress | None = None,
     describe: Callable[[T | None], str] | None = None,
     interval: float = DEFAULT_INTERVAL,
-    progress_every: float = PROGRESS_EVERY,
+    progress_every: float = waiting.PROGRESS_EVERY,
 ) -> T:
-    """Call `fetch` until `done(value)`; return the value. On timeout raise WaitTimeout with `describe(last)`.
-    Polls come every `FIRST_INTERVAL` at first, then less often, at least every `interval`."""
-    start = time.monotonic()
-    pause = min(FIRST_INTERVAL, interval)
-    deadline = start + timeout
-    last: T | None = None
-    last_error: KubeError | None = None
-    next_report = start + progress_every
-    _report(progress, f"waiting for {what} (timeout {timeout:.0f}s)")
-    while True:
-        try:
-            last = fetch()
-            last_error = None
-            if done(last):
-                _report(progress, f"{what}: done after {time.monotonic() - start:.1f}s")
-                return last
-        except WaitTimeout:
-            raise
-        except KubeError as exc:  # transient: keep polling until the deadline
-            last_error = exc
-        now = time.monotonic()
-        if now >= deadline:
-            break
-        if now >= next_report:
-            _report(progress, f"waiting for {what}: {now - start:.0f}s / {timeout:.0f}s")
-            next_report = now + progress_every
-        time.sleep(min(pause, max(0.0, deadline - now)))
-        pause = min(pause * 1.5, interval)
-    details = describe(last) if describe else ""
-    if last_error is not None:
-        details = f"{details}; last error: {last_error}" if details else f"last error: {last_error}"
-    message = f"timed out after {timeout:g}s waiting for {what}"
-    raise WaitTimeout(f"{message}; {details}" if details else message)
+    """`pytest_topsail.waiting.poll` for the cluster: API errors (KubeError) are transient, kept in the message
+    and retried until the deadline; the timeout is this module's WaitTimeout (a KubeError)."""
+    return waiting.poll(fetch, done, what=what, timeout=timeout, progress=progress, describe=describe,
+                        interval=interval, progress_every=progress_every, transient=(KubeError,), error=WaitTimeout)
 
 
 def wait_for(
@@ -128,13 +97,111 @@ def wait_deleted(kube: Kube, ref: ObjectRef, *, timeout: float, progress: Progre
     wait_for(kube, ref, lambda o: o is None, what="to be deleted", timeout=timeout, progress=progress)
 
 
-def delete_and_wait(kube: Kube, ref: ObjectRef, *, timeout: float, progress: Progress | None = None) -> bool:
-    """Delete `ref` and wait until it is gone; True when it existed."""
-    existed = kube.delete(ref)
+class DeleteTimeout(WaitTimeout):
+    """Objects deleted by `delete_and_wait` still there at its timeout; `left` names them."""
+
+    def __init__(self, message: str, left: list[ObjectRef]) -> None:
+        super().__init__(message)
+        self.left = left
+
+
+def delete_and_wait(kube: Kube, refs: ObjectRef | Sequence[ObjectRef], *, timeout: float,
+                    progress: Progress | None = None, propagation: str = "Background",
+                    recheck: float = RECHECK_S) -> list[ObjectRef]:
+    """Delete `refs` (asked in the given order) and follow them by watch until every one is gone; returns those
+    that existed. The one delete-and-wait of the package.
+
+    An object whose deletion has not started (its delete was refused even after the layer's retries) is asked
+    again every `recheck` seconds, so one lost request never leaves it behind. A cluster that stops answering ends
+    the wait at once (KubeConnectionError). On timeout: DeleteTimeout (a WaitTimeout) naming those left and the
+    state of the first, with `left`."""
+    wanted = [refs] if isinstance(refs, ObjectRef) else list(refs)
+    what = f"{_names(wanted)} to be deleted"
+    deadline = Deadline(timeout, what)
+    existed, remaining, last_error = [], [], None
+    for ref in wanted:
+        try:
+            if kube.delete(ref, propagation=propagation):
+                existed.append(ref)
+                remaining.append(ref)
+        except KubeConnectionError:
+            raise
+        except KubeError as exc:  # unknown for now: asked again
+            remaining.append(ref)
+            last_error = exc
+    if remaining:
+        _report(progress, f"waiting for {what} (timeout {timeout:.0f}s)")
+    while remaining:
+        try:
+            remaining = _watch_gone(kube, remaining, min(deadline.left(), recheck))
+            remaining = [ref for ref in remaining if _still_there(kube, ref, propagation)]
+        except KubeConnectionError:
+            raise
+        except KubeError as exc:  # a list or get was refused: checked again
+            last_error = exc
+            deadline.sleep(0.2)
+        if remaining and deadline.expired():
+            obj = _get_or_none(kube, remaining[0])
+            details = f"still there: {_names(remaining)}; {describe_state(kube, remaining[0], obj)}"
+            if last_error is not None:
+                details += f"; last error: {last_error}"
+            raise DeleteTimeout(str(deadline.timeout_error(details)), remaining)
     if existed:
-        wait_deleted(kube, ref, timeout=timeout, progress=progress)
+        _report(progress, f"{what}: done after {deadline.elapsed():.1f}s")
     return existed
 
+
+def _names(refs: Sequence[ObjectRef]) -> str:
+    return ", ".join(map(str, refs))
+
+
+def _get_or_none(kube: Kube, ref: ObjectRef) -> dict[str, Any] | None:
+    try:
+        return kube.get(ref)
+    except KubeError:
+        return None
+
+
+def _still_there(kube: Kube, ref: ObjectRef, propagation: str) -> bool:
+    """Ask for the deletion of `ref` again unless it is under way; False once it is gone."""
+    obj = kube.get(ref)
+    if obj is None:
+        return False
+    if not (obj.get("metadata") or {}).get("deletionTimestamp"):
+        kube.delete(ref, propagation=propagation)
+    return True
+
+
+def _watch_gone(kube: Kube, refs: list[ObjectRef], timeout: float) -> list[ObjectRef]:
+    """Watch the kind (and namespace) of the first of `refs` for up to `timeout` seconds; `refs` less those of that
+    kind seen gone (absent from the first list or deleted since)."""
+    first = refs[0]
+    group = [ref for ref in refs if (ref.api_version, ref.kind, ref.namespace) == (first.api_version, first.kind,
+                                                                                   first.namespace)]
+    waiting = {ref.name for ref in group}
+    present: set[str] = set()
+    listed = False
+    stop = WatchStop()
+
+    def on_listed() -> None:
+        nonlocal listed
+        listed = True
+        waiting.intersection_update(present)
+        if not waiting:
+            stop.set()  # all gone already: the watch request that follows returns at once
+
+    selector = f"metadata.name={first.name}" if len(group) == 1 else None
+    for event_type, obj in kube.watch(first.api_version, first.kind, namespace=first.namespace,
+                                      field_selector=selector, timeout=timeout, stop=stop, on_listed=on_listed):
+        name = (obj.get("metadata") or {}).get("name", "")
+        if not listed:
+            present.add(name)
+            continue
+        if event_type == "DELETED":
+            waiting.discard(name)
+        if not waiting:
+            break
+    return [ref for ref in refs if ref not in group or ref.name in waiting]
 
 
 def describe_state(kube: Kube, ref: ObjectRef, obj: dict[str, Any] | None, events: int = 5) -> str:

@@ -154,12 +154,3 @@ def release(url: str) -> None:
         post(url)
     except (OSError, urllib.error.URLError):
         pass
-
-
-def collect_all(collectors: list[Collector], deadline: float) -> None:
-    """Start every collector; wait for them until ``deadline`` (epoch s), then stop those still pulling."""
-    for collector in collectors:
-        collector.thread.start()
-    for collector in collectors:
-        collector.thread.join(timeout=max(0.0, deadline - time.time()))
-        collector.stop.set()

@@ -22,6 +22,7 @@ from typing import Any
 
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.kube.client import Kube, ObjectRef
+from pytest_topsail.kube.wait import poll
 from pytest_topsail.llmload.collect import PORT, PORT_ENV, Collector
 from pytest_topsail.llmload.dataset import Prompt
 from pytest_topsail.llmload.generator import LoadPoint
@@ -149,49 +150,46 @@ def pod_state(pod: dict[str, Any]) -> tuple[str, str]:
 
 
 def wait_running(kube: Kube, namespace: str, name: str, count: int, start_at: float) -> list[Generator]:
-    """The Job's first ``count`` pods, once all are Running; a TopsailError naming the others at the barrier."""
-    pods: list[dict[str, Any]] = []
-    while True:
-        pods = sorted(kube.list("v1", "Pod", namespace=namespace, label_selector=f"{JOB_LABEL}={name}"),
+    """The Job's first ``count`` pods, once all are Running; a WaitTimeout naming the others at the barrier."""
+
+    def first_pods() -> list[dict[str, Any]]:
+        return sorted(kube.list("v1", "Pod", namespace=namespace, label_selector=f"{JOB_LABEL}={name}"),
                       key=lambda p: p["metadata"].get("creationTimestamp") or "")[:count]
-        states = {p["metadata"]["name"]: pod_state(p) for p in pods}
-        if len(pods) == count and all(state == "Running" for state, _ in states.values()):
-            return [Generator(pod_name, "Running") for pod_name in states]
-        if time.time() >= start_at:
-            late = [f"{pod_name} ({state}{': ' + message if message else ''})"
-                    for pod_name, (state, message) in states.items() if state != "Running"]
-            missing = count - len(pods)
-            raise TopsailError(
-                f"load generators of Job {namespace}/{name}: not all Running at the start barrier "
-                f"(start_delay_s after the Job was created): {', '.join(late) or ''}"
-                + (f"{missing} pod(s) not even created" if missing else ""))
-        time.sleep(POLL_S)
+
+    def late(pods: list[dict[str, Any]] | None) -> str:
+        states = {p["metadata"]["name"]: pod_state(p) for p in pods or []}
+        names = [f"{pod_name} ({state}{': ' + message if message else ''})"
+                 for pod_name, (state, message) in states.items() if state != "Running"]
+        missing = count - len(states)
+        return "not Running: " + ", ".join(names + ([f"{missing} pod(s) not even created"] if missing else []))
+
+    pods = poll(first_pods, lambda pods: len(pods) == count and all(pod_state(p)[0] == "Running" for p in pods),
+                what=f"the load generators of Job {namespace}/{name} to be Running at the start barrier "
+                     "(start_delay_s after the Job was created)",
+                timeout=round(max(0.0, start_at - time.time()), 1), interval=POLL_S, describe=late)
+    return [Generator(p["metadata"]["name"], "Running") for p in pods]
 
 
-def wait_ended(kube: Kube, namespace: str, generators: list[Generator], deadline: float) -> None:
-    """Until every generator pod has ended or is gone (deleted: state Deleted)."""
-    while True:
-        running = 0
+def wait_ended(kube: Kube, namespace: str, generators: list[Generator], end_at: float) -> None:
+    """Until every generator pod has ended or is gone (deleted: state Deleted); ``end_at``: epoch s."""
+
+    def still_running() -> list[Generator]:
         for generator in generators:
             if generator.state in ("Succeeded", "Failed", "Deleted"):
                 continue
             pod = kube.get(ObjectRef("v1", "Pod", generator.name, namespace))
-            if pod is None:
+            if pod is None or pod["metadata"].get("deletionTimestamp"):
                 generator.state, generator.message = "Deleted", "the pod was deleted while generating load"
                 continue
             state, message = pod_state(pod)
-            if pod["metadata"].get("deletionTimestamp"):
-                state, message = "Deleted", "the pod was deleted while generating load"
-            if state in ("Succeeded", "Failed", "Deleted"):
+            if state in ("Succeeded", "Failed"):
                 generator.state, generator.message = state, message
-            else:
-                running += 1
-        if not running:
-            return
-        if time.time() >= deadline:
-            raise TopsailError("load generators still running past the point's duration, drain and request "
-                               "timeouts: " + ", ".join(g.name for g in generators if g.state == "Running"))
-        time.sleep(POLL_S)
+        return [g for g in generators if g.state not in ("Succeeded", "Failed", "Deleted")]
+
+    poll(still_running, lambda running: not running, interval=POLL_S,
+         what="the load generators to end (the point's duration, drain and request timeouts)",
+         timeout=round(max(0.0, end_at - time.time()), 1),
+         describe=lambda running: "still running: " + ", ".join(g.name for g in running or []))
 
 
 def read_generator(records_dir: Path, generator: Generator) -> tuple[dict[str, Any], list[dict[str, Any]]]:

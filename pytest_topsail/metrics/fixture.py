@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 CALL_WINDOW_KEY = pytest.StashKey[tuple[float, float]]()
 POD_KEY = pytest.StashKey[str]()  # the item's own $pod (topsail_metric_pods)
 SETTLE_MARGIN_S = 0.5
+SCRAPING_TIMEOUT_S = 15.0  # the first item's wait for the first scrapes of a new server
 
 
 @dataclass
@@ -251,29 +252,32 @@ def _wait_scraping(item: pytest.Item, source: Source) -> None:
     has samples (the other preparation overlaps most of that wait)."""
     from pytest_topsail.metrics.client import PrometheusError
     from pytest_topsail.metrics.local import POINT_JOBS
+    from pytest_topsail.waiting import WaitTimeout, poll
 
     assert source.prometheus is not None
+    prometheus = source.prometheus
     started = time.monotonic()
-    deadline = started + 15.0
-    while time.monotonic() < deadline:
-        try:
-            targets = source.prometheus.targets()
-        except PrometheusError as error:
-            tell(item.config, item, f"metrics: {error}")
-            return
-        waited = [target for target in targets if (target.get("labels") or {}).get("job") in POINT_JOBS]
-        if waited and all(target.get("health") == "up" for target in waited):
-            if source.local_artifacts and Path(source.local_artifacts).is_dir():
-                (Path(source.local_artifacts) / "targets.json").write_text(json.dumps(targets, indent=1),
-                                                                           encoding="utf-8")
-            from pytest_topsail.progress import Progress
 
-            Progress(item.config)(f"metrics: {source.description}: {len(waited)} targets up (waited "
-                                  f"{time.monotonic() - started:.1f} s for the first scrapes)")
-            return
-        time.sleep(0.1)
-    tell(item.config, item, f"metrics: the targets of Prometheus {source.url} ({', '.join(sorted(POINT_JOBS))}) "
-                            "are not all up after 15 s")
+    def waited(targets: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [target for target in targets if (target.get("labels") or {}).get("job") in POINT_JOBS]
+
+    try:
+        targets = poll(prometheus.targets, lambda found: bool(waited(found)) and all(
+                           target.get("health") == "up" for target in waited(found)),
+                       what=f"the targets of Prometheus {source.url} ({', '.join(sorted(POINT_JOBS))}) to be up",
+                       timeout=SCRAPING_TIMEOUT_S, interval=0.1, first_interval=0.1)
+    except PrometheusError as error:
+        tell(item.config, item, f"metrics: {error}")
+        return
+    except WaitTimeout as error:
+        tell(item.config, item, f"metrics: {error}")
+        return
+    if source.local_artifacts and Path(source.local_artifacts).is_dir():
+        (Path(source.local_artifacts) / "targets.json").write_text(json.dumps(targets, indent=1), encoding="utf-8")
+    from pytest_topsail.progress import Progress
+
+    Progress(item.config)(f"metrics: {source.description}: {len(waited(targets))} targets up (waited "
+                          f"{time.monotonic() - started:.1f} s for the first scrapes)")
 
 
 @pytest.fixture
@@ -367,20 +371,20 @@ def collect_item(item: pytest.Item, settings: MetricsSettings, source: Source, r
 
 
 def _settle(source: Source, end: float) -> None:
-    """Wait (at most one scrape interval and a margin) until the local server scraped after the window's end."""
-    from pytest_topsail.metrics.client import PrometheusError
+    """Wait (at most one scrape interval and a margin) until the local server scraped after the window's end; then
+    go on in any case (the window's last samples are missing)."""
+    from pytest_topsail.waiting import WaitTimeout, poll
 
     assert source.prometheus is not None and source.local_interval_s
-    interval = source.local_interval_s
-    deadline = time.monotonic() + interval + SETTLE_MARGIN_S
-    while time.monotonic() < deadline:
-        try:
-            found = source.prometheus.query('min(timestamp(up{job="dcgm-exporter"}))')
-        except PrometheusError:
-            raise
-        last = float(found[0]["value"][1]) if found else None
-        if last is not None and last >= end:
-            return
-        # the next scrape is due one interval after the last one (asked again a little later if it is late)
-        due = last + interval - time.time() if last is not None else interval / 5
-        time.sleep(max(0.05, min(due + 0.01, interval, deadline - time.monotonic())))
+    prometheus, interval = source.prometheus, source.local_interval_s
+
+    def last_scrape() -> float | None:
+        found = prometheus.query('min(timestamp(up{job="dcgm-exporter"}))')
+        return float(found[0]["value"][1]) if found else None
+
+    try:  # a new scrape is due every interval: asked every tenth of it
+        poll(last_scrape, lambda last: last is not None and last >= end,
+             what=f"a scrape of {source.description} after the window's end", timeout=interval + SETTLE_MARGIN_S,
+             interval=max(0.05, interval / 10))
+    except WaitTimeout:
+        pass

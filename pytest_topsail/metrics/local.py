@@ -30,6 +30,7 @@ import yaml
 
 from pytest_topsail.cluster.rundir import process_exists
 from pytest_topsail.errors import TopsailError
+from pytest_topsail.waiting import WaitTimeout, poll
 
 INSTALL_HINT = ("metrics: the prometheus binary ({binary}) is not installed, so there are no metric KPIs "
                 "(Debian/Ubuntu: apt-get install prometheus; or set metrics.prometheus.url)")
@@ -108,20 +109,20 @@ def start_local(*, binary: str, private_dir: Path, artifacts_dir: Path, target_u
         process = subprocess.Popen([sys.executable, "-m", "pytest_topsail.metrics.local", *watch, "--", *command],
                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                    start_new_session=True)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+
+    def ready() -> bool:
         if process.poll() is not None:
             raise TopsailError(f"metrics: Prometheus ({binary}) exited with code {process.returncode} at start; "
                                f"its log: {log_path}: {_tail(log_path)}")
-        try:
-            if requests.get(url + "/-/ready", timeout=1).status_code == 200:
-                return LocalPrometheus(url, process.pid, config_path, log_path)
-        except requests.exceptions.RequestException:
-            pass
-        time.sleep(0.05)
-    stop(process.pid)
-    raise TopsailError(f"metrics: Prometheus ({binary}) did not answer on {url} within {timeout_s:g} s; its log: "
-                       f"{log_path}")
+        return requests.get(url + "/-/ready", timeout=1).status_code == 200
+
+    try:
+        poll(ready, bool, what=f"Prometheus ({binary}) to answer on {url}", timeout=timeout_s, interval=0.05,
+             transient=(requests.exceptions.RequestException,), describe=lambda _: f"its log: {log_path}")
+    except WaitTimeout as error:
+        stop(process.pid)
+        raise TopsailError(f"metrics: {error}") from None
+    return LocalPrometheus(url, process.pid, config_path, log_path)
 
 
 def _tail(path: Path, lines: int = 3) -> str:

@@ -26,6 +26,7 @@ from pytest_topsail.conditions import find_condition
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.kube.client import Kube, KubeConnectionError, KubeError, ObjectRef, WatchStop
 from pytest_topsail.scale.workloads import JOB_LABEL, RUN_LABEL
+from pytest_topsail.waiting import Deadline, Every
 
 POD_STEPS = ("created", "scheduled", "initialized", "started", "ready", "completed", "failed")
 WORKLOAD_STEPS = ("created", "ready", "completed", "failed")
@@ -189,7 +190,7 @@ class Sampler:
         self.unschedulable: str | None = None  # why the wait stopped early: pods no node can ever hold
         self.lost: str | None = None  # why the wait stopped early: the cluster stopped answering
         self.connection_errors = 0
-        self.never_since: dict[str, float] = {}  # pod key -> monotonic time it was first judged never schedulable
+        self.never_since: dict[str, Deadline] = {}  # pod key -> its grace, from when first judged never schedulable
         self.started_ms = 0.0
         self.finished_ms = 0.0
 
@@ -217,9 +218,9 @@ class Sampler:
             )
             thread.start()
             self.threads.append(thread)
-        deadline = time.monotonic() + timeout_s
+        deadline = Deadline(timeout_s)
         for listed in ready:
-            if not listed.wait(max(deadline - time.monotonic(), 0.0)):
+            if not listed.wait(deadline.left()):
                 self.stop()
                 last = self.errors[-1] if self.errors else "no answer"
                 raise TopsailError(
@@ -320,9 +321,8 @@ class Sampler:
         Woken by the watches (a pod or workload event), not by polling; the checks for a lost cluster or
         unschedulable pods and the progress line still run on their own period.
         """
-        deadline = time.monotonic() + timeout_s
-        next_print = time.monotonic() + progress_interval_s
-        next_check = time.monotonic() + UNSCHEDULABLE_CHECK_S
+        deadline = Deadline(timeout_s)
+        print_due, check_due = Every(progress_interval_s), Every(UNSCHEDULABLE_CHECK_S)
         seen_errors = self.connection_errors
         pending = {f"{j['jobNamespace']}/{j['jobName']}": j for j in jobs if not j.get("error")}
         with self.lock:
@@ -336,21 +336,19 @@ class Sampler:
                         del pending[key]
             if not pending:
                 return True
-            if time.monotonic() >= deadline:
+            if deadline.expired():
                 return False
-            if time.monotonic() >= next_check:
-                next_check = time.monotonic() + UNSCHEDULABLE_CHECK_S
+            if check_due.due():
                 self.lost = self.cluster_lost(seen_errors)
                 seen_errors = self.connection_errors
                 self.unschedulable = None if self.lost else self.never_scheduled_pods()
                 if self.unschedulable or self.lost:
                     return False
-            if progress_stream is not None and time.monotonic() >= next_print:
-                next_print = time.monotonic() + progress_interval_s
+            if progress_stream is not None and print_due.due():
                 progress_stream.write(f"[sampler] {len(jobs) - len(pending)}/{len(jobs)} jobs {target} or failed\n")
                 progress_stream.flush()
-            wake = min(deadline, next_check, next_print if progress_stream is not None else deadline)
-            self.changed.wait(max(wake - time.monotonic(), 0.0))
+            deadline.sleep(min(check_due.left(), print_due.left() if progress_stream is not None else check_due.left()),
+                           self.changed.wait)
 
     def cluster_lost(self, seen_errors: int) -> str | None:
         """After the watches lost their connection: whether the API server still answers (the layer has retried)."""
@@ -392,8 +390,7 @@ class Sampler:
         if why is None:
             self.never_since.pop(key, None)
             return None
-        since = self.never_since.setdefault(key, time.monotonic())
-        if time.monotonic() - since < UNSCHEDULABLE_GRACE_S:
+        if not self.never_since.setdefault(key, Deadline(UNSCHEDULABLE_GRACE_S)).expired():
             return None
         return (f"pod {key} can never be scheduled ({len(waiting)} pod(s) of the run refused): it requests "
                 f"{format_requests(pod_requests(pod))}; the scheduler: {message.strip().rstrip('.')}; {why}")
