@@ -139,6 +139,10 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
     def time(self) -> float:
         return self._virtual_now
 
+    def advance(self, seconds: float) -> None:
+        """The clock moves on as if the process had been blocked (descheduled, a GC pause) for `seconds`."""
+        self._virtual_now += seconds
+
     def _run_once(self) -> None:
         # CPython's loop keeps ready callbacks in _ready and timers in the heap _scheduled (stable in 3.11-3.13).
         if not self._ready and not self._stopping:  # type: ignore[attr-defined]

@@ -9,7 +9,6 @@ import math
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -382,12 +381,13 @@ def test_a_free_batch_slot_is_no_queue_however_late_the_process_runs(monkeypatch
 def test_a_stall_of_the_serving_process_is_not_added_to_the_later_tokens() -> None:
     """Tokens keep the model's schedule: the server's process blocked for 5 inter-token times mid-request (the
     simulator's other work, a GC pause) delays the tokens then due, which go out at once after it, and the request
-    still ends when the model says; before, every later token came a stall late (+5 ITL on e2e)."""
+    still ends when the model says; before, every later token came a stall late (+5 ITL on e2e). On a virtual clock
+    (the stall moves it), so exact at any machine load."""
     server = ModelServer("meta-llama/Llama-2-13b-hf", ModelConfig(max_batch_size=1), gpu_profile="a100")
-    itl, tokens = server.latency.inter_token_seconds(1), 10  # 62 ms: a margin of 2 ITL holds on a loaded machine
+    itl, tokens = server.latency.inter_token_seconds(1), 10
     modelled = server.latency.prefill_seconds(1) + (tokens - 1) * itl
 
-    async def one_request() -> tuple[float, list[float]]:
+    async def one_request() -> list[float]:
         loop = asyncio.get_running_loop()
         began, arrivals = loop.time(), []
         settings = DecodingSettings(min_new_tokens=tokens, max_new_tokens=tokens)
@@ -395,13 +395,14 @@ def test_a_stall_of_the_serving_process_is_not_added_to_the_later_tokens() -> No
             async for _generation, _step in steps:
                 arrivals.append(loop.time() - began)
                 if len(arrivals) == 5:
-                    time.sleep(5 * itl)  # the whole process stalls: no timer fires meanwhile
-        return arrivals[-1], arrivals
+                    loop.advance(5 * itl)  # the process stalls: no timer fires meanwhile
+        return arrivals
 
-    e2e, arrivals = asyncio.run(one_request())
+    arrivals = run(one_request, virtual_time=True)
     assert len(arrivals) == tokens
-    assert arrivals[5] - arrivals[4] >= 5 * itl  # the stall itself is seen by the token then due
-    assert e2e < modelled + 2 * itl, (e2e, modelled, itl)  # quiet: ~+0.1 ms; the old pacing: modelled + 5 ITL
+    assert arrivals[5] - arrivals[4] == pytest.approx(5 * itl)  # the stall is seen by the token then due ...
+    assert arrivals[6] - arrivals[5] == 0  # ... and by the one due meanwhile, which goes out at once
+    assert arrivals[-1] == pytest.approx(modelled), (arrivals, modelled, itl)  # the old pacing: modelled + 5 ITL
 
 
 def test_real_time_server_sends_no_compressed_time(server: RunningServer) -> None:
