@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pytest_topsail.sim.api import server
+from pytest_topsail.sim.api import messages
 from pytest_topsail.sim.machinery.apierror import ApiError
 from pytest_topsail.sim.registry.schema import FieldValidation
 from pytest_topsail.sim.registry.store import Store
@@ -93,7 +93,7 @@ def test_pods_alike_outside_metadata_are_checked_each_time() -> None:
                                  b'[1234567890, 1234567890]', b'{"a": "\\ud800"}', b'\xef\xbb\xbf{"a": 1}',
                                  b'{"a": 1.5e3, "a": [true, null]}'])
 def test_request_bodies_decode_as_json_loads_decodes_them(raw: bytes) -> None:
-    assert repr(server._loads(raw)) == repr(json.loads(raw))
+    assert repr(messages.loads(raw)) == repr(json.loads(raw))
 
 
 @pytest.mark.parametrize("raw", [b'{"a": 1', b"[1,]", b'{"a": 1} x'])
@@ -101,7 +101,7 @@ def test_malformed_bodies_get_json_loads_message(raw: bytes) -> None:
     with pytest.raises(json.JSONDecodeError) as expected:
         json.loads(raw)
     with pytest.raises(json.JSONDecodeError) as error:
-        server._loads(raw)
+        messages.loads(raw)
     assert str(error.value) == str(expected.value)
 
 
