@@ -3,8 +3,9 @@
 The public API for suites and fixture modules is what this package exposes (``import pytest_topsail as topsail``),
 listed in ``__all__`` and walked through in docs/writing-a-suite.md; modules not named here are private by
 convention, like pytest's ``_pytest``. The domain libraries (``pytest_topsail.scale``, ``.tgis``, ``.llmload``,
-``.fine_tuning``) and ``pytest_topsail.kube`` are public packages too. Names are imported on first use, so that
-loading the plugin costs nothing when no suite runs.
+``.fine_tuning``) and ``pytest_topsail.kube`` have public fronts too: the names of their package's ``__all__``
+(``from pytest_topsail.tgis import TgisClient``), never their modules. Names are imported on first use
+(``pytest_topsail.fronts``), so that loading the plugin costs nothing when no suite runs.
 
 PYTEST_DONT_REWRITE: an editable install is found by setuptools' own import finder, which pytest's assertion
 rewriter does not see; without this marker every pytester run in the same process warns that the package "cannot be
@@ -13,10 +14,11 @@ rewritten". The package uses no bare asserts that would need rewriting.
 
 from __future__ import annotations
 
-import importlib
 import sys
 import types
 from typing import TYPE_CHECKING, Any
+
+from pytest_topsail.fronts import lazy_front
 
 __version__ = "0.1.0"
 
@@ -108,17 +110,7 @@ if TYPE_CHECKING:
     from pytest_topsail.suites import Suite, load_suite, suite_of_item
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'pytest_topsail' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_front(__name__, _EXPORTS)
 
 
 class _Package(types.ModuleType):

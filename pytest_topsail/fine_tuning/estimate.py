@@ -1,5 +1,6 @@
 """The physics of one fine-tuning point: memory needed per GPU and FLOPs per token (general knowledge of transformer
-training, see docs/fine-tuning.md "Memory estimate"). Used by the suite's pre-flight and by the simulator.
+training, see docs/fine-tuning.md "Memory estimate"). Used by the suite's pre-flight (:func:`memory_estimate` of a
+point's settings) and by the simulator (a :class:`Point` of the trainer's configuration).
 
 Memory per GPU = model states + activations + reserve:
 - model states: full fine-tuning keeps weights, gradients and Adam states (16 bytes/parameter with 16-bit mixed
@@ -14,7 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pytest_topsail.fine_tuning.catalog import ModelSpec
+from pytest_topsail.fine_tuning.catalog import Catalog, ModelSpec
+from pytest_topsail.fine_tuning.point import PointSettings
 
 GIB = 2**30
 
@@ -63,6 +65,20 @@ class MemoryEstimate:
     def describe(self) -> str:
         return (f"{self.total_gib:.1f} GiB per GPU (model states {self.model_states_gib:.1f} + activations "
                 f"{self.activations_gib:.1f} + reserve {self.reserve_gib:.1f})")
+
+
+def memory_estimate(point: PointSettings, catalog: Catalog, reserve_gib: float, where: str) -> MemoryEstimate:
+    """The memory `point` needs per GPU: the catalog's model (its parameter count replaced by the point's
+    ``model_params_b`` when given) trained in the point's shape, plus `reserve_gib`; `where` names the point in
+    the error about a model the catalog does not know."""
+    spec = catalog.model(point.model, where)
+    if point.model_params_b is not None:
+        spec = spec.model_copy(update={"params_b": point.model_params_b})
+    shape = Point(spec, point.method, point.world_size, batch=point.per_device_batch_size,
+                  seq=min(point.max_seq_length, spec.max_length), dtype=point.dtype,
+                  flash_attention=point.flash_attention, gradient_checkpointing=point.gradient_checkpointing,
+                  lora_r=point.lora.r, lora_modules=module_count(point.lora.target_modules or []))
+    return memory_per_gpu(shape, reserve_gib)
 
 
 def module_count(target_modules: list[str] | tuple[str, ...]) -> int:

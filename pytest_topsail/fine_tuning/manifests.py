@@ -8,7 +8,7 @@ import math
 from typing import Any
 
 from pytest_topsail.fine_tuning.catalog import FormatSpec, builtin_catalog
-from pytest_topsail.fine_tuning.settings import PointSettings
+from pytest_topsail.fine_tuning.point import PointSettings
 
 LOSS_CURVE_POINTS = 20
 

@@ -1,83 +1,21 @@
-"""Settings of the fine-tuning suite, validated with pydantic: one point of the matrix (`PointSettings`, from a case
-after matrix expansion) and the suite's run options (`SuiteSettings`, `tests.fine_tuning` of config.yaml)."""
+"""The fine-tuning suite's run options (`SuiteSettings`, ``tests.fine_tuning`` of config.yaml), validated with
+pydantic when pytest starts, with every point of the matrix (one point's settings: ``fine_tuning/point.py``)."""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationInfo, model_validator
 
 from pytest_topsail.errors import TopsailError
-from pytest_topsail.fine_tuning.catalog import Catalog, builtin_catalog
-from pytest_topsail.settings import Settings, validate
-
-DEFAULT_IMAGE = "quay.io/modh/fms-hf-tuning:v2.8.2"
-
-
-class _Strict(Settings):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+from pytest_topsail.fine_tuning.catalog import builtin_catalog
+from pytest_topsail.fine_tuning.manifests import trainer_config
+from pytest_topsail.fine_tuning.point import FrozenSettings, validate_point
+from pytest_topsail.hardware import SHAPES
+from pytest_topsail.settings import validate
 
 
-class LoraSettings(_Strict):
-    r: int = Field(4, ge=1)
-    alpha: int = Field(16, ge=1)
-    dropout: float = Field(0.05, ge=0, lt=1)
-    target_modules: list[str] | None = None  # None: the model family's (catalog `families`), resolved at start-up
-
-    @field_validator("target_modules", mode="before")
-    @classmethod
-    def _comma_separated(cls, value: Any) -> Any:
-        """A list in a case file is a matrix dimension unless raw: 'q_proj,k_proj' is accepted too."""
-        return [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value
-
-
-class DatasetSettings(_Strict):
-    name: str = "alpaca"
-    replication: float = Field(1.0, gt=0)  # x copies of the dataset; the fractional part is a seeded subset
-
-
-class PointSettings(_Strict):
-    """One fine-tuning run: the trainer's hyper-parameters and the job's shape."""
-
-    model: str = "bigscience/bloom-560m"
-    model_params_b: float | None = Field(None, gt=0)  # overrides the catalog's parameter count
-    method: Literal["full", "lora", "qlora"] = "full"
-    lora: LoraSettings = Field(default_factory=LoraSettings)
-    gpus_per_pod: int = Field(1, ge=1, le=64)
-    pods: int = Field(1, ge=1, le=1024)
-    per_device_batch_size: int = Field(4, ge=1)
-    gradient_accumulation_steps: int = Field(1, ge=1)
-    max_seq_length: int = Field(1024, ge=8)
-    epochs: float = Field(1.0, gt=0)
-    learning_rate: float = Field(1e-5, gt=0)
-    logging_steps: int | None = Field(None, ge=1)  # None: about 20 loss lines over the run
-    dataset: DatasetSettings = Field(default_factory=DatasetSettings)
-    flash_attention: bool = False
-    gradient_checkpointing: bool = False
-    dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"
-    container_image: str = DEFAULT_IMAGE
-    shared_memory_gb: float | None = Field(None, gt=0)  # /dev/shm size (memory emptyDir); None: no /dev/shm volume
-
-    def resolved(self, catalog: Catalog, where: str) -> PointSettings:
-        """This point with what the catalog decides: LoRA target modules from the model's family when not given
-        (an unknown family is one TopsailError naming the catalog key)."""
-        if self.method == "full" or self.lora.target_modules is not None:
-            return self
-        modules = catalog.lora_target_modules(self.model, where)
-        return self.model_copy(update={"lora": self.lora.model_copy(update={"target_modules": modules})})
-
-    @property
-    def world_size(self) -> int:
-        """GPUs of the whole job: pods x GPUs per pod."""
-        return self.pods * self.gpus_per_pod
-
-    @property
-    def effective_batch_size(self) -> int:
-        """Samples per optimizer step: per-device batch x gradient accumulation x GPUs."""
-        return self.per_device_batch_size * self.gradient_accumulation_steps * self.world_size
-
-
-class Timeouts(_Strict):
+class Timeouts(FrozenSettings):
     """Seconds each phase of a point may take before the point fails naming the phase."""
 
     scheduled: float = Field(120, gt=0)  # job created -> every pod bound to a node
@@ -87,7 +25,7 @@ class Timeouts(_Strict):
     cleanup: float = Field(120, gt=0)
 
 
-class SuiteSettings(_Strict):
+class SuiteSettings(FrozenSettings):
     """`tests.fine_tuning` of suites/fine_tuning/config.yaml."""
 
     namespace: str = Field("fine-tuning-testing", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=50)
@@ -150,9 +88,7 @@ ESTIMATE_SAMPLE = 24  # points of a big matrix whose training time is computed (
 def matrix_estimate(cases: list[Any], settings: SuiteSettings, sim: dict[str, Any]) -> str:
     """How long the matrix would train by the simulator's performance model, on the GPUs of the suite's
     ``cluster.sim`` (its shape or first pool): the expected time on such GPUs and on the simulator."""
-    from pytest_topsail.fine_tuning.manifests import trainer_config
-    from pytest_topsail.fine_tuning.simulation import FineTuningModel, Job, expected_run_seconds
-    from pytest_topsail.hardware import SHAPES
+    from pytest_topsail.fine_tuning.simulation import FineTuningModel, Job, expected_run_seconds  # numpy: on demand
 
     gpu_profile = str(SHAPES.get(str(sim.get("shape")), {}).get("gpu_profile") or sim.get("gpu_profile") or "a100")
     try:
@@ -180,10 +116,6 @@ def _duration(seconds: float) -> str:
     if seconds >= 3600:
         return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60)} min"
     return f"{int(seconds // 60)} min {int(seconds % 60)} s" if seconds >= 60 else f"{seconds:.1f} s"
-
-
-def validate_point(settings: dict[str, Any], where: str) -> PointSettings:
-    return validate(PointSettings, settings, where, "invalid point settings")
 
 
 def validate_suite(settings: dict[str, Any] | None, where: str) -> SuiteSettings:

@@ -1,9 +1,49 @@
-"""LLM serving load generator: closed loop at constant concurrency, open loop at a constant or Poisson rate, sweeps.
+"""LLM serving load generator: closed loop at constant concurrency, open loop at a constant or Poisson rate, sweeps,
+over TGIS gRPC or OpenAI-compatible HTTP backends (docs/llm-load.md).
 
-- dataset.py: prompts with input/output token lengths (JSON lines; llm-load-test's format accepted)
-- records.py: one record per request, saved as JSON lines (the raw data every metric is computed from)
-- generator.py: the asyncio load loops and sweeps
-- backends/: the Backend protocol, OpenAI-compatible HTTP (aiohttp) and TGIS gRPC (grpc.aio)
-- metrics.py: TTFT, ITL, TPOT, latency, throughput, offered vs achieved rate, failures (docs/llm-load.md)
-- plots.py: the figures of a sweep
+The front: suites use the names of ``__all__`` (``from pytest_topsail.llmload import run_load_test``), never a module
+of the package: a case's load settings (``LoadSettings``, ``case_load_settings``, ``check_server``, ``SERVER_KEY``),
+one load test in this process (``run_load_test``) or spread over generator pods (``GeneratorPool``,
+``run_distributed``, ``CA_FILE``), sweeps (``AutoSweep``), and the analysis of a load test's records into
+per-point statistics and figures (``analyse_directory``, ``merge_directories``, ``summarize_point``, ``STATISTICS``,
+``figures``). Names load on first use.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pytest_topsail.fronts import lazy_front
+
+# public name -> module defining it
+_EXPORTS = {
+    "CA_FILE": "pytest_topsail.llmload.distributed",
+    "GeneratorPool": "pytest_topsail.llmload.distributed",
+    "run_distributed": "pytest_topsail.llmload.distributed",
+    "AutoSweep": "pytest_topsail.llmload.generator",
+    "STATISTICS": "pytest_topsail.llmload.metrics",
+    "summarize_point": "pytest_topsail.llmload.metrics",
+    "figures": "pytest_topsail.llmload.plots",
+    "analyse_directory": "pytest_topsail.llmload.run",
+    "merge_directories": "pytest_topsail.llmload.run",
+    "run_load_test": "pytest_topsail.llmload.run",
+    "SERVER_KEY": "pytest_topsail.llmload.settings",
+    "LoadSettings": "pytest_topsail.llmload.settings",
+    "case_load_settings": "pytest_topsail.llmload.settings",
+    "check_server": "pytest_topsail.llmload.settings",
+}
+__all__ = [
+    "AutoSweep", "CA_FILE", "GeneratorPool", "LoadSettings", "SERVER_KEY", "STATISTICS", "analyse_directory",
+    "case_load_settings", "check_server", "figures", "merge_directories", "run_distributed", "run_load_test",
+    "summarize_point",
+]
+
+if TYPE_CHECKING:
+    from pytest_topsail.llmload.distributed import CA_FILE, GeneratorPool, run_distributed
+    from pytest_topsail.llmload.generator import AutoSweep
+    from pytest_topsail.llmload.metrics import STATISTICS, summarize_point
+    from pytest_topsail.llmload.plots import figures
+    from pytest_topsail.llmload.run import analyse_directory, merge_directories, run_load_test
+    from pytest_topsail.llmload.settings import SERVER_KEY, LoadSettings, case_load_settings, check_server
+
+__getattr__, __dir__ = lazy_front(__name__, _EXPORTS)

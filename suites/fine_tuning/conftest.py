@@ -6,12 +6,15 @@ import pytest
 
 import pytest_topsail as topsail
 from pytest_topsail import Cluster
-from pytest_topsail.fine_tuning.catalog import Catalog, builtin_catalog
-from pytest_topsail.fine_tuning.manifests import TINY_MODELS_LABEL, storage_setup_pod
-from pytest_topsail.fine_tuning.settings import SuiteSettings
-from pytest_topsail.fine_tuning.trainer_log import tail
-from pytest_topsail.kube.events import pod_logs
-from pytest_topsail.kube.wait import wait_deleted, wait_for
+from pytest_topsail.fine_tuning import (
+    TINY_MODELS_LABEL,
+    Catalog,
+    SuiteSettings,
+    builtin_catalog,
+    storage_setup_pod,
+    tail,
+)
+from pytest_topsail.kube import pod_logs
 
 
 @pytest.fixture
@@ -52,11 +55,12 @@ def setup_storage(kube: topsail.Kube, namespace: str, settings: SuiteSettings) -
     pod = storage_setup_pod(namespace, settings.storage_pvc, settings.storage_setup_image)
     ref = topsail.ObjectRef.of(pod)
     kube.delete(ref)
-    wait_deleted(kube, ref, timeout=settings.timeouts.cleanup)
+    topsail.wait_deleted(kube, ref, timeout=settings.timeouts.cleanup)
     kube.create(pod)
     try:
-        done = wait_for(kube, ref, lambda o: (o or {}).get("status", {}).get("phase") in ("Succeeded", "Failed"),
-                        what="to build the tiny models", timeout=settings.timeouts.started)
+        done = topsail.wait_for(kube, ref,
+                                lambda o: (o or {}).get("status", {}).get("phase") in ("Succeeded", "Failed"),
+                                what="to build the tiny models", timeout=settings.timeouts.started)
         if (done or {}).get("status", {}).get("phase") != "Succeeded":
             log = pod_logs(kube, namespace, ref.name, container="setup")
             raise topsail.TopsailError(f"pod {ref.name} ({settings.storage_setup_image}) failed:\n{tail(log)}")

@@ -9,15 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from pytest_topsail import kpi
-from pytest_topsail.fine_tuning.metrics import PointMetrics
-from pytest_topsail.fine_tuning.plots import by_dimension_figure, scaling_figure
-from pytest_topsail.fine_tuning.settings import validate_point
-from pytest_topsail.fine_tuning.trainer_log import parse_file
+from pytest_topsail.fine_tuning import PointMetrics, by_dimension_figure, load_point, parse_file, scaling_figure
 
-POINT_FILE = "point.yaml"
 MASTER_LOG = "pod.log"
 
 
@@ -74,8 +68,7 @@ def avg_tokens_per_sample(metrics: PointMetrics) -> float | None:
 def parse(artifact_dir: Path) -> PointMetrics:
     """--topsail-replot: the KPIs again from the saved master log and the point's validated settings."""
     directory = Path(artifact_dir)
-    point = validate_point(yaml.safe_load((directory / POINT_FILE).read_text(encoding="utf-8")) or {},
-                           str(directory / POINT_FILE))
+    point = load_point(directory)
     return PointMetrics(parse_file(directory / MASTER_LOG), gpus=point.world_size, epochs=point.epochs)
 
 

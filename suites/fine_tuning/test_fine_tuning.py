@@ -7,19 +7,22 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import yaml
 
 import pytest_topsail as topsail
 from pytest_topsail import Cluster
-from pytest_topsail.fine_tuning.catalog import Catalog
-from pytest_topsail.fine_tuning.estimate import MemoryEstimate, Point, memory_per_gpu, module_count
-from pytest_topsail.fine_tuning.metrics import PointMetrics
-from pytest_topsail.fine_tuning.plots import loss_curve
-from pytest_topsail.fine_tuning.run import PointRun
-from pytest_topsail.fine_tuning.settings import PointSettings, SuiteSettings, validate_point
-from pytest_topsail.fine_tuning.trainer_log import parse_file
-
-POINT_FILE = "point.yaml"
+from pytest_topsail.fine_tuning import (
+    Catalog,
+    MemoryEstimate,
+    PointMetrics,
+    PointRun,
+    PointSettings,
+    SuiteSettings,
+    loss_curve,
+    memory_estimate,
+    parse_file,
+    save_point,
+    validate_point,
+)
 
 
 def test_fine_tuning(case: topsail.Case, cluster: Cluster, namespace: str, ft_settings: SuiteSettings,
@@ -29,12 +32,12 @@ def test_fine_tuning(case: topsail.Case, cluster: Cluster, namespace: str, ft_se
     topsail_metric_pods(f"{job_name(case.id)}-.+")  # GPU metrics of this point's pods only (docs/metrics.md)
     try:
         point = validate_point(case.settings, where).resolved(ft_catalog, where)
-        estimate = estimate_memory(point, ft_catalog, ft_settings, where)
+        estimate = memory_estimate(point, ft_catalog, ft_settings.memory_reserve_gb, where)
         dataset, data_format = ft_catalog.dataset(point.dataset.name, where), ft_catalog.dataset_format(
             point.dataset.name, where)
     except topsail.TopsailError as error:
         pytest.fail(str(error), pytrace=False)
-    (artifact_dir / POINT_FILE).write_text(yaml.safe_dump(point.model_dump(mode="json"), sort_keys=False))
+    save_point(point, artifact_dir)
     gpu_memory = ft_settings.gpu_memory_gb or cluster_gpu_memory_gib(cluster, point.gpus_per_pod)
     preflight(point, estimate, gpu_memory, ft_settings, artifact_dir)
     run = PointRun(cluster.kube, namespace, job_name(case.id), point, ft_settings, artifact_dir, progress,
@@ -52,16 +55,6 @@ def test_fine_tuning(case: topsail.Case, cluster: Cluster, namespace: str, ft_se
 def job_name(case_id: str) -> str:
     """A DNS label that depends on the point only (the same under xdist), short enough for `-worker-NNN`."""
     return "ft-" + hashlib.sha256(case_id.encode()).hexdigest()[:12]
-
-
-def estimate_memory(point: PointSettings, catalog: Catalog, settings: SuiteSettings, where: str) -> MemoryEstimate:
-    spec = catalog.model(point.model, where)
-    if point.model_params_b is not None:
-        spec = spec.model_copy(update={"params_b": point.model_params_b})
-    shape = Point(spec, point.method, point.world_size, point.per_device_batch_size,
-                  min(point.max_seq_length, spec.max_length), point.dtype, point.flash_attention,
-                  point.gradient_checkpointing, point.lora.r, module_count(point.lora.target_modules or []))
-    return memory_per_gpu(shape, settings.memory_reserve_gb)
 
 
 def cluster_gpu_memory_gib(cluster: Cluster, gpus_per_pod: int) -> float | None:

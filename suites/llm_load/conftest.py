@@ -22,8 +22,7 @@ from typing import Any
 import pytest
 
 import pytest_topsail as topsail
-from pytest_topsail.tgis.load_time import pod_load_seconds
-from pytest_topsail.tgis.model_config import ENV_OF_FIELD
+from pytest_topsail.tgis import ENV_OF_FIELD, pod_load_seconds
 
 START_TIMEOUT_S = 30.0
 ENDPOINT_ANNOTATION = "sim.topsail.io/endpoint-"
@@ -66,9 +65,7 @@ class ServedModels:
 
     def in_process(self, model: str, server: dict[str, Any], options: Any, where: str,
                    request: pytest.FixtureRequest) -> Endpoint:
-        from pytest_topsail.tgis.catalog import suite_catalog
-        from pytest_topsail.tgis.model_config import load_model_config
-        from pytest_topsail.tgis.server import ServerSettings, ServerThread
+        from pytest_topsail.tgis import ServerSettings, ServerThread, load_model_config, suite_catalog
 
         config = load_model_config(server, f"{where}: server")
         # checked at start-up (settings.py): a catalog model or one the suite declares
@@ -167,7 +164,7 @@ def inference_service(model: str, server: dict[str, Any], options: Any, request:
 def wait_serving(kube: topsail.Kube, manifest: dict[str, Any], timeout: float) -> None:
     """The InferenceService Ready; a predictor pod that no node can ever hold (no node at all, too big a request)
     ends the wait at once naming why (kube.scheduling), instead of waiting for the timeout."""
-    from pytest_topsail.kube.scheduling import never_schedulable
+    from pytest_topsail.kube import never_schedulable
 
     ref = topsail.ObjectRef.of(manifest)
     selector = f"{ISVC_LABEL}={manifest['metadata']['name']}"

@@ -26,9 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_topsail import kpi
-from pytest_topsail.llmload.metrics import STATISTICS, summarize_point
-from pytest_topsail.llmload.plots import figures as sweep_figures
-from pytest_topsail.llmload.run import analyse_directory, merge_directories
+from pytest_topsail.llmload import STATISTICS, analyse_directory, merge_directories, summarize_point
+from pytest_topsail.llmload import figures as sweep_figures
 
 IGNORED_STATISTICS = ("mean", "p80", "p90", "p95")
 EXTREME_WHY = "an extreme (min or max) moves with a single fast or slow token or scheduling hiccup"

@@ -9,9 +9,8 @@ from typing import Any, Literal
 import pydantic
 
 import pytest_topsail as topsail
-from pytest_topsail.llmload.settings import SERVER_KEY, case_load_settings, check_server
-from pytest_topsail.tgis.catalog import check_case_models
-from pytest_topsail.tgis.latency import check_gpu_profile
+from pytest_topsail.llmload import SERVER_KEY, case_load_settings, check_server
+from pytest_topsail.tgis import check_case_models, check_gpu_profile
 
 
 class GivenEndpoint(topsail.Settings):

@@ -11,10 +11,16 @@ from typing import Any
 import pytest
 
 import pytest_topsail as topsail
-from pytest_topsail.llmload.distributed import CA_FILE, GeneratorPool, run_distributed
-from pytest_topsail.llmload.generator import AutoSweep
-from pytest_topsail.llmload.run import run_load_test
-from pytest_topsail.llmload.settings import SERVER_KEY, LoadSettings, case_load_settings
+from pytest_topsail.llmload import (
+    CA_FILE,
+    SERVER_KEY,
+    AutoSweep,
+    GeneratorPool,
+    LoadSettings,
+    case_load_settings,
+    run_distributed,
+    run_load_test,
+)
 
 
 def test_llm_load(case: topsail.Case, llm_endpoint: Any, llm_settings: Any, artifact_dir: Path,

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import pytest_topsail as topsail
-from pytest_topsail.scale.run import RunOptions
+from pytest_topsail.scale import RunOptions
 
 POOL_SIZE = 64  # connections: the submitter's threads plus the sampler's three watches
 

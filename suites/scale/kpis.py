@@ -25,9 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_topsail import kpi
-from pytest_topsail.scale.latency import METRICS, find
-from pytest_topsail.scale.run import ScaleResult, analyse_directory
-from pytest_topsail.scale.timelines import JOB_STEPS, POD_STEPS
+from pytest_topsail.scale import JOB_STEPS, METRICS, POD_STEPS, ScaleResult, analyse_directory, find
 
 
 def step_kpi(step: str, metric: str, source: str, level: str) -> Callable[[ScaleResult], float | None]:

@@ -7,8 +7,7 @@ from typing import Any, Literal
 import pydantic
 
 import pytest_topsail as topsail
-from pytest_topsail.scale.latency import Threshold
-from pytest_topsail.scale.run import RunOptions
+from pytest_topsail.scale import RunOptions, Threshold
 
 
 class ScaleSettings(topsail.Settings):

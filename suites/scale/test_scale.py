@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import pytest_topsail as topsail
-from pytest_topsail.scale.run import RunOptions, ScaleCase, ScaleResult, run_case
+from pytest_topsail.scale import RunOptions, ScaleCase, ScaleResult, run_case
 
 
 def test_scale(case: topsail.Case, scale_api: topsail.Kube, scale_options: RunOptions, scale_progress: Any,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import pytest_topsail as topsail
-from pytest_topsail.tgis.settings import RunnerSettings
+from pytest_topsail.tgis import RunnerSettings
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -14,11 +14,8 @@ from pathlib import Path
 import pydantic
 
 import pytest_topsail as topsail
-from pytest_topsail.tgis.casefile import TgisCase, load_case_file
-from pytest_topsail.tgis.catalog import check_sized
-from pytest_topsail.tgis.model_config import ModelConfig
-from pytest_topsail.tgis.settings import RunnerSettings
-from pytest_topsail.tgis.settings import WorkerSettings as BaseWorkerSettings
+from pytest_topsail.tgis import ModelConfig, RunnerSettings, TgisCase, check_sized, load_case_file
+from pytest_topsail.tgis import WorkerSettings as BaseWorkerSettings
 
 
 class TgisSpec(topsail.Settings):

@@ -12,12 +12,17 @@ import grpc
 import pytest
 
 import pytest_topsail as topsail
-from pytest_topsail.tgis.casefile import TgisCase
-from pytest_topsail.tgis.client import TgisClient
-from pytest_topsail.tgis.evaluation import compare, merge_stream, response_dict, stream_problems
-from pytest_topsail.tgis.model_config import ModelConfig
-from pytest_topsail.tgis.recording import record_expectation
-from pytest_topsail.tgis.settings import RunnerSettings
+from pytest_topsail.tgis import (
+    ModelConfig,
+    RunnerSettings,
+    TgisCase,
+    TgisClient,
+    compare,
+    merge_stream,
+    record_expectation,
+    response_dict,
+    stream_problems,
+)
 
 
 def skip_reason(config: ModelConfig, case: TgisCase, reference: bool, recording: bool, stream: bool) -> str | None:

@@ -1,11 +1,13 @@
 """The floor plan of docs/architecture.md, checked on the source: the import graph of pytest_topsail/, fixtures/ and
-suites/ (read with ast, function-local imports included; ``if TYPE_CHECKING:`` blocks are annotations, never run,
-and left out) has no package cycle and no import that goes against the floors; suites and fixture modules import
-only the public API."""
+suites/ (read with ast, function-local imports and ``if TYPE_CHECKING:`` blocks included: an import a type checker
+follows is part of the design) has no module cycle, no package cycle and no import that goes against the floors;
+suites and fixture modules import only the public API: ``pytest_topsail`` (``topsail.*``) and the domain fronts
+(``from pytest_topsail.tgis import TgisClient``: the package ``__init__``, the names of its ``__all__``)."""
 
 from __future__ import annotations
 
 import ast
+import importlib
 from collections import defaultdict
 from pathlib import Path
 
@@ -18,14 +20,29 @@ ROOTS = ("pytest_topsail", "fixtures", "suites")
 
 # The floors, lowest first (docs/architecture.md, "Floor plan"). A module is on the floor of the first rule that
 # names it (a package name covers its modules).
-BASE = ("errors", "redact", "tree", "conditions", "hardware", "yamlparse", "aio")  # import nothing of ours
-FOUNDATION = ("settings", "config", "jsonl")  # validation, configuration, JSON lines files: only the base
+BASE = ("errors", "redact", "tree", "conditions", "hardware", "yamlparse", "aio", "fronts")  # nothing of ours
+FOUNDATION = ("settings", "config", "jsonl", "waiting")  # validation, configuration, JSON lines, waits: only the base
 DOMAINS = ("tgis", "fine_tuning", "llmload", "scale")
 # What a domain package may use of the engine ("engine-lite"), and of another domain package.
 ENGINE_LITE = ("pytest_topsail.leftovers", "pytest_topsail.report.figures")
 DOMAIN_USES = {"llmload": ("tgis",)}  # the TGIS gRPC backend of the load generator uses the TGIS client
 SIM_PLUGIN_MODULE = "simulation"  # <domain>.simulation: the domain's simulator controllers (entry points)
-PUBLIC_PACKAGES = tuple(f"pytest_topsail.{name}" for name in (*DOMAINS, "kube"))
+FRONTS = tuple(f"pytest_topsail.{name}" for name in (*DOMAINS, "kube"))  # the public fronts: these __init__ only
+
+# Module cycles of work still open in issue 37 (other engineers are removing them), each named exactly: a cycle
+# found must be one of these or part of one, so any new cycle fails. Emptied when that work is merged.
+KNOWN_MODULE_CYCLES = [
+    # history/__init__ <-> its backends (history/ owner)
+    {"pytest_topsail.history", "pytest_topsail.history.opensearch", "pytest_topsail.history.sqlite"},
+    # a cache in the wrong place: report/plugin <-> item_outputs, session_outputs (report/ owner)
+    {"pytest_topsail.report.item_outputs", "pytest_topsail.report.plugin", "pytest_topsail.report.session_outputs"},
+    # run.py <-> suites.py (engine plugins owner)
+    {"pytest_topsail.run", "pytest_topsail.suites"},
+]
+KNOWN_PACKAGE_CYCLES = [
+    {"pytest_topsail.history", "pytest_topsail.report"},  # history/__main__ -> report.history_view
+    {"pytest_topsail.run", "pytest_topsail.suites"},
+]
 
 
 def module_name(path: Path) -> str:
@@ -33,23 +50,14 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _type_checking(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
 def imported_names(tree: ast.AST, package: str = "") -> list[tuple[str, int]]:
-    """(dotted name, line) of every import run at some point: ``import a.b`` gives a.b, ``from a import b`` gives a
-    and a.b (b may be a module or a name); relative imports are resolved against `package`."""
+    """(dotted name, line) of every import anywhere in `tree` (in functions and ``if TYPE_CHECKING:`` blocks too):
+    ``import a.b`` gives a.b, ``from a import b`` gives a.b (b a module or a name: `resolve` finds the module);
+    relative imports are resolved against `package`."""
     found: list[tuple[str, int]] = []
 
     def visit(node: ast.AST) -> None:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and _type_checking(child):
-                for other in child.orelse:
-                    visit_node(other)
-                continue
             visit_node(child)
 
     def visit_node(node: ast.AST) -> None:
@@ -60,7 +68,6 @@ def imported_names(tree: ast.AST, package: str = "") -> list[tuple[str, int]]:
             if node.level:
                 base = package.split(".")[:len(package.split(".")) - node.level + 1]
                 module = ".".join([*base, *([module] if module else [])])
-            found.append((module, node.lineno))
             found.extend((f"{module}.{alias.name}", node.lineno) for alias in node.names)
         visit(node)
 
@@ -68,20 +75,24 @@ def imported_names(tree: ast.AST, package: str = "") -> list[tuple[str, int]]:
     return found
 
 
-def source_modules() -> dict[str, Path]:
+def source_modules(generated: bool = False) -> dict[str, Path]:
+    """Our modules (`generated`: the generated gRPC stubs instead, outside the graph like a third-party module)."""
     modules = {}
     for root in ROOTS:
         for path in sorted((REPO / root).rglob("*.py")):
-            if "generation_pb2" not in path.name:
+            if ("generation_pb2" in path.name) == generated:
                 modules[module_name(path)] = path
     return modules
 
 
 MODULES = source_modules()
+GENERATED = source_modules(generated=True)
 
 
 def resolve(name: str) -> str | None:
-    """The module of ours `name` is (or is in), or None for a third-party name."""
+    """The module of ours `name` is (or is in), or None for a third-party name or a generated stub."""
+    if name in GENERATED or name.rpartition(".")[0] in GENERATED:
+        return None
     while name and name not in MODULES:
         name = name.rpartition(".")[0]
     return name or None
@@ -164,16 +175,33 @@ def allowed(source: str, target: str) -> bool:
 
 
 def public(target: str) -> bool:
-    return target.startswith(PUBLIC_PACKAGES) or target in topsail._EXPORTS.values()
+    """A module a suite or fixture module may import: a domain front, or where a ``topsail.*`` name comes from."""
+    return target in FRONTS or target in topsail._EXPORTS.values()
 
 
-def test_the_import_graph_is_read_with_function_local_imports() -> None:
+def test_the_import_graph_is_read_with_function_local_and_type_checking_imports() -> None:
     # the plugin imports its collaborators inside its hooks: the graph must see them
-    assert "pytest_topsail.session" in EDGES["pytest_topsail.plugin"]
     assert "pytest_topsail.cluster.plugin" in EDGES["pytest_topsail.plugin"]
     assert len(MODULES) > 100
-    # relative imports resolve against their package (sim/cli.py: "from ..errors import", "from .store import")
-    assert {"pytest_topsail.errors", "pytest_topsail.sim.registry.store"} <= set(EDGES["pytest_topsail.sim.run.cli"])
+    # a front imports its names only for type checkers: still edges
+    assert "pytest_topsail.tgis.client" in EDGES["pytest_topsail.tgis"]
+    code = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..errors import TopsailError\n"
+            "def f():\n    from .store import Store\n    from . import store\n")
+    # relative imports resolve against their package
+    assert imported_names(ast.parse(code), "pytest_topsail.sim") == [
+        ("typing.TYPE_CHECKING", 1), ("pytest_topsail.errors.TopsailError", 3),
+        ("pytest_topsail.sim.store.Store", 5), ("pytest_topsail.sim.store", 6)]
+
+
+def cycles_of(graph: dict[str, set[str]], known: list[set[str]]) -> list[list[str]]:
+    """The cycles of `graph` that are not (part of) a known one."""
+    found = [set(component) for component in strongly_connected(graph) if len(component) > 1]
+    return [sorted(cycle) for cycle in found if not any(cycle <= allowed for allowed in known)]
+
+
+def test_no_module_cycle() -> None:
+    graph = {source: set(targets) for source, targets in EDGES.items()}
+    assert cycles_of(graph, KNOWN_MODULE_CYCLES) == [], "module cycles"
 
 
 def test_no_package_cycle() -> None:
@@ -182,8 +210,7 @@ def test_no_package_cycle() -> None:
         for target in targets:
             if package_of(source) != package_of(target):
                 graph[package_of(source)].add(package_of(target))
-    cycles = [sorted(component) for component in strongly_connected(graph) if len(component) > 1]
-    assert cycles == [], f"package cycles: {cycles}"
+    assert cycles_of(graph, KNOWN_PACKAGE_CYCLES) == [], "package cycles"
 
 
 def test_every_import_keeps_the_floor_plan() -> None:
@@ -194,19 +221,20 @@ def test_every_import_keeps_the_floor_plan() -> None:
 
 
 def private_imports(tree: ast.AST) -> list[str]:
-    """Imports of names outside the public API: ``from pytest_topsail import X`` with X not in ``__all__``, or any
-    ``pytest_topsail.<module>`` that is not in a public package (``TYPE_CHECKING`` imports included)."""
+    """Imports of names outside the public API (``TYPE_CHECKING`` and function-local imports included):
+    ``from pytest_topsail import X`` or ``from pytest_topsail.<front> import X`` with X not in that ``__all__``, or
+    any other ``pytest_topsail.<module>`` (a module of a front's package too)."""
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module == "pytest_topsail":
-            found += [f"line {node.lineno}: pytest_topsail.{alias.name}" for alias in node.names
-                      if alias.name not in topsail.__all__]
+        if isinstance(node, ast.ImportFrom) and node.module in ("pytest_topsail", *FRONTS):
+            exported = importlib.import_module(node.module).__all__
+            found += [f"line {node.lineno}: {node.module}.{alias.name}" for alias in node.names
+                      if alias.name not in exported]
         elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pytest_topsail."):
-            if not (node.module or "").startswith(PUBLIC_PACKAGES):
-                found.append(f"line {node.lineno}: {node.module}")
+            found.append(f"line {node.lineno}: {node.module}")
         elif isinstance(node, ast.Import):
             found += [f"line {node.lineno}: {alias.name}" for alias in node.names
-                      if alias.name.startswith("pytest_topsail.") and not alias.name.startswith(PUBLIC_PACKAGES)]
+                      if alias.name.startswith("pytest_topsail.") and alias.name not in FRONTS]
     return found
 
 
@@ -225,11 +253,22 @@ def test_the_checks_catch_what_they_are_for() -> None:
     assert not allowed("pytest_topsail.report.plugin", "pytest_topsail.scale.run")
     assert not allowed("fixtures.olm", "pytest_topsail.cluster.rundir")  # no public name comes from there
     assert not allowed("suites.scale.conftest", "fixtures.olm")
-    assert allowed("fixtures.olm", "pytest_topsail.kube.wait") and allowed("suites.scale.kpis", "pytest_topsail.kpi")
+    assert not allowed("fixtures.olm", "pytest_topsail.kube.events")  # modules behind the fronts
+    assert not allowed("suites.fine_tuning.test_fine_tuning", "pytest_topsail.fine_tuning.estimate")
+    assert allowed("fixtures.olm", "pytest_topsail.kube") and allowed("suites.scale.kpis", "pytest_topsail.kpi")
     assert sorted(map(sorted, strongly_connected({"a": {"b"}, "b": {"a"}, "c": {"a"}}))) == [["a", "b"], ["c"]]
-    assert private_imports(ast.parse("from pytest_topsail.kpi import kpi\nfrom pytest_topsail import kpi, _EXPORTS\n"
-                                     "import pytest_topsail.cases\nfrom pytest_topsail.kube.wait import poll\n")) == [
-        "line 1: pytest_topsail.kpi", "line 2: pytest_topsail._EXPORTS", "line 3: pytest_topsail.cases"]
+    assert private_imports(ast.parse(
+        "from pytest_topsail.kpi import kpi\nfrom pytest_topsail import kpi, _EXPORTS\nimport pytest_topsail.cases\n"
+        "from pytest_topsail.kube.wait import poll\nfrom pytest_topsail.kube import poll, Kube\n"
+        "import pytest_topsail.tgis\n"
+        "def f():\n    from pytest_topsail.fine_tuning.estimate import Point\n")) == [
+        "line 1: pytest_topsail.kpi", "line 2: pytest_topsail._EXPORTS", "line 3: pytest_topsail.cases",
+        "line 4: pytest_topsail.kube.wait", "line 5: pytest_topsail.kube.Kube",
+        "line 8: pytest_topsail.fine_tuning.estimate"]
+    # a cycle through a TYPE_CHECKING import or a function is a cycle; a known one may shrink, never grow
+    assert cycles_of({"a": {"b"}, "b": {"a"}}, []) == [["a", "b"]]
+    assert cycles_of({"a": {"b"}, "b": {"a"}}, [{"a", "b", "c"}]) == []
+    assert cycles_of({"a": {"b"}, "b": {"c"}, "c": {"a"}}, [{"a", "b"}]) == [["a", "b", "c"]]
 
 
 def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:

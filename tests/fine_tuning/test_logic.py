@@ -9,7 +9,8 @@ from pytest_topsail.fine_tuning.catalog import builtin_catalog
 from pytest_topsail.fine_tuning.estimate import Point, flops_per_token, memory_per_gpu
 from pytest_topsail.fine_tuning.metrics import PointMetrics, scaling_efficiency, speedup
 from pytest_topsail.fine_tuning.plots import scaling_figure
-from pytest_topsail.fine_tuning.settings import validate_point, validate_suite
+from pytest_topsail.fine_tuning.point import validate_point
+from pytest_topsail.fine_tuning.settings import validate_suite
 from pytest_topsail.fine_tuning.trainer_log import TrainerResults
 
 

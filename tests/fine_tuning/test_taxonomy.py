@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from pytest_topsail.fine_tuning.estimate import MemoryEstimate
+from pytest_topsail.fine_tuning.point import validate_point
 from pytest_topsail.fine_tuning.run import PointFailure, PointRun
-from pytest_topsail.fine_tuning.settings import validate_point, validate_suite
+from pytest_topsail.fine_tuning.settings import validate_suite
 
 
 class LogsOnly:

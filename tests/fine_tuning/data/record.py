@@ -20,7 +20,7 @@ from typing import Any
 
 from pytest_topsail.fine_tuning.catalog import builtin_catalog
 from pytest_topsail.fine_tuning.manifests import config_maps, pytorchjob
-from pytest_topsail.fine_tuning.settings import validate_point
+from pytest_topsail.fine_tuning.point import validate_point
 from pytest_topsail.sim.node.realworkload import Exit, Runtime, RuntimeEntry
 
 HERE = Path(__file__).parent
