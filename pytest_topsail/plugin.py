@@ -1,28 +1,37 @@
-"""pytest entry point of pytest-topsail: hooks only; everything else is delegated.
+"""pytest entry point of pytest-topsail: wiring only. Each engine feature is a plugin module of its own, registered
+here (as pytest registers ``terminal``, ``junitxml``...):
 
-Kept tiny: importing it must cost nothing measurable when no suite is collected.
+- ``presets``: options, ini keys, the suites in scope loaded and validated at start-up, the artifacts line;
+- ``collection``: cases and items (``case`` parametrization, suite markers, the preset hint of an unknown id);
+- ``show_config``: ``--topsail-show-config``;
+- ``item_context``: around each suite item, its directory, record and configuration; the record on its report;
+- ``xdist_hooks``: what each xdist role adds (``xdist_role``: the role of this process);
+- ``engine_fixtures``, ``cluster.plugin``, ``metrics.fixture``, ``report.plugin``: fixtures, cluster, metrics,
+  reporting.
+
+Kept tiny: importing it, and the plugin modules it registers, costs nothing measurable when no suite is collected
+(each imports what it needs inside its hooks).
 """
 
 from __future__ import annotations
-
-from collections.abc import Generator
-from typing import Any
 
 import pytest
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from pytest_topsail import engine_fixtures, hookspec, xdist_hooks
+    from pytest_topsail import collection, engine_fixtures, hookspec, item_context, presets, show_config, xdist_hooks
     from pytest_topsail.cluster import plugin as cluster_plugin
     from pytest_topsail.metrics import fixture as metrics_plugin
     from pytest_topsail.report import plugin as report_plugin
 
     pluginmanager.add_hookspecs(hookspec)
-    pluginmanager.register(engine_fixtures, "topsail-engine-fixtures")
-    pluginmanager.register(xdist_hooks, "topsail-xdist")
-    pluginmanager.register(cluster_plugin, "topsail-cluster")
-    pluginmanager.register(report_plugin, "topsail-report")
-    pluginmanager.register(metrics_plugin, "topsail-metrics")
+    # pluggy calls the plugins registered last first: the engine's hooks run before the cluster's, the reporting's
+    # and the metrics' (pytest_configure: the suites are validated before the cluster checks them), presets first
+    for name, plugin in (("engine-fixtures", engine_fixtures), ("cluster", cluster_plugin),
+                         ("report", report_plugin), ("metrics", metrics_plugin), ("xdist", xdist_hooks),
+                         ("item-context", item_context), ("show-config", show_config), ("collection", collection),
+                         ("presets", presets)):
+        pluginmanager.register(plugin, f"topsail-{name}")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -32,77 +41,8 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     fix_rootdir(early_config, parser, args)
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    from pytest_topsail import session
-
-    session.add_options(parser)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_cmdline_main(config: pytest.Config) -> int | None:
-    if not config.getoption("topsail_show_config", False):
-        return None
-    from pytest_topsail import session
-
-    return session.show_config(config)
-
-
 def pytest_configure(config: pytest.Config) -> None:
-    from pytest_topsail import session
-
-    session.configure(config)
     config.pluginmanager.register(ShortInterrupt(config), "topsail-short-interrupt")
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_collection(session: pytest.Session) -> Generator[None, object, object]:
-    try:
-        return (yield)
-    except pytest.UsageError as exc:  # "not found: suites/x/test_x.py::test[id]": an id only a preset selects?
-        from pytest_topsail import session as topsail_session
-
-        hint = topsail_session.preset_hint(session.config)
-        if hint is None:
-            raise
-        raise pytest.UsageError(*exc.args, hint) from None
-
-
-@pytest.hookimpl(trylast=True)  # after the suites' own pytest_generate_tests, which may parametrize "case" themselves
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    from pytest_topsail import session
-
-    session.generate_tests(metafunc)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    from pytest_topsail import session
-
-    session.modify_items(config, items)
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
-    from pytest_topsail import session
-
-    with session.item_context(item):
-        return (yield)
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
-                              ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    from pytest_topsail import session
-
-    report = yield
-    session.after_report(item, call, report)
-    return report
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    from pytest_topsail import session
-
-    session.unconfigure(config)
 
 
 class ShortInterrupt:
@@ -122,9 +62,3 @@ class ShortInterrupt:
         shown = next((i for i in range(len(entries) - 1, -1, -1) if not entries[i].ishidden(excinfo)), None)
         if shown is not None:
             excinfo.traceback = entries[shown:]
-
-
-def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    from pytest_topsail import session
-
-    session.terminal_summary(terminalreporter, config)

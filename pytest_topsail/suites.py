@@ -150,6 +150,13 @@ class Suite:
         for key in self.settings_models:
             self.settings(key)
 
+    def effective_document(self) -> dict[str, Any]:
+        """The effective configuration as shown (``--topsail-show-config``) and written to the artifacts
+        (``<suite>/config.yaml``): secret-looking values redacted, the presets applied listed."""
+        from pytest_topsail.redact import redact
+
+        return {**redact(self.config.as_dict()), "presets_applied": list(self.presets_applied)}
+
     def _check_engine_keys(self) -> None:
         """The engine's own scalar keys, by type: ``lts.strict: "yes"`` is no boolean."""
         for key, expected, what in ((LTS_STRICT_KEY, bool, "true or false"),
