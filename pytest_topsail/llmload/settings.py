@@ -19,13 +19,13 @@ from pytest_topsail.llmload.dataset import (
     synthetic_prompts,
 )
 from pytest_topsail.llmload.generator import AutoSweep, LoadPoint
-from pytest_topsail.settings import validate
+from pytest_topsail.settings import Settings, validate
 
 
-class TokenLengths(pydantic.BaseModel):
+class TokenLengths(Settings):
     """A token length distribution: normal of ``mean`` and ``stdev`` (0: always ``mean``), clipped to [min, max]."""
 
-    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+    model_config = pydantic.ConfigDict(frozen=True)  # and strict, unknown keys refused (topsail.Settings)
 
     mean: int = pydantic.Field(ge=1)
     stdev: float = pydantic.Field(default=0.0, ge=0)
@@ -39,10 +39,10 @@ class TokenLengths(pydantic.BaseModel):
         return self
 
 
-class SyntheticSettings(pydantic.BaseModel):
+class SyntheticSettings(Settings):
     """``dataset: synthetic``: prompts generated at start-up (seeded by the case's ``seed``)."""
 
-    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+    model_config = pydantic.ConfigDict(frozen=True)  # and strict, unknown keys refused (topsail.Settings)
 
     prompts: int = pydantic.Field(default=64, ge=1)
     input_tokens: Annotated[int, pydantic.Field(ge=1)] | TokenLengths  # a length, or {mean, stdev, min, max}
@@ -59,10 +59,10 @@ class SyntheticSettings(pydantic.BaseModel):
                                  tokenizer)
 
 
-class LoadSettings(pydantic.BaseModel):
+class LoadSettings(Settings):
     """What one load point sends, how, and for how long (docs/llm-load.md, "Load modes" and "Backends")."""
 
-    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+    model_config = pydantic.ConfigDict(frozen=True)  # and strict, unknown keys refused (topsail.Settings)
 
     model: str
     backend: Literal["openai", "tgis"] = "openai"
