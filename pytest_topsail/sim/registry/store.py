@@ -7,7 +7,7 @@ and patch paths through the registry's strategies (defaults.py, typeregistry.py,
 
 Interface (stable; the controllers and the server code against it)
 ------------------------------------------------------------------
-- ``ResourceType`` (from ``resources.py``): group, version, plural, kind, namespaced, subresources, ...
+- ``ResourceType`` (from ``machinery/resources.py``): group, version, plural, kind, namespaced, subresources, ...
   ``store.resource_type(plural, group="")`` returns the preferred version of a known resource, e.g.
   ``resource_type("pods")``, ``resource_type("jobs", "batch")``, ``resource_type("pytorchjobs", "kubeflow.org")``;
   unknown -> ``ApiError`` 404. Built-ins: core/v1 (pods, nodes, namespaces, services, endpoints, configmaps, secrets,
