@@ -11,9 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from pytest_topsail.tgis.catalog import builtin_catalog
+
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "writing-a-suite.md"
-BLOCK = re.compile(r"^```(?:yaml|python)\n# ((?:suites|cases)/hello/\S+)\n(.*?)^```", re.M | re.S)
+BLOCK = re.compile(r"^```(?:yaml|python)\n# ((?:suites|cases)/(?:hello|coldstart)/\S+)\n(.*?)^```", re.M | re.S)
+CATALOG_BLOCK = re.compile(r"^```text\n# the model catalog\n(.*?)^```", re.M | re.S)
 
 
 def doc_files() -> dict[str, str]:
@@ -41,11 +44,52 @@ def run(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=240, env=env)
 
 
-def test_the_page_holds_every_file_of_the_suite():
+def test_the_page_holds_every_file_of_its_suites():
     assert set(doc_files()) == {
         "suites/hello/config.yaml", "suites/hello/settings.py", "suites/hello/conftest.py",
         "suites/hello/test_hello.py", "suites/hello/kpis.py", "cases/hello/default.yaml", "cases/hello/smoke.yaml",
+        "suites/coldstart/config.yaml", "suites/coldstart/settings.py", "suites/coldstart/test_coldstart.py",
+        "suites/coldstart/kpis.py", "cases/coldstart/default.yaml", "cases/coldstart/smoke.yaml",
     }
+
+
+def test_the_page_lists_the_model_catalog():
+    [listed] = CATALOG_BLOCK.findall(DOC.read_text(encoding="utf-8"))
+    assert listed.split() == list(builtin_catalog().models)
+
+
+def kpi_values(item: Path) -> dict[str, float]:
+    records = json.loads((item / "kpis.json").read_text())
+    return {record["name"]: record["value"] for record in records}
+
+
+def test_the_served_model_suite_of_the_page_times_its_cold_starts_in_the_clusters_time(hello: Path):
+    """The page's InferenceService and ServingRuntime are served by the simulator; the cold start, measured on the
+    kserve clock, is in the cluster's time: at least the model's simulated download and load (which the simulator ran
+    50 times faster) where the client's clock saw a fraction of it."""
+    result = run(hello, "suites/coldstart", "-p", "no:randomly")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "2 passed" in result.stdout
+    items = {p.name.split("__", 1)[1]: p for p in (hello / "artifacts" / "coldstart").glob("*__test_cold_start*")}
+    assert set(items) == {"test_cold_start_isvc-model=meta-llama_Llama-2-7b-hf",
+                          "test_cold_start_isvc-model=facebook_opt-125m"}, sorted(items)
+    values = {name.rsplit("_", 1)[-1]: kpi_values(item) for name, item in items.items()}
+    for model in values.values():
+        assert model["model_load_s"] > 1.0  # simulated seconds, read from the pod
+        assert model["cold_start_s"] >= model["model_load_s"], values
+    assert values["Llama-2-7b-hf"]["model_load_s"] > 10 * values["opt-125m"]["model_load_s"], values
+    assert all((item / "inferenceservice.yaml").is_file() for item in items.values())
+    log = "".join((item / "progress.log").read_text() for item in items.values())
+    assert "s of cluster time (model download and load" in log, log
+
+
+def test_a_misspelled_case_model_of_the_served_model_suite_stops_the_run_at_start(hello: Path):
+    (hello / "cases" / "coldstart" / "typo.yaml").write_text("- name: isvc\n  model: facebook/opt-12m\n")
+    result = run(hello, "suites/coldstart", "--var", "cases=[cases/coldstart/typo.yaml]", "-n", "2")
+    assert result.returncode == 4, result.stdout[-2000:] + result.stderr[-2000:]
+    assert ("cases/coldstart/typo.yaml[0]: case isvc: model 'facebook/opt-12m' is not in the model catalog "
+            "(pytest_topsail/tgis/catalog.yaml); closest known: facebook/opt-125m") in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
 
 
 def test_the_suite_of_the_page_runs_and_reports_its_kpis(hello: Path):
