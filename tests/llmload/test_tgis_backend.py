@@ -23,7 +23,8 @@ def test_streams_over_one_connection(fake_tgis, tmp_path: Path) -> None:
     assert summary["succeeded"] == 40 and fake_tgis.calls == 40
     assert len(fake_tgis.peers) == 1  # every stream multiplexed over one HTTP/2 connection
     assert summary["stats"]["output_tokens"]["min"] == 5 and summary["stats"]["input_tokens"]["max"] == 3
-    assert 5 <= summary["stats"]["itl_ms"]["median"] < 30
+    # the server's 5 ms sleeps; the < 1000 bound catches a unit mistake, not the machine's load
+    assert 5 <= summary["stats"]["itl_ms"]["median"] < 1000
     records = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
     assert all(sum(n for _, n in r["chunks"]) == r["output_tokens"] for r in records)
 
