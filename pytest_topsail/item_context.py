@@ -2,7 +2,7 @@
 artifact directory, its record (``pytest_topsail.items``), the suite's configuration as the current one and the
 leftovers it reports; after each phase, the record updated, a failure appended to the item's ``FAILURE`` file and
 the suite's secrets redacted from what the report shows; on the teardown report, the record attached for the
-reporting plugin (on the controller, past the xdist boundary)."""
+reporting plugin (on the controller, past the xdist boundary: the record travels in its JSON form)."""
 
 from __future__ import annotations
 
@@ -33,6 +33,28 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
     return report
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_report_to_serializable(config: pytest.Config, report: Any) -> Generator[None, Any, Any]:
+    """A teardown report leaves an xdist worker with its record in JSON form (``ItemRecord.to_dict``)."""
+    data = yield
+    record = data.get("topsail") if isinstance(data, dict) else None
+    if record is not None and hasattr(record, "to_dict"):
+        data["topsail"] = record.to_dict()
+    return data
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_report_from_serializable(config: pytest.Config, data: Any) -> Generator[None, Any, Any]:
+    """... and reaches the controller with its typed record again."""
+    report = yield
+    record = getattr(report, "topsail", None)
+    if isinstance(record, dict):
+        from pytest_topsail.items import ItemRecord
+
+        report.topsail = ItemRecord.from_dict(record)
+    return report
+
+
 @contextmanager
 def item_context(item: pytest.Item) -> Iterator[None]:
     """Around one item of a suite: its directory, record, and current artifact dir / config for the whole protocol."""
@@ -58,7 +80,7 @@ def item_context(item: pytest.Item) -> Iterator[None]:
         if directory is not None:
             stack.enter_context(using_artifact_dir(directory))
         stack.enter_context(using_config(suite.config))
-        stack.enter_context(collecting(item.stash[ITEM_RECORD_KEY]))
+        stack.enter_context(collecting(item.stash[ITEM_RECORD_KEY].leftovers))
         yield
 
 
@@ -89,10 +111,10 @@ def after_report(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.
     _redact_report(item, report)
     record_phase(record, report)
     try:
-        if report.failed and record["artifact_dir"]:
+        if report.failed and record.directory is not None:
             from pytest_topsail.artifacts import append_failure
 
-            append_failure(Path(record["artifact_dir"]), f"{report.when} failed:\n{report.longreprtext}\n\n")
+            append_failure(record.directory, f"{report.when} failed:\n{report.longreprtext}\n\n")
         if call.when == "teardown":
             finish_record(item, record)
     except OSError as exc:  # e.g. the test removed its own directory: a warning, not an INTERNALERROR

@@ -27,13 +27,16 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pydantic
 
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.redact import redact
 from pytest_topsail.settings import load_module, validate
+
+if TYPE_CHECKING:
+    from pytest_topsail.items import ItemRecord
 
 KPI_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 SCOPES = ("item", "worker", "run")  # where a KPI is measured: once per test item, per deployed worker, per run
@@ -170,7 +173,7 @@ def validate_labels(labels: dict[str, Any], model: type[pydantic.BaseModel] | No
 class KpiRecorder:
     """The ``kpis`` fixture: records KPI values and figures of one test item into its item record."""
 
-    def __init__(self, record: dict[str, Any], suite_kpis: SuiteKpis, test_uuid: str | None = None,
+    def __init__(self, record: ItemRecord, suite_kpis: SuiteKpis, test_uuid: str | None = None,
                  hook_labels: Callable[[], dict[str, Any]] | None = None) -> None:
         self.item_record = record
         self.suite_kpis = suite_kpis
@@ -179,8 +182,6 @@ class KpiRecorder:
         self.scope_labels: dict[str, dict[str, Any]] = {}
         self._hook_labels = hook_labels
         self._hook_labels_value: dict[str, Any] | None = None
-        record.setdefault("kpis", [])
-        record.setdefault("figures", [])
 
     @property
     def specs(self) -> dict[str, KpiSpec]:
@@ -208,15 +209,14 @@ class KpiRecorder:
         return self._hook_labels_value or {}
 
     def current_labels(self, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        case = self.item_record.get("case") or {}
         merged = {
-            **flatten_labels(case.get("settings") or {}),
+            **flatten_labels(self.item_record.settings),
             **flatten_labels(self._hooks()),
-            **flatten_labels(self.item_record.get("labels") or {}),
+            **flatten_labels(self.item_record.labels),
             **flatten_labels(self.extra_labels),
             **flatten_labels(extra or {}),
         }
-        where = str(self.suite_kpis.path or self.item_record.get("suite", "suite"))
+        where = str(self.suite_kpis.path or self.item_record.suite)
         return validate_labels(redact(merged), self.suite_kpis.labels_model, where)
 
     def record(
@@ -261,9 +261,9 @@ class KpiRecorder:
             "scope": spec.scope,
             "timestamp": time.time(),
             "test_uuid": self.test_uuid,
-            "suite": self.item_record.get("suite"),
-            "nodeid": self.item_record.get("nodeid"),
-            "test_id": self.item_record.get("test_id"),
+            "suite": self.item_record.suite,
+            "nodeid": self.item_record.nodeid,
+            "test_id": self.item_record.test_id,
         }
         if why or spec.why:
             entry["why"] = why or spec.why
@@ -273,7 +273,7 @@ class KpiRecorder:
             entry["samples"] = float(samples)
             if spec.min_samples:
                 entry["min_samples"] = float(spec.min_samples)
-        kpis = self.item_record["kpis"]
+        kpis = self.item_record.kpis
         kpis[:] = [k for k in kpis if k["name"] != name]  # recording a KPI again replaces its value
         kpis.append(entry)
         return entry
@@ -283,14 +283,14 @@ class KpiRecorder:
         in the item record and on each KPI record: a ``machine_bound`` KPI's verdict takes it into account."""
         if load is None:
             return
-        self.item_record["machine_load"] = load
-        for entry in self.item_record["kpis"]:
+        self.item_record.machine_load = load
+        for entry in self.item_record.kpis:
             entry["machine_load"] = load
 
     def record_from(self, data: Any, *, labels: Mapping[str, Any] | None = None) -> dict[str, float]:
         """Run every KPI function of the suite's kpis.py on ``data``; functions returning None are skipped."""
         if not self.specs:
-            raise TopsailError(f"record_from: the suite {self.item_record.get('suite')!r} declares no KPI "
+            raise TopsailError(f"record_from: the suite {self.item_record.suite!r} declares no KPI "
                                "(kpis.py missing or without @kpi functions)")
         values: dict[str, float] = {}
         for name, spec in self.specs.items():
@@ -310,24 +310,24 @@ class KpiRecorder:
     def warn(self, message: str) -> None:
         """A warning about this item's figures (e.g. the load client was saturated): shown in the terminal summary
         and the report's problems, kept in item.json (a replot shows it again); the item does not fail for it."""
-        self.item_record.setdefault("warnings", []).append(message)
+        self.item_record.warnings.append(message)
 
     def add_figure(self, title: str, figure: Any, *, directory: Path | None = None) -> Path:
         """Save a plotly figure (object or dict) as JSON in the item's artifacts; the report embeds it."""
-        base = directory or (Path(self.item_record["artifact_dir"]) if self.item_record.get("artifact_dir") else None)
+        base = directory or self.item_record.directory
         if base is None:
             raise TopsailError(f"add_figure({title!r}): the item has no artifact directory")
         text = figure.to_json() if hasattr(figure, "to_json") else json.dumps(figure)
         folder = base / "figures"
         folder.mkdir(parents=True, exist_ok=True)
         slug = re.sub(r"[^a-zA-Z0-9]+", "_", title).strip("_")[:60] or "figure"
-        path = folder / f"{len(self.item_record['figures']):02d}_{slug}.json"
+        path = folder / f"{len(self.item_record.figures):02d}_{slug}.json"
         path.write_text(text, encoding="utf-8")
-        self.item_record["figures"].append({"title": title, "path": str(path)})
+        self.item_record.figures.append({"title": title, "path": str(path)})
         return path
 
     def write_json(self, directory: Path) -> Path:
         """Write this item's KPI records as ``kpis.json``."""
         path = directory / "kpis.json"
-        path.write_text(json.dumps(self.item_record["kpis"], indent=2, sort_keys=True), encoding="utf-8")
+        path.write_text(json.dumps(self.item_record.kpis, indent=2, sort_keys=True), encoding="utf-8")
         return path

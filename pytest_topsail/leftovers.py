@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-LEFTOVERS_KEY = "leftovers"  # in the item record
 _current: contextvars.ContextVar[list[dict[str, str]] | None] = contextvars.ContextVar("topsail_leftovers",
                                                                                        default=None)
 
@@ -36,9 +35,9 @@ def report_leftover(what: str, command: str) -> None:
 
 
 @contextmanager
-def collecting(record: dict[str, Any]) -> Iterator[None]:
-    """Around one item: :func:`report_leftover` adds to ``record["leftovers"]``."""
-    token = _current.set(record.setdefault(LEFTOVERS_KEY, []))
+def collecting(entries: list[dict[str, str]]) -> Iterator[None]:
+    """Around one item: :func:`report_leftover` adds to ``entries`` (its record's ``leftovers``)."""
+    token = _current.set(entries)
     try:
         yield
     finally:
@@ -53,8 +52,8 @@ class LeftoverReport:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         record = getattr(report, "topsail", None)
-        if report.when == "teardown" and isinstance(record, dict):
-            self.entries.extend((report.nodeid, entry) for entry in record.get(LEFTOVERS_KEY) or [])
+        if report.when == "teardown" and record is not None:
+            self.entries.extend((report.nodeid, entry) for entry in record.leftovers)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:

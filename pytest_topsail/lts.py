@@ -6,12 +6,15 @@ otherwise the payload is checked leniently so that investigations can still read
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pydantic
 
 from pytest_topsail.redact import redact
 from pytest_topsail.settings import validate
+
+if TYPE_CHECKING:
+    from pytest_topsail.items import ItemRecord
 
 LTS_SCHEMA_VERSION = "1.0"
 
@@ -53,23 +56,23 @@ class LtsPayload(pydantic.BaseModel):
 
 
 KPI_FIELDS = set(LtsKpi.model_fields)
-def build_payload(record: dict[str, Any], *, presets: list[str], config: dict[str, Any],
+def build_payload(record: ItemRecord, *, presets: list[str], config: dict[str, Any],
                   results: dict[str, Any] | None = None, strict: bool = False) -> dict[str, Any]:
     """The LTS payload of an item record (secrets in ``config`` redacted); ``strict`` validates it."""
-    kpis = record.get("kpis") or []
-    test_uuid = kpis[0]["test_uuid"] if kpis else record.get("test_uuid") or record["nodeid"]
+    kpis = record.kpis
+    test_uuid = kpis[0]["test_uuid"] if kpis else record.nodeid
     payload = {
         "metadata": {
-            "suite": record["suite"], "nodeid": record["nodeid"], "test_uuid": test_uuid,
-            "start": record.get("start"), "end": record.get("end"),
-            "settings": redact((record.get("case") or {}).get("settings") or {}),
+            "suite": record.suite, "nodeid": record.nodeid, "test_uuid": test_uuid,
+            "start": record.start, "end": record.end,
+            "settings": redact(record.settings),
             "presets": list(presets), "config": redact(config),
-            "exit_code": 1 if record.get("outcome") == "failed" else 0,
+            "exit_code": 1 if record.outcome == "failed" else 0,
             "lts_schema_version": LTS_SCHEMA_VERSION,
         },
         "results": results or {},
         "kpis": {k["name"]: {f: k[f] for f in KPI_FIELDS if f in k} for k in kpis},
     }
     if strict:
-        validate(LtsPayload, payload, f"LTS payload of {record['nodeid']}", "lts.strict is set")
+        validate(LtsPayload, payload, f"LTS payload of {record.nodeid}", "lts.strict is set")
     return payload

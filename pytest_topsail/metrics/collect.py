@@ -12,10 +12,13 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_topsail.metrics.client import Prometheus
 from pytest_topsail.metrics.settings import Query, render
+
+if TYPE_CHECKING:
+    from pytest_topsail.items import ItemRecord
 
 SERIES_DIR = "metrics"
 SERIES_FILE = "series.json"
@@ -180,7 +183,7 @@ MAX_LEGEND = 8  # lines of a suite figure with a legend; beyond, the names are o
 # does not fit a figure's box)
 
 
-def suite_figures(records: list[dict[str, Any]], names: Mapping[str, str] | None = None) -> dict[str, Any]:
+def suite_figures(records: list[ItemRecord], names: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The suite's over-time figures: every item's series on one wall-clock axis, a line per item and pod, each
     named by ``names`` (nodeid -> the item's name in the report, by its varying settings) or its test id."""
     import datetime
@@ -190,8 +193,7 @@ def suite_figures(records: list[dict[str, Any]], names: Mapping[str, str] | None
     names = names or {}
     built: dict[str, Any] = {}
     for record in records:
-        directory = record.get("artifact_dir")
-        document = load(Path(directory)) if directory else None
+        document = load(record.directory) if record.directory is not None else None
         if document is None:
             continue
         for entry in document.get("queries") or ():
@@ -209,32 +211,31 @@ def suite_figures(records: list[dict[str, Any]], names: Mapping[str, str] | None
                     figure.add_trace(go.Scatter(
                         x=[datetime.datetime.fromtimestamp(t, datetime.UTC) for t, _ in points],
                         y=[v for _, v in points], mode="lines",
-                        name=f"{names.get(record.get('nodeid', '')) or record.get('test_id')}: "
+                        name=f"{names.get(record.nodeid) or record.test_id}: "
                              f"{_series_name(item.get('metric') or {})}"))
     for figure in built.values():
         figure.update_layout(showlegend=len(figure.data) <= MAX_LEGEND, hoverlabel={"namelength": -1})
     return {title: figure for title, figure in built.items() if figure.data}
 
 
-def replot(record: dict[str, Any], saved_kpis: list[dict[str, Any]], suite_kpis: Any) -> None:
+def replot(record: ItemRecord, saved_kpis: list[dict[str, Any]], suite_kpis: Any) -> None:
     """``--topsail-replot``: the item's metric KPIs and figures again from its saved series (no Prometheus); each
     KPI keeps the labels, time stamp and uuid it was recorded with."""
     from pytest_topsail.kpi import KpiRecorder
 
-    directory = record.get("artifact_dir")
-    document = load(Path(directory)) if directory else None
+    document = load(record.directory) if record.directory is not None else None
     if document is None:
         return
     old = {entry["name"]: entry for entry in saved_kpis}
     test_uuid = next((entry.get("test_uuid") for entry in saved_kpis if entry.get("test_uuid")), None)
     recorder = KpiRecorder(record, suite_kpis, test_uuid=test_uuid)
     for name in record_kpis(recorder, document):
-        entry = next(e for e in record["kpis"] if e["name"] == name)
+        entry = next(e for e in record.kpis if e["name"] == name)
         for key in ("labels", "timestamp", "test_uuid"):
             if key in old.get(name, {}):
                 entry[key] = old[name][key]
-    titles = {figure["title"]: figure["path"] for figure in record.get("figures") or ()}
-    for title, figure in figures(document, f"{record.get('test_id')}: ").items():
+    titles = {figure["title"]: figure["path"] for figure in record.figures}
+    for title, figure in figures(document, f"{record.test_id}: ").items():
         if title in titles and Path(titles[title]).parent.is_dir():
             Path(titles[title]).write_text(figure.to_json(), encoding="utf-8")
         else:

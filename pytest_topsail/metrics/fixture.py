@@ -339,12 +339,12 @@ def collect_item(item: pytest.Item, settings: MetricsSettings, source: Source, r
     from pytest_topsail.metrics.collect import Window, fetch, figures, note, record_kpis, save
 
     record = recorder.item_record
-    directory = Path(record["artifact_dir"]) if record.get("artifact_dir") else None
+    directory = record.directory
     if source.prometheus is None:
         tell(item.config, item, source.problem or "metrics: no Prometheus")
         note(directory, source.problem or "metrics: no Prometheus")
         return
-    start, end = item.stash.get(CALL_WINDOW_KEY, (record["start"], time.time()))
+    start, end = item.stash.get(CALL_WINDOW_KEY, (record.start, time.time()))
     # the local server: two steps per scrape, so that every sample is seen; the step after the end sees the last one
     local = source.local_interval_s
     step = settings.step_s or (local / 2 if local else max(1.0, (end - start) / 200))
@@ -366,7 +366,7 @@ def collect_item(item: pytest.Item, settings: MetricsSettings, source: Source, r
         note(directory, f"metrics: no samples of namespace {namespace} pods {pod} between {start:.1f} and "
                         f"{end:.1f} in {source.description}")
     if directory is not None:
-        for title, figure in figures(document, f"{record.get('test_id')}: ").items():
+        for title, figure in figures(document, f"{record.test_id}: ").items():
             recorder.add_figure(title, figure)
 
 

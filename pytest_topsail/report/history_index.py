@@ -12,6 +12,7 @@ import pytest
 from pytest_topsail.errors import TopsailError
 
 if TYPE_CHECKING:
+    from pytest_topsail.items import ItemRecord
     from pytest_topsail.regression import RegressionSettings, Verdict
 
 DEFAULT_HISTORY = ".topsail/history.sqlite"
@@ -124,18 +125,18 @@ class HistoryIndex:
 
         return judge_many([(kpi, self.history_for(suite, kpi)) for kpi in kpis], self.settings(suite))
 
-    def store_run(self, records: list[dict[str, Any]], verdicts: list[Verdict]) -> None:
+    def store_run(self, records: list[ItemRecord], verdicts: list[Verdict]) -> None:
         """The KPIs of passed items, each with its verdict: a regression stays out of later baselines until
         acknowledged. Closes the stores."""
         statuses = {(v.test_uuid, v.kpi): v.status for v in verdicts}
         by_store: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for record in records:
-            if record.get("outcome") != "passed" or not record.get("kpis"):
+            if record.outcome != "passed" or not record.kpis:
                 continue  # a failed test's KPIs would poison the history
-            for entry in record["kpis"]:
+            for entry in record.kpis:
                 entry["verdict"] = statuses.get((entry.get("test_uuid"), entry["name"]), entry.get("verdict"))
-            location = self.suite_history(record["suite"]).store_location
-            by_store.setdefault((location, record["suite"]), []).extend(record["kpis"])
+            location = self.suite_history(record.suite).store_location
+            by_store.setdefault((location, record.suite), []).extend(record.kpis)
         for (location, suite), kpis in by_store.items():
             try:
                 self.store(location, suite).add(kpis)

@@ -83,15 +83,17 @@ def kpi_figure(name: str, items: dict[str, list[dict[str, Any]]], settings: Regr
 def render_history(records: Sequence[dict[str, Any]], suite: str, path: Path, kpis: Sequence[str] = (),
                    settings: RegressionSettings | None = None) -> tuple[Path, int]:
     """Write the history page of ``suite`` to ``path``; return it and the number of KPIs drawn."""
+    from pytest_topsail.items import CaseRecord, ItemRecord
     from pytest_topsail.report.matrix import build_matrix
 
     settings = settings or RegressionSettings()
     grouped = series_of(records, kpis)
-    latest: dict[str, dict[str, Any]] = {}
+    latest: dict[str, ItemRecord] = {}
     for record in records:
         # items named by the labels that vary between them (the dimensions), as in the report
-        latest[str(record.get("nodeid") or "-")] = {**record, "case": {"name": suite,
-                                                                       "settings": record.get("labels") or {}}}
+        nodeid, labels = str(record.get("nodeid") or "-"), record.get("labels") or {}
+        latest[nodeid] = ItemRecord(suite=suite, nodeid=nodeid, test_id=str(record.get("test_id") or ""),
+                                    case=CaseRecord(name=suite, id="", settings=labels), labels=labels)
     names = build_matrix(suite, list(latest.values()), {}, []).names if len(latest) > 1 else {}
     figures: list[Figure] = []
     sections: list[dict[str, Any]] = []

@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import jinja2
@@ -25,6 +25,9 @@ import jinja2
 from pytest_topsail.kpi import format_value
 from pytest_topsail.regression import Verdict
 from pytest_topsail.verdict_states import ORDER, State
+
+if TYPE_CHECKING:
+    from pytest_topsail.items import ItemRecord
 
 SERIES_COLORS = ("#1f77b4", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22", "#393b79")
 VERDICT_COLORS = {State.REGRESSION.value: "#d62728", State.IMPROVEMENT.value: "#2ca02c",
@@ -108,7 +111,7 @@ class ReportInput:
     """Everything the report shows."""
 
     title: str
-    records: list[dict[str, Any]]  # item records (report.topsail)
+    records: list[ItemRecord]  # item records (report.topsail)
     verdicts: list[Verdict]
     summary: dict[str, Any]
     run_info: dict[str, str] = field(default_factory=dict)
@@ -211,9 +214,9 @@ class _Figures:
 def build_context(report: ReportInput, report_dir: Path) -> dict[str, Any]:
     problems = list(report.problems)
     figures = _Figures(problems)
-    by_suite: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    by_suite: dict[str, list[ItemRecord]] = defaultdict(list)
     for record in report.records:
-        by_suite[record["suite"]].append(record)
+        by_suite[record.suite].append(record)
     verdicts_by_suite: dict[str, list[Verdict]] = defaultdict(list)
     for verdict in report.verdicts:
         verdicts_by_suite[verdict.suite].append(verdict)
@@ -221,17 +224,16 @@ def build_context(report: ReportInput, report_dir: Path) -> dict[str, Any]:
     names: dict[str, str] = {}
     suites = []
     for suite in sorted(set(by_suite) | set(verdicts_by_suite)):
-        records = sorted(by_suite[suite], key=lambda r: r.get("start") or 0)
+        records = sorted(by_suite[suite], key=lambda r: r.start)
         suites.append(_suite_context(suite, records, verdicts_by_suite[suite], report, report_dir, figures, now,
                                      problems))
         names.update(suites[-1]["names"])
     outcomes: dict[str, int] = defaultdict(int)
     for record in report.records:
-        outcomes[record.get("outcome", "unknown")] += 1
-    failed = [{"name": names.get(r["nodeid"], r.get("test_id") or r["nodeid"]), "nodeid": r["nodeid"],
-               "suite": r["suite"], "anchor": _anchor(r["nodeid"]),
-               "link": relative_link(r.get("artifact_dir"), report_dir)}
-              for r in report.records if r.get("outcome") == "failed"]
+        outcomes[record.outcome] += 1
+    failed = [{"name": names.get(r.nodeid, r.test_id or r.nodeid), "nodeid": r.nodeid,
+               "suite": r.suite, "anchor": _anchor(r.nodeid), "link": relative_link(r.artifact_dir, report_dir)}
+              for r in report.records if r.outcome == "failed"]
     changes = {state: _grouped([v for v in report.verdicts if v.status == state], names)
                for state in (State.REGRESSION.value, State.IMPROVEMENT.value)}
     return {
@@ -258,7 +260,7 @@ def _anchor(nodeid: str) -> str:
     return "item-" + hashlib.sha1(nodeid.encode(), usedforsecurity=False).hexdigest()[:10]
 
 
-def _suite_context(suite: str, records: list[dict[str, Any]], verdicts: list[Verdict], report: ReportInput,
+def _suite_context(suite: str, records: list[ItemRecord], verdicts: list[Verdict], report: ReportInput,
                    report_dir: Path, figures: _Figures, now: float, problems: list[str]) -> dict[str, Any]:
     from pytest_topsail.report.matrix import build_matrix
 
@@ -271,9 +273,9 @@ def _suite_context(suite: str, records: list[dict[str, Any]], verdicts: list[Ver
     shown_open = not top  # a suite without figures of its own shows its items' figures in their place
     rows = []
     for record in records:
-        nodeid = record["nodeid"]
+        nodeid = record.nodeid
         item_figures: list[Figure] = []
-        for number, entry in enumerate(record.get("figures") or []):
+        for number, entry in enumerate(record.figures):
             title = f"{matrix.names[nodeid]}: {entry.get('title', '').split(': ', 1)[-1]}"
             figure = figures.load(title, entry.get("path", ""))
             if figure is None:
@@ -283,7 +285,7 @@ def _suite_context(suite: str, records: list[dict[str, Any]], verdicts: list[Ver
             opened = shown_open and number == 0 and len(top) < MAX_OPEN_FIGURES
             (top if opened else item_figures).append(figure)
         rows.append(_row(record, matrix, by_item.get(nodeid, {}), item_figures, report_dir))
-    units = {k["name"]: k.get("unit", "") for r in records for k in r.get("kpis") or []}
+    units = {k["name"]: k.get("unit", "") for r in records for k in r.kpis}
     ordered = sorted(verdicts, key=lambda v: (ORDER.get(v.status, 9), v.nodeid, v.kpi))
     changed = [v for v in ordered if v.status in (State.REGRESSION, State.IMPROVEMENT)]
     trends = {kpi: figures.add(f"{kpi} history",
@@ -301,7 +303,7 @@ def _suite_context(suite: str, records: list[dict[str, Any]], verdicts: list[Ver
         "changed": [_verdict_row(v, matrix.names, trends) for v in changed],
         "all_verdicts": [_verdict_row(v, matrix.names, trends) for v in ordered],
         "trends": list(trends.values()),
-        "failed": sum(r.get("outcome") == "failed" for r in records),
+        "failed": sum(r.outcome == "failed" for r in records),
     }
 
 
@@ -316,9 +318,9 @@ def _breakable(name: str) -> str:
     return Markup("_<wbr>".join(escape(part) for part in name.split("_")))
 
 
-def _row(record: dict[str, Any], matrix: Any, verdicts: dict[str, Verdict], item_figures: list[Figure],
+def _row(record: ItemRecord, matrix: Any, verdicts: dict[str, Verdict], item_figures: list[Figure],
          report_dir: Path) -> dict[str, Any]:
-    values = {k["name"]: k for k in record.get("kpis") or []}
+    values = {k["name"]: k for k in record.kpis}
     cells = []
     for name in matrix.headline:
         kpi, verdict = values.get(name), verdicts.get(name)
@@ -328,13 +330,13 @@ def _row(record: dict[str, Any], matrix: Any, verdicts: dict[str, Verdict], item
     states = [v.status for v in verdicts.values()]
     worst = min(states, key=lambda s: ORDER.get(s, 9)) if states else ""
     return {
-        "nodeid": record["nodeid"], "anchor": _anchor(record["nodeid"]), "name": matrix.names[record["nodeid"]],
-        "dims": [matrix.cells[record["nodeid"]][d] for d in matrix.dimensions], "cells": cells,
-        "outcome": record.get("outcome", ""), "state": worst,
+        "nodeid": record.nodeid, "anchor": _anchor(record.nodeid), "name": matrix.names[record.nodeid],
+        "dims": [matrix.cells[record.nodeid][d] for d in matrix.dimensions], "cells": cells,
+        "outcome": record.outcome, "state": worst,
         "regressions": sum(s == State.REGRESSION for s in states),
-        "labels": matrix.varying[record["nodeid"]], "figures": item_figures,
-        "link": relative_link(record.get("artifact_dir"), report_dir),
-        "logs": _log_links(record.get("artifact_dir"), report_dir),
+        "labels": matrix.varying[record.nodeid], "figures": item_figures,
+        "link": relative_link(record.artifact_dir, report_dir),
+        "logs": _log_links(record.artifact_dir, report_dir),
     }
 
 

@@ -16,6 +16,7 @@ from pytest_topsail.report.history_index import HistoryIndex
 from pytest_topsail.report.results import Results
 
 if TYPE_CHECKING:
+    from pytest_topsail.items import ItemRecord
     from pytest_topsail.regression import Verdict
 
 
@@ -27,27 +28,27 @@ class ItemOutputs:
     git_sha: str | None = None  # "" when unknown
     scope_keys: set[str] = field(default_factory=set)  # worker/run-scoped KPIs already recorded this run
 
-    def process(self, record: dict[str, Any]) -> list[Verdict]:
+    def process(self, record: ItemRecord) -> list[Verdict]:
         from pytest_topsail.kpi import flatten_labels
 
-        suite = record["suite"]
+        suite = record.suite
         run = self.run_metadata(suite)
-        for entry in record.get("kpis") or []:
-            entry["labels"] = {**flatten_labels(record.get("labels") or {}), **(entry.get("labels") or {})}
+        for entry in record.kpis:
+            entry["labels"] = {**flatten_labels(record.labels), **(entry.get("labels") or {})}
             for key, value in run.items():
                 entry.setdefault(key, value)  # a replotted record keeps the run it came from
         from pytest_topsail.regression import once_per_scope
 
-        record["kpis"], shared = once_per_scope(record.get("kpis") or [], self.scope_keys)
+        record.kpis, shared = once_per_scope(record.kpis, self.scope_keys)
         if shared:  # measured per worker or run and already recorded by an earlier item: judged and shown there
-            record["shared_kpis"] = shared
+            record.shared_kpis = shared
         verdicts = []
         try:
-            verdicts = self.history.judge(suite, record["kpis"])
+            verdicts = self.history.judge(suite, record.kpis)
         except TopsailError as error:
             self.results.errors.append(str(error))
         self.results.add(record, verdicts)
-        self.results.problems.extend(f"{record['nodeid']}: {warning}" for warning in record.get("warnings") or [])
+        self.results.problems.extend(f"{record.nodeid}: {warning}" for warning in record.warnings)
         self.write_files(record)
         return verdicts
 
@@ -65,13 +66,13 @@ class ItemOutputs:
             self.results.errors.append(f"--topsail-replot {root}: nothing could be replotted (problems listed)")
         for record in records:
             try:
-                suite = load_suite(self.config, record["suite"])
+                suite = load_suite(self.config, record.suite)
                 suite_kpis = suite_kpis_of(self.config, suite.path / "kpis.py")
             except TopsailError as error:
-                problems.append(f"{record['artifact_dir']}: suite {record['suite']!r} not loaded ({error}); "
+                problems.append(f"{record.artifact_dir}: suite {record.suite!r} not loaded ({error}); "
                                 "saved KPIs used")
             else:
-                saved = list(record.get("kpis") or [])
+                saved = list(record.kpis)
                 if suite_kpis.parse is not None:
                     reparse(record, suite_kpis, suite_kpis.parse, problems)
                 metric_kpis(record, saved, suite_kpis)  # metric KPIs and figures from the saved series (metrics/)
@@ -88,23 +89,23 @@ class ItemOutputs:
         return {"run_id": state_of(self.config).run_id, "presets": self.history.presets(suite),
                 "git_sha": self.git_sha or None}
 
-    def write_files(self, record: dict[str, Any]) -> None:
+    def write_files(self, record: ItemRecord) -> None:
         from pytest_topsail.lts import build_payload
 
-        if not record.get("artifact_dir") or not Path(record["artifact_dir"]).is_dir():
+        directory = record.directory
+        if directory is None or not directory.is_dir():
             return
-        directory = Path(record["artifact_dir"])
         write = self.results.write
-        if not write(directory / "item.json", json.dumps(record, indent=2, sort_keys=True, default=str)):
+        if not write(directory / "item.json", json.dumps(record.to_dict(), indent=2, sort_keys=True, default=str)):
             return
-        if not record.get("kpis"):
+        if not record.kpis:
             return
-        if not write(directory / "kpis.json", json.dumps(record["kpis"], indent=2, sort_keys=True)):
+        if not write(directory / "kpis.json", json.dumps(record.kpis, indent=2, sort_keys=True)):
             return
-        config = self.history.suite_config(record["suite"])
+        config = self.history.suite_config(record.suite)
         try:
             payload = build_payload(
-                record, presets=self.history.presets(record["suite"]), config=config.as_dict() if config else {},
+                record, presets=self.history.presets(record.suite), config=config.as_dict() if config else {},
                 strict=config.get("lts.strict", False) is True if config else False)
         except TopsailError as error:
             self.results.errors.append(str(error))

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from pytest_topsail.items import ItemRecord
     from pytest_topsail.regression import Verdict
 
 
@@ -89,20 +90,20 @@ def logxml(config: pytest.Config) -> Any | None:
     return config.stash.get(xml_key, None)
 
 
-def add_item(config: pytest.Config, report: pytest.TestReport, record: dict[str, Any],
+def add_item(config: pytest.Config, report: pytest.TestReport, record: ItemRecord,
              verdicts: list[Verdict]) -> None:
     """An item's KPIs and verdicts, where its junit family allows them."""
     writer = logxml(config)
     if writer is not None:
-        add_system_out(writer, report, kpi_lines(record.get("kpis") or [], verdicts))
+        add_system_out(writer, report, kpi_lines(record.kpis, verdicts))
     if per_testcase(config):
-        report.user_properties.extend(kpi_properties(record.get("kpis") or []))
+        report.user_properties.extend(kpi_properties(record.kpis))
         report.user_properties.extend(verdict_properties(verdicts))
         return
     if writer is None:
         return
-    prefix = f"{record['nodeid']}::"
-    for name, value in kpi_properties(record.get("kpis") or [], prefix) + verdict_properties(verdicts, prefix):
+    prefix = f"{record.nodeid}::"
+    for name, value in kpi_properties(record.kpis, prefix) + verdict_properties(verdicts, prefix):
         writer.add_global_property(name, value)
 
 

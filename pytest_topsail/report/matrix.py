@@ -14,7 +14,10 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytest_topsail.items import ItemRecord
 
 MAX_DIMENSIONS = 5
 MAX_HEADLINE = 6
@@ -40,29 +43,28 @@ def text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
 
 
-def settings_of(record: Mapping[str, Any]) -> dict[str, Any]:
+def settings_of(record: ItemRecord) -> dict[str, Any]:
     from pytest_topsail.kpi import flatten_labels
 
-    case = record.get("case") or {}
-    settings = flatten_labels(case.get("settings") or {})
-    return {NAME: case.get("name") or record.get("test_id") or record["nodeid"], **settings}
+    name = record.case.name if record.case is not None else ""
+    return {NAME: name or record.test_id or record.nodeid, **flatten_labels(record.settings)}
 
 
-def labels_of(record: Mapping[str, Any]) -> dict[str, Any]:
+def labels_of(record: ItemRecord) -> dict[str, Any]:
     """Every label of an item: its KPIs' labels (case settings, suite labels, cluster facts) merged."""
     from pytest_topsail.kpi import flatten_labels
 
-    labels = flatten_labels(record.get("labels") or {})
-    for kpi in record.get("kpis") or []:
+    labels = flatten_labels(record.labels)
+    for kpi in record.kpis:
         labels.update(kpi.get("labels") or {})
     return labels
 
 
-def id_keys(records: Iterable[Mapping[str, Any]]) -> list[str]:
+def id_keys(records: Iterable[ItemRecord]) -> list[str]:
     """Keys named in the case ids as ``key=value``, in order of first appearance."""
     keys: dict[str, None] = {}
     for record in records:
-        case_id = (record.get("case") or {}).get("id") or ""
+        case_id = record.case.id if record.case is not None else ""
         keys.update(dict.fromkeys(re.findall(r"(?:^|-)([A-Za-z_][\w.]*)=", case_id)))
     return list(keys)
 
@@ -115,20 +117,20 @@ def deduplicated(labels: Mapping[str, Any]) -> dict[str, Any]:
     return dict(sorted(kept.items()))
 
 
-def headline_kpis(records: Sequence[Mapping[str, Any]], wanted: Sequence[str] | None,
+def headline_kpis(records: Sequence[ItemRecord], wanted: Sequence[str] | None,
                   problems: list[str], suite: str) -> list[str]:
-    declared = list(dict.fromkeys(k["name"] for r in records for k in r.get("kpis") or []))
+    declared = list(dict.fromkeys(k["name"] for r in records for k in r.kpis))
     if wanted:
         unknown = [name for name in wanted if name not in declared]
         if unknown:
             problems.append(f"suite {suite}: report.headline_kpis: no KPI named {', '.join(unknown)} "
                             f"(recorded: {', '.join(declared[:12])}{', ...' if len(declared) > 12 else ''})")
         return [name for name in wanted if name in declared]
-    ignored = {k["name"] for r in records for k in r.get("kpis") or [] if k.get("ignored_for_regression")}
+    ignored = {k["name"] for r in records for k in r.kpis if k.get("ignored_for_regression")}
     return [name for name in declared if name not in ignored][:MAX_HEADLINE]
 
 
-def build_matrix(suite: str, records: Sequence[Mapping[str, Any]], settings: Mapping[str, Any],
+def build_matrix(suite: str, records: Sequence[ItemRecord], settings: Mapping[str, Any],
                  problems: list[str]) -> Matrix:
     rows = [settings_of(r) for r in records]
     wanted = settings.get("dimensions")
@@ -147,10 +149,10 @@ def build_matrix(suite: str, records: Sequence[Mapping[str, Any]], settings: Map
     for record, row, item_labels in zip(records, rows, labels, strict=True):
         cells = {d: text(row[d]) if d in row else text(item_labels[d]) if d in item_labels else ""
                  for d in dimensions}
-        matrix.cells[record["nodeid"]] = cells
-        matrix.names[record["nodeid"]] = display_name(cells)
+        matrix.cells[record.nodeid] = cells
+        matrix.names[record.nodeid] = display_name(cells)
         own = deduplicated({**{k: v for k, v in item_labels.items() if k not in shared}, **row_dims(row, dimensions)})
-        matrix.varying[record["nodeid"]] = {k: text(v) for k, v in own.items() if k not in dimensions}
+        matrix.varying[record.nodeid] = {k: text(v) for k, v in own.items() if k not in dimensions}
     return matrix
 
 

@@ -86,14 +86,14 @@ def kpis(request: pytest.FixtureRequest) -> Iterator[KpiRecorder]:
         suite_kpis = suite_kpis_of(request.config, suite.path / "kpis.py") if suite else SuiteKpis(None, {})
     except TopsailError as error:
         pytest.fail(str(error), pytrace=False)
-    directory = Path(record["artifact_dir"]) if record.get("artifact_dir") else None
+    directory = record.directory
     item = request.node
     recorder = KpiRecorder(record, suite_kpis, test_uuid=_test_uuid(directory),
                            hook_labels=lambda: _hook_labels(item))
     contention = ContentionSampler().start()
     yield recorder
     recorder.machine_load(contention.stop())
-    if directory is not None and record["kpis"]:
+    if directory is not None and record.kpis:
         recorder.write_json(directory)
 
 
@@ -181,7 +181,7 @@ class ReportPlugin:               # in every signals_held(); with the results in
         if report.when != "teardown":
             return
         record = getattr(report, "topsail", None)
-        if not isinstance(record, dict):
+        if record is None:
             return
         from pytest_topsail.report import junit, teamcity
 

@@ -7,10 +7,11 @@ import html
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 if TYPE_CHECKING:
+    from pytest_topsail.items import ItemRecord
     from pytest_topsail.regression import Verdict
 
 COLUMNS = ("KPIs", "KPI verdict", "topsail")
@@ -35,7 +36,7 @@ def item_verdict(verdicts: Sequence[Verdict]) -> str:
     return ", ".join(sorted({v.status for v in verdicts}))
 
 
-def row_cells(record: dict[str, Any] | None, verdicts: Sequence[Verdict], html_dir: Path,
+def row_cells(record: ItemRecord | None, verdicts: Sequence[Verdict], html_dir: Path,
               report: Path) -> list[str]:
     if record is None:
         return ["<td></td>"] * len(COLUMNS)
@@ -43,12 +44,12 @@ def row_cells(record: dict[str, Any] | None, verdicts: Sequence[Verdict], html_d
 
     values = "<br>".join(
         html.escape(f"{k['name']}={format_value(k['value'], k.get('format'))} {k.get('unit', '')}".strip())
-        for k in record.get("kpis") or [])
+        for k in record.kpis)
     verdict = item_verdict(verdicts)
     css = "regression" if verdict.split(" ")[1:2] in (["regression"], ["regressions"]) else "other"
     links = [link(report, html_dir, "report")]
-    if record.get("artifact_dir"):
-        links.append(link(Path(record["artifact_dir"]), html_dir, "artifacts"))
+    if record.directory is not None:
+        links.append(link(record.directory, html_dir, "artifacts"))
     return [f'<td class="topsail-kpis">{values}</td>',
             f'<td class="topsail-verdict topsail-{css}">{html.escape(verdict)}</td>',
             f'<td class="topsail-links">{" ".join(links)}</td>']

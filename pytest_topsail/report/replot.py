@@ -1,12 +1,14 @@
 """``--topsail-replot DIR``: rebuild item records from saved artifacts, without a cluster.
 
-An item directory holds ``item.json`` (the full record, written by the reporting plugin), or at least
-``settings.yaml`` + ``exit_code`` (+ ``kpis.json``). When the suite's ``kpis.py`` defines ``parse(artifact_dir)``,
+An item directory holds ``item.json`` (the full record, written by the reporting plugin: ``ItemRecord.from_dict``
+reads every version, a record saved before the version field included), or at least ``settings.yaml`` +
+``exit_code`` (+ ``kpis.json``). When the suite's ``kpis.py`` defines ``parse(artifact_dir)``,
 its result goes through the suite's KPI functions again. Missing or broken files are reported, never fatal.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Callable
@@ -15,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from pytest_topsail.items import CaseRecord, ItemRecord, is_kpi
 from pytest_topsail.kpi import KpiRecorder, SuiteKpis
 
 ITEM_FILE = "item.json"
@@ -40,29 +43,17 @@ def _read_json(path: Path, problems: list[str]) -> Any:
     return None
 
 
-def _is_record(record: Any) -> bool:
-    """The shape the report relies on: suite and nodeid strings, KPIs a list of mappings with a name and a value."""
-    if not isinstance(record, dict) or not isinstance(record.get("nodeid"), str):
-        return False
-    if not isinstance(record.get("suite"), str):
-        return False
-    kpis = record.get("kpis") or []
-    return isinstance(kpis, list) and all(_is_kpi(kpi) for kpi in kpis)
-
-
-def _is_kpi(kpi: Any) -> bool:
-    return (isinstance(kpi, dict) and isinstance(kpi.get("name"), str) and isinstance(kpi.get("value"), int | float)
-            and not isinstance(kpi.get("value"), bool))
-
-
-def load_item(directory: Path, root: Path, problems: list[str]) -> dict[str, Any] | None:
+def load_item(directory: Path, root: Path, problems: list[str]) -> ItemRecord | None:
     if (directory / ITEM_FILE).is_file():
-        record = _read_json(directory / ITEM_FILE, problems)
-        if _is_record(record):
-            record["artifact_dir"] = str(directory)
-            return record
+        data = _read_json(directory / ITEM_FILE, problems)
+        try:
+            record = ItemRecord.from_dict(data) if data is not None else None
+        except ValueError as error:
+            problems.append(f"{directory / ITEM_FILE}: not an item record ({error})")
+            record = None
         if record is not None:
-            problems.append(f"{directory / ITEM_FILE}: not an item record (suite, nodeid, kpis expected)")
+            record.artifact_dir = str(directory)
+            return record
         if not (directory / "settings.yaml").is_file():
             return None
     relative = directory.relative_to(root).parts
@@ -74,38 +65,35 @@ def load_item(directory: Path, root: Path, problems: list[str]) -> dict[str, Any
         problems.append(f"{directory}: settings.yaml/exit_code unreadable ({type(error).__name__})")
         return None
     kpis = _read_json(directory / KPIS_FILE, problems) or []
-    if not isinstance(kpis, list) or not all(_is_kpi(kpi) for kpi in kpis):
+    if not isinstance(kpis, list) or not all(is_kpi(kpi) for kpi in kpis):
         problems.append(f"{directory / KPIS_FILE}: not a list of KPI records; ignored")
         kpis = []
     name = directory.name.split("__", 1)[-1]
     stat = directory.stat()
-    return {
-        "suite": suite, "nodeid": f"{suite}::{name}", "test_id": name, "artifact_dir": str(directory),
-        "case": {"name": name, "id": name, "settings": settings if isinstance(settings, dict) else {}},
-        "outcome": "passed" if exit_code == 0 else "failed", "start": stat.st_mtime, "end": stat.st_mtime,
-        "kpis": kpis, "figures": [], "labels": {},
-    }
+    return ItemRecord(
+        suite=suite, nodeid=f"{suite}::{name}", test_id=name, artifact_dir=str(directory),
+        case=CaseRecord(name=name, id=name, settings=settings if isinstance(settings, dict) else {}),
+        outcome="passed" if exit_code == 0 else "failed", start=stat.st_mtime, end=stat.st_mtime, kpis=kpis)
 
 
-def reparse(record: dict[str, Any], suite_kpis: SuiteKpis, parse: Callable[[Path], Any], problems: list[str]) -> None:
+def reparse(record: ItemRecord, suite_kpis: SuiteKpis, parse: Callable[[Path], Any], problems: list[str]) -> None:
     """Run the suite's parser and KPI functions again; keeps the item's uuid and timestamps."""
-    directory = Path(record["artifact_dir"])
-    old = {k["name"]: k for k in record.get("kpis") or []}
+    directory = Path(record.artifact_dir or ".")
+    old = {k["name"]: k for k in record.kpis}
     test_uuid = next(iter(old.values()))["test_uuid"] if old else None
     try:
         data = parse(directory)
-        recorder = KpiRecorder({**record, "kpis": [], "figures": record.get("figures") or []}, suite_kpis,
-                               test_uuid=test_uuid)
+        recorder = KpiRecorder(dataclasses.replace(record, kpis=[]), suite_kpis, test_uuid=test_uuid)
         recorder.record_from(data)
     except Exception as error:  # a parser failure is reported; the saved kpis.json stays in use
         problems.append(f"{directory}: parse failed ({type(error).__name__}: {error}); kept saved KPIs")
         return
-    timestamp = min((k["timestamp"] for k in old.values()), default=record.get("end") or record.get("start"))
-    for entry in recorder.item_record["kpis"]:
+    timestamp = min((k["timestamp"] for k in old.values()), default=record.end or record.start)
+    for entry in recorder.item_record.kpis:
         entry["timestamp"] = old.get(entry["name"], {}).get("timestamp", timestamp)
-        if record.get("machine_load") is not None:  # the contention measured when it ran
-            entry["machine_load"] = record["machine_load"]
-    record["kpis"] = recorder.item_record["kpis"]
+        if record.machine_load is not None:  # the contention measured when it ran
+            entry["machine_load"] = record.machine_load
+    record.kpis = recorder.item_record.kpis
 
 
 def check_saved_run_files(root: Path, problems: list[str]) -> None:
@@ -123,7 +111,7 @@ def check_saved_run_files(root: Path, problems: list[str]) -> None:
                             "the suite's current config.yaml is used")
 
 
-def load_items(root: Path, problems: list[str]) -> list[dict[str, Any]]:
+def load_items(root: Path, problems: list[str]) -> list[ItemRecord]:
     check_saved_run_files(root, problems)
     items = []
     for directory in find_item_dirs(root):

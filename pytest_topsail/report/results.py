@@ -8,14 +8,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from pytest_topsail.items import ItemRecord
     from pytest_topsail.regression import Verdict
 
 
 @dataclass(eq=False)
 class Results:
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[ItemRecord] = field(default_factory=list)
     verdicts: list[Verdict] = field(default_factory=list)
-    by_nodeid: dict[str, tuple[dict[str, Any], list[Verdict]]] = field(default_factory=dict)
+    by_nodeid: dict[str, tuple[ItemRecord, list[Verdict]]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)  # shown; the session does not fail for them
     errors: list[str] = field(default_factory=list)  # the session fails
     failing: list[str] = field(default_factory=list)  # regressions of suites with fail_on_regression
@@ -24,10 +25,10 @@ class Results:
     interrupted: str | None = None  # why the run stopped early (SIGINT, SIGTERM, a failure with -x), if it did
     expected: int = 0  # items selected to run
 
-    def add(self, record: dict[str, Any], verdicts: list[Verdict]) -> None:
+    def add(self, record: ItemRecord, verdicts: list[Verdict]) -> None:
         self.records.append(record)
         self.verdicts.extend(verdicts)
-        self.by_nodeid[record["nodeid"]] = (record, verdicts)
+        self.by_nodeid[record.nodeid] = (record, verdicts)
 
     def all_problems(self) -> list[str]:
         return list(dict.fromkeys(self.problems + self.errors))

@@ -8,13 +8,16 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_topsail.report.history_index import HistoryIndex
 from pytest_topsail.report.results import Results
 from pytest_topsail.verdict_states import State
+
+if TYPE_CHECKING:
+    from pytest_topsail.items import ItemRecord
 
 REPORT_FILE = "report.html"
 
@@ -48,7 +51,7 @@ class SessionOutputs:
         from pytest_topsail.report.openmetrics import render
 
         results = self.results
-        kpis = [k for r in results.records for k in r.get("kpis") or []]
+        kpis = [k for r in results.records for k in r.kpis]
         self.history.store_run(results.records, results.verdicts)
         results.summary = summarize(results.verdicts, total_points=len(kpis))
         self.add_history_note(results.summary)
@@ -100,13 +103,13 @@ class SessionOutputs:
 
     def needed_history(self) -> dict[str, int]:
         """Comparable earlier runs each suite needs for a verdict (regression.min_history)."""
-        suites = sorted({r["suite"] for r in self.results.records})
+        suites = sorted({r.suite for r in self.results.records})
         return {suite: self.history.settings(suite).min_history for suite in suites}
 
     def suite_settings(self) -> dict[str, dict[str, Any]]:
         """Each suite's report settings (``report:`` in its config.yaml): ``headline_kpis``, ``dimensions``."""
         settings: dict[str, dict[str, Any]] = {}
-        for suite in sorted({r["suite"] for r in self.results.records}):
+        for suite in sorted({r.suite for r in self.results.records}):
             config = self.history.suite_config(suite)
             value = config.get("report", {}) if config is not None else {}
             settings[suite] = value if isinstance(value, dict) else {}
@@ -119,9 +122,9 @@ class SessionOutputs:
         from pytest_topsail.kpi import flatten_labels
 
         records = self.results.records
-        first: dict[str, Any] = next((k for r in records for k in r.get("kpis") or []), {})
+        first: dict[str, Any] = next((k for r in records for k in r.kpis), {})
         presets = {suite: ", ".join(self.history.presets(suite)) or "-" for suite in sorted(self.history.suites)}
-        cluster_labels: dict[str, Any] = next((r["labels"] for r in records if r.get("labels")), {})
+        cluster_labels: dict[str, Any] = next((r.labels for r in records if r.labels), {})
         cluster = flatten_labels(cluster_labels)
         versions = {"python": platform.python_version(), "pytest": pytest.__version__,
                     "pytest-topsail": _version("pytest-topsail"), "plotly": _version("plotly")}
@@ -143,16 +146,18 @@ class SessionOutputs:
         from pytest_topsail.report.plugin import suite_kpis_of
         from pytest_topsail.suites import load_suite
 
-        by_suite: dict[str, list[dict[str, Any]]] = {}
+        by_suite: dict[str, list[ItemRecord]] = {}
         for record in self.results.records:
-            by_suite.setdefault(record["suite"], []).append(record)
+            by_suite.setdefault(record.suite, []).append(record)
         saved: dict[str, list[dict[str, str]]] = {}
         report_settings = self.suite_settings()
         for name, records in sorted(by_suite.items()):
             try:
                 build = suite_kpis_of(self.config, load_suite(self.config, name).path / "kpis.py").figures
                 names = build_matrix(name, records, report_settings.get(name, {}), []).names
-                figures = {**(build(records) if build is not None else {}), **metric_figures(records, names)}
+                # a suite's figures(records) reads the records' JSON form (as saved in item.json)
+                figures = {**(build([r.to_dict() for r in records]) if build is not None else {}),
+                           **metric_figures(records, names)}
             except Exception as error:  # a suite's figure code must not cost the report
                 self.results.problems.append(f"suite {name}: figures() failed ({type(error).__name__}: {error})")
                 continue

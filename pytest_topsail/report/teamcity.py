@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from pytest_topsail.items import ItemRecord
     from pytest_topsail.regression import Verdict
 
 
@@ -24,13 +25,13 @@ def reporter(config: pytest.Config) -> Any | None:
     return None
 
 
-def add_item(config: pytest.Config, report: pytest.TestReport, record: dict[str, Any],
+def add_item(config: pytest.Config, report: pytest.TestReport, record: ItemRecord,
              verdicts: Sequence[Verdict]) -> None:
     echo = reporter(config)
     if echo is None:
         return
     test_name = echo.format_test_id(report.nodeid, report.location)
-    for kpi in record.get("kpis") or []:
+    for kpi in record.kpis:
         unit = f" ({kpi['unit']})" if kpi.get("unit") else ""
         echo.teamcity.message("testMetadata", testName=test_name, name=f"{kpi['name']}{unit}", type="number",
                               value=f"{float(kpi['value']):g}")

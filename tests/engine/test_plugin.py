@@ -67,7 +67,7 @@ def pytest_runtest_logreport(report):
     record = getattr(report, "topsail", None)
     if record is not None:
         with open("records.jsonl", "a") as out:
-            out.write(json.dumps({"when": report.when, **record}) + "\\n")
+            out.write(json.dumps({"when": report.when, **record.to_dict()}) + "\\n")
 
 def pytest_topsail_labels(item):
     return {"cluster": "sim", "item": item.name}
@@ -161,10 +161,10 @@ def test_presets_and_vars_from_command_line(make_project) -> None:
     result = pytester.runpytest("suites", "--preset", "tiny", "--var", "tests.scale.namespace=other", "-s",
                                 "-k", "test_nodes or test_jobs")
     result.assert_outcomes(passed=1, failed=1)  # smoke case only; ns_copy follows the --var
-    assert "NODES 1 PRESETS ['smoke', 'tiny']" in result.stdout.str()
+    assert "NODES 1 PRESETS ['tiny', 'smoke']" in result.stdout.str()  # TOPSAIL's order: before its extends
     result.stdout.fnmatch_lines(["*test_jobs[[]smoke[]]*"])
     effective = yaml.safe_load((artifacts_of(pytester) / "scale" / "config.yaml").read_text())
-    assert effective["presets_applied"] == ["smoke", "tiny"]
+    assert effective["presets_applied"] == ["tiny", "smoke"]
     assert effective["cases"] == ["cases/scale/smoke.yaml"]
     assert effective["tests"]["scale"]["ns_copy"] == "other"
 
@@ -173,7 +173,7 @@ def test_comma_separated_presets_and_to_apply(make_project) -> None:
     config = CONFIG.replace("ci_presets:\n", "ci_presets:\n  to_apply: [smoke]\n  big:\n    cluster.sim.nodes: 500\n")
     pytester = scale_project(make_project, {"suites/scale/config.yaml": config})
     result = pytester.runpytest("suites", "--preset", "big,tiny", "-s", "-k", "test_nodes")
-    assert "NODES 1 PRESETS ['smoke', 'big', 'smoke', 'tiny']" in result.stdout.str()
+    assert "NODES 1 PRESETS ['smoke', 'big', 'tiny']" in result.stdout.str()  # each once, as TOPSAIL records
 
 
 def test_show_config_prints_effective_config_and_exits_zero(make_project) -> None:
@@ -325,3 +325,32 @@ def test_item_directory_that_cannot_be_created_is_a_warning(make_project) -> Non
     result.assert_outcomes(passed=1, warnings=1)
     result.stdout.fnmatch_lines(["*topsail: cannot create the artifact directory of *test_nodes*"])
     assert "INTERNALERROR" not in result.stdout.str()
+
+
+CONTROLLER_RECORDER = """
+import json
+
+from pytest_topsail.xdist_role import role_of
+
+CONFIGS = []
+
+def pytest_configure(config):
+    CONFIGS.append(config)
+
+def pytest_runtest_logreport(report):
+    record = getattr(report, "topsail", None)
+    if record is not None and not role_of(CONFIGS[0]).is_worker:
+        with open("records.jsonl", "a") as out:
+            out.write(json.dumps({"when": report.when, "type": type(record).__name__, **record.to_dict()}) + "\\n")
+"""
+
+
+def test_the_typed_item_record_crosses_the_xdist_boundary(make_project) -> None:
+    pytester = scale_project(make_project, {"conftest.py": CONTROLLER_RECORDER})
+    result = pytester.runpytest("suites/scale/test_scale.py::test_fails", "-n", "2", "-p", "xdist")
+    result.assert_outcomes(passed=2, failed=1)
+    by_id = {record["test_id"]: record for record in records(pytester)}
+    assert len(by_id) == 3 and {record["type"] for record in by_id.values()} == {"ItemRecord"}
+    failed = by_id["test_fails[interactive]"]
+    assert failed["outcome"] == "failed" and failed["version"] == 1
+    assert failed["case"] == {"name": "interactive", "id": "interactive", "settings": {"pods": 3}}

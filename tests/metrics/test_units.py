@@ -172,12 +172,13 @@ def test_kpis_aggregate_over_every_sample_and_are_absent_without_samples() -> No
 
 
 def test_metric_kpis_carry_their_sample_size_and_extremes_are_informational() -> None:
+    from pytest_topsail.items import ItemRecord
     from pytest_topsail.kpi import KpiRecorder, SuiteKpis
     from pytest_topsail.metrics.collect import record_kpis
 
-    record: dict[str, Any] = {"suite": "s", "nodeid": "n"}
+    record = ItemRecord(suite="s", nodeid="n", test_id="n")
     record_kpis(KpiRecorder(record, SuiteKpis(None, {})), document([[(101, "50"), (102, "100")], [(101, "0")]]))
-    by_name = {entry["name"]: entry for entry in record["kpis"]}
+    by_name = {entry["name"]: entry for entry in record.kpis}
     average, peak = by_name["gpu_utilization_avg"], by_name["gpu_memory_used_max"]
     assert average["samples"] == 3 and not average["ignored_for_regression"], "judged from 100 samples on"
     assert peak["ignored_for_regression"] and "extreme" in peak["why"]
@@ -233,15 +234,16 @@ def test_unreachable_names_the_url(tmp_path: Path) -> None:
 def test_suite_figures_name_lines_by_item_and_fold_a_long_legend(tmp_path: Path, items: int) -> None:
     """A suite's over-time figure: a line per item and pod named by the item's name in the report (its varying
     settings), the legend up to 8 lines (beyond, the names on hover: a legend of long names leaves the figure)."""
+    from pytest_topsail.items import ItemRecord
     from pytest_topsail.metrics.collect import save, suite_figures
 
     records = []
     for index in range(items):
         directory = tmp_path / f"{index:03d}__test_x"
         save(directory, document([[(101, "50"), (102, "60")]]))
-        records.append({"nodeid": f"t.py::test_x[size={index}]", "test_id": f"test_x[size={index}]",
-                        "artifact_dir": str(directory)})
-    names = {record["nodeid"]: f"size={index}" for index, record in enumerate(records)}
+        records.append(ItemRecord(suite="s", nodeid=f"t.py::test_x[size={index}]", test_id=f"test_x[size={index}]",
+                                  artifact_dir=str(directory)))
+    names = {record.nodeid: f"size={index}" for index, record in enumerate(records)}
     built = suite_figures(records, names)
     figure = built["metrics: GPU utilization (%)"]
     assert [trace.name for trace in figure.data] == [f"size={index}: p0" for index in range(items)]

@@ -129,6 +129,7 @@ class Project:
     def seed_history(self, series: dict[str, Iterable[float]], *, labels: dict[str, Any] | None = None,
                      size: int = 1, days_ago: float = 30.0) -> Path:
         """Write past KPI records of item size=``size`` as a JSON-lines file (one record per test and KPI)."""
+        from pytest_topsail.items import CaseRecord, ItemRecord
         from pytest_topsail.kpi import KpiRecorder, load_suite_kpis
 
         specs = load_suite_kpis(self.path / "suites/demo/kpis.py").specs
@@ -137,16 +138,16 @@ class Project:
         start = time.time() - days_ago * 86400
         lines = []
         for index in range(count):
-            record = {"suite": "demo", "nodeid": f"suites/demo/test_demo.py::test_train[run-size={size}]",
-                      "test_id": f"test_train[run-size={size}]", "artifact_dir": None,
-                      "case": {"name": "run", "id": f"run-size={size}", "settings": {"size": size}}}
+            record = ItemRecord(suite="demo", nodeid=f"suites/demo/test_demo.py::test_train[run-size={size}]",
+                                test_id=f"test_train[run-size={size}]",
+                                case=CaseRecord(name="run", id=f"run-size={size}", settings={"size": size}))
             recorder = KpiRecorder(record, load_suite_kpis(self.path / "suites/demo/kpis.py"))
             recorder.labels(**{**LABELS, **(labels or {})})
             for name, values in columns.items():
                 entry = recorder.record(name, values[index])
                 entry["timestamp"] = start + index * 3600
                 assert specs[name].name == name
-            lines.extend(json.dumps(entry) for entry in record["kpis"])
+            lines.extend(json.dumps(entry) for entry in record.kpis)
         path = self.path / f"seed-{size}.jsonl"
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
         return path

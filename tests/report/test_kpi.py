@@ -8,6 +8,7 @@ import pydantic
 import pytest
 
 from pytest_topsail.errors import TopsailError
+from pytest_topsail.items import CaseRecord, ItemRecord
 from pytest_topsail.kpi import KpiRecorder, SuiteKpis, flatten_labels, kpi, load_suite_kpis
 from pytest_topsail.lts import build_payload
 from pytest_topsail.report.openmetrics import render
@@ -61,7 +62,8 @@ def recorder(**record: object) -> KpiRecorder:
     base = {"suite": "ft", "nodeid": "suites/ft/test_ft.py::t[a]", "test_id": "t[a]", "artifact_dir": None,
             "case": {"name": "a", "id": "a", "settings": {"gpus": "8", "hyper": {"r": 4, "modules": ["q", "v"]}}},
             "labels": {"cluster": "sim"}}
-    return KpiRecorder({**base, **record}, SuiteKpis(None, {"tps": tps.topsail_kpi}, labels_model=Labels),
+    return KpiRecorder(ItemRecord.from_dict({**base, **record}),
+                       SuiteKpis(None, {"tps": tps.topsail_kpi}, labels_model=Labels),
                        hook_labels=lambda: {"ocp": "4.16"})
 
 
@@ -73,7 +75,7 @@ def test_recorded_kpis_carry_metadata_and_merged_validated_labels() -> None:
     assert entry["labels"] == {"gpus": 8, "hyper.r": 4, "hyper.modules": '["q", "v"]', "ocp": "4.16",
                                "cluster": "sim", "dataset": "alpaca", "run": 2}
     kpis.record("tps", 13)
-    assert [k["value"] for k in kpis.item_record["kpis"]] == [13.0], "recording again replaces the value"
+    assert [k["value"] for k in kpis.item_record.kpis] == [13.0], "recording again replaces the value"
 
 
 def test_recorder_refuses_what_cannot_be_a_kpi() -> None:
@@ -112,10 +114,10 @@ def test_strict_lts_payload_refuses_a_malformed_record() -> None:
     record = {"suite": "ft", "nodeid": "n", "start": 1.0, "end": 2.0, "outcome": "failed", "case": None,
               "kpis": [{"name": "tps", "value": 1.0, "unit": "x", "help": "h", "timestamp": 1.0, "test_uuid": "u",
                         "higher_better": True, "labels": {"bad": {"nested": 1}}}]}
-    lenient = build_payload(record, presets=["smoke"], config={})
+    lenient = build_payload(ItemRecord.from_dict(record), presets=["smoke"], config={})
     assert lenient["metadata"]["exit_code"] == 1 and lenient["metadata"]["presets"] == ["smoke"]
     with pytest.raises(TopsailError, match=r"LTS payload of n: lts.strict is set: key kpis.tps.labels.bad"):
-        build_payload(record, presets=[], config={}, strict=True)
+        build_payload(ItemRecord.from_dict(record), presets=[], config={}, strict=True)
 
 
 def test_lts_payload_never_carries_secrets_of_the_config() -> None:
@@ -124,7 +126,7 @@ def test_lts_payload_never_carries_secrets_of_the_config() -> None:
               "tokens": [{"api_key": "k-123"}], "auth_token": "t-456", "secret_file": "/run/secret.yaml",
               "max_tokens": 512}
     record = {"suite": "ft", "nodeid": "n", "start": 1.0, "end": 2.0, "outcome": "passed", "case": None, "kpis": []}
-    payload = build_payload(record, presets=[], config=config)
+    payload = build_payload(ItemRecord.from_dict(record), presets=[], config=config)
     text = repr(payload)
     assert "hunter2" not in text and "k-123" not in text and "t-456" not in text and "/run/secret" not in text
     assert payload["metadata"]["config"]["history"]["opensearch"]["username"] == "perf"
@@ -144,13 +146,14 @@ def test_scope_and_sample_size_travel_with_the_record() -> None:
         return 9.0
 
     specs = {"load_s": load_s.topsail_kpi, "p99_ms": p99_ms.topsail_kpi}  # type: ignore[attr-defined]
-    record = {"suite": "s", "nodeid": "n", "case": {"settings": {"concurrency": 8}}}
+    record = ItemRecord(suite="s", nodeid="n", test_id="n",
+                        case=CaseRecord(name="", id="", settings={"concurrency": 8}))
     recorder = KpiRecorder(record, SuiteKpis(None, specs), hook_labels=lambda: {"gpu": "a100"})
     with pytest.raises(TopsailError, match=r"measured per worker .*kpis.scope\('worker', ...\)"):
         recorder.record("load_s", 3.0)
     recorder.scope("worker", model="m")
     recorder.record_from({"load": 3.0, "latencies": [1, 2, 3]})
-    by_name = {k["name"]: k for k in record["kpis"]}
+    by_name = {k["name"]: k for k in record.kpis}
     assert by_name["load_s"]["scope"] == "worker"
     assert by_name["load_s"]["labels"] == {"gpu": "a100", "model": "m"}, "no case setting: shared by every item"
     assert by_name["p99_ms"]["samples"] == 3 and by_name["p99_ms"]["labels"]["concurrency"] == 8

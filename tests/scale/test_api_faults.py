@@ -78,12 +78,12 @@ def test_a_cluster_that_goes_away_mid_run_ends_the_wait_at_once(tmp_path) -> Non
     threading.Timer(2.0, sim.stop).start()
     case = ScaleCase(workload="training", jobs=2, gpus=1, duration_s=600, timeout_s=900)  # far beyond the bound
     started = time.monotonic()
-    record: dict = {}
-    with collecting(record):
+    leftovers: list[dict[str, str]] = []
+    with collecting(leftovers):
         result = run_case(kube, case, tmp_path, RunOptions(namespace_prefix="g", plots=False), run_id="gone01")
     kube.close()
     assert time.monotonic() - started < 120, "the wait ended when the cluster stopped answering, not at timeout_s"
     lost = result.summary["cluster_lost"]
     assert lost.startswith("the cluster stopped answering while the jobs ran: "), result.summary
     assert "connection refused" in result.summary["cluster_lost"] and not result.summary["timed_out"]
-    assert [entry["what"].split()[1] for entry in record["leftovers"]] == ["g-gone01-0"]
+    assert [entry["what"].split()[1] for entry in leftovers] == ["g-gone01-0"]

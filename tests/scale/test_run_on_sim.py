@@ -84,12 +84,12 @@ def test_a_namespace_that_stays_is_reported_with_the_command_removing_it(api, tm
     held = "h-held01-0"  # the run's namespace, created beforehand with a finalizer nobody removes
     api.create({"apiVersion": "v1", "kind": "Namespace",
                 "metadata": {"name": held, "finalizers": ["example.com/hold"]}})
-    record: dict = {}
-    with collecting(record):
+    leftovers: list[dict[str, str]] = []
+    with collecting(leftovers):
         result = run_case(api, ScaleCase(workload="interactive", jobs=1, timeout_s=30), tmp_path,
                           RunOptions(namespace_prefix="h", plots=False, cleanup_timeout_s=1), run_id="held01")
     assert result.summary["cleanup"]["remaining"] == [held]
-    [entry] = record["leftovers"]
+    [entry] = leftovers
     assert entry["what"].startswith(f"namespace {held} (not seen gone within 1 s of its deletion)")
     assert entry["command"] == f"kubectl --kubeconfig {api.kubeconfig} delete namespace {held}"
     api.patch(ObjectRef("v1", "Namespace", held), {"metadata": {"finalizers": None}})
