@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from types import UnionType
+from typing import Any, Union, get_args, get_origin
 
 # "<file>: <section>" (settings.where, a suite's sections): the section is the start of every key path the user wrote
 _SECTION = re.compile(r"(?P<file>.+): (?P<section>[A-Za-z_][\w.\-\[\]]*)")
@@ -21,9 +22,10 @@ def describe_validation_error(error: Any, where: str, what: str = "", model: Any
     """One message for a pydantic ``ValidationError``: ``<where>: <what>: key a.b[0]: expected ...; key c: ...``.
 
     `where` names the file or object, `what` what was being validated ("invalid simulator profile"); with the
-    `model`, an unknown top-level key lists the known ones. This is the one formatter of validation errors; build a
-    TopsailError from it (or use pytest_topsail.settings.validate). ``typed`` maps an internal key path to the key
-    the user wrote (a shortcut such as ``nodes`` for ``node_pools[0].count``), which the message names instead.
+    `model`, an unknown key lists the known ones (those of the nested model it was found in). This is the one
+    formatter of validation errors; build a TopsailError from it (or use pytest_topsail.settings.validate).
+    ``typed`` maps an internal key path to the key the user wrote (a shortcut such as ``nodes`` for
+    ``node_pools[0].count``), which the message names instead.
     A `where` of the form ``<file>: <section>`` (a configuration section, e.g. ``suites/x/config.yaml: cluster.sim``)
     names each key whole, as the user writes it in the file or a ``--var``: ``<file>: <what>: key cluster.sim.nodes:
     ...`` (a problem of the whole section: ``<file>: <what>: cluster.sim: ...``). `under` is the key path of the
@@ -35,8 +37,9 @@ def describe_validation_error(error: Any, where: str, what: str = "", model: Any
     problems = []
     for detail in _unions_merged(error.errors(include_url=False)):
         problem = _problem(detail)
-        if detail.get("type") == "extra_forbidden" and len(detail["loc"]) == 1 and model is not None:
-            problem += f"; known: {', '.join(sorted(model.model_fields))}"
+        if detail.get("type") == "extra_forbidden" and model is not None:
+            known = _known_keys(model, tuple(detail["loc"][:-1]))
+            problem += f"; known: {', '.join(known)}" if known else ""
         key = _key_path(detail["loc"])
         key = ".".join(part for part in (section, under, (typed or {}).get(key, key)) if part).replace(".[", "[")
         if detail["loc"]:
@@ -79,6 +82,32 @@ def _unions_merged(details: list[Any]) -> list[dict[str, Any]]:
         merged.append({"type": "union", "loc": location[:-1], "msg": text, **(
             {"input": group[0]["input"]} if "input" in group[0] else {})})
     return merged
+
+
+def _known_keys(model: Any, location: tuple[Any, ...]) -> list[str]:
+    """The keys of the (nested) pydantic model at `location` of `model`; [] when that is no model."""
+    annotation: Any = model
+    for part in location:
+        annotation = _without_none(annotation)
+        fields = getattr(annotation, "model_fields", None)
+        if isinstance(fields, dict):
+            if part not in fields:
+                return []
+            annotation = fields[part].annotation
+            continue
+        members = getattr(annotation, "__args__", ())  # list[X], dict[str, X], or a union tagged by member name
+        named = [member for member in members if getattr(member, "__name__", None) == part]
+        annotation = named[0] if named else (members[-1] if members else None)
+    fields = getattr(_without_none(annotation), "model_fields", None)
+    return sorted(fields) if isinstance(fields, dict) else []
+
+
+def _without_none(annotation: Any) -> Any:
+    """`X` of ``X | None``, else `annotation`."""
+    if get_origin(annotation) not in (Union, UnionType):
+        return annotation
+    members = [member for member in get_args(annotation) if member is not type(None)]
+    return members[0] if len(members) == 1 else annotation
 
 
 def _key_path(location: tuple[Any, ...]) -> str:

@@ -21,7 +21,7 @@ import fnmatch
 import json
 import operator
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -36,6 +36,7 @@ from pytest_topsail.changepoints import (
     t_test_pvalue,
 )
 from pytest_topsail.errors import TopsailError
+from pytest_topsail.settings import Settings, validate
 from pytest_topsail.verdict_states import State
 
 __all__ = ["ChangePoint", "builtin_change_points", "otava_change_points", "t_test_pvalue"]
@@ -43,13 +44,15 @@ __all__ = ["ChangePoint", "builtin_change_points", "otava_change_points", "t_tes
 VERDICTS = tuple(state.value for state in State)  # the one vocabulary: pytest_topsail/verdict_states.py
 
 
-@dataclass(frozen=True)
-class KpiRule:
-    """The noise floor of one KPI: a change must exceed all three to be a regression or an improvement."""
+class KpiRule(Settings):
+    """The noise floor of one KPI: a change must exceed all three to be a regression or an improvement. As an entry
+    of ``regression.kpis``, the keys given override the suite's."""
 
-    min_magnitude: float = 0.05  # relative to the reference (0.05 = 5 %)
-    noise_sigmas: float = 3.0  # times the standard deviation of the reference regime
-    min_change: float = 0.0  # absolute, in the KPI's unit (e.g. a timestamp resolution)
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    min_magnitude: float = pydantic.Field(0.05, ge=0)  # relative to the reference (0.05 = 5 %)
+    noise_sigmas: float = pydantic.Field(3.0, ge=0)  # times the standard deviation of the reference regime
+    min_change: float = pydantic.Field(0.0, ge=0)  # absolute, in the KPI's unit (e.g. a timestamp resolution)
 
     def floor(self, reference: float, stddev: float) -> float:
         return max(self.min_magnitude * abs(reference), self.noise_sigmas * stddev, self.min_change)
@@ -69,62 +72,12 @@ class KpiRule:
                 f"and {parts[2]}")
 
 
+class RegressionSettings(Settings):
+    """A suite's ``regression:`` section (docs/kpis-and-regressions.md), checked strictly by type (``"false"`` is
+    no boolean, a string is no list of keys); ``kpis`` holds per-KPI noise floors by name or glob pattern, first
+    match wins."""
 
-@dataclass(frozen=True)
-class RegressionSettings:
-    """A suite's ``regression:`` section (docs/kpis-and-regressions.md); ``kpis`` holds per-KPI noise floors
-    as (name or glob pattern, rule), first match wins."""
-
-    comparison_keys: tuple[str, ...] = ()
-    ignored_keys: tuple[str, ...] = ()
-    fail_on_regression: bool = False
-    window_len: int = 50
-    max_pvalue: float = 0.001
-    min_history: int = 5
-    min_magnitude: float = 0.05
-    noise_sigmas: float = 3.0
-    min_change: float = 0.0
-    kpis: tuple[tuple[str, KpiRule], ...] = ()
-    ack_file: str = "acks.yaml"
-    engine: str = "auto"
-
-    @classmethod
-    def from_mapping(cls, values: Mapping[str, Any] | None, where: str = "regression") -> RegressionSettings:
-        """Validated by type (``"false"`` is no boolean, a string is no list of keys); errors name ``where.key``."""
-        if values is not None and not isinstance(values, Mapping):
-            raise TopsailError(f"{where}: must be a mapping, not {type(values).__name__}")
-        try:
-            checked = _RegressionInput.model_validate(dict(values or {}))
-        except pydantic.ValidationError as error:
-            raise TopsailError(_problems(error, where)) from None
-        suite_rule = KpiRule(checked.min_magnitude, checked.noise_sigmas, checked.min_change)
-        rules = tuple((pattern, replace(suite_rule, **rule.model_dump(exclude_unset=True)))
-                      for pattern, rule in checked.kpis.items())
-        return cls(**{**checked.model_dump(exclude={"kpis"}), "comparison_keys": tuple(checked.comparison_keys),
-                      "ignored_keys": tuple(checked.ignored_keys), "kpis": rules})
-
-    def rule(self, kpi: str) -> KpiRule:
-        """The noise floor of ``kpi``: the first matching entry of ``kpis``, else the suite's."""
-        for pattern, rule in self.kpis:
-            if fnmatch.fnmatchcase(kpi, pattern):
-                return rule
-        return KpiRule(self.min_magnitude, self.noise_sigmas, self.min_change)
-
-
-class _KpiRuleInput(pydantic.BaseModel):
-    """One entry of ``regression.kpis``: the keys given override the suite's noise floor."""
-
-    model_config = pydantic.ConfigDict(extra="forbid", strict=True)
-
-    min_magnitude: float = pydantic.Field(0.05, ge=0)
-    noise_sigmas: float = pydantic.Field(3.0, ge=0)
-    min_change: float = pydantic.Field(0.0, ge=0)
-
-
-class _RegressionInput(pydantic.BaseModel):
-    """The ``regression:`` section as written by the user, checked strictly by type."""
-
-    model_config = pydantic.ConfigDict(extra="forbid", strict=True)
+    model_config = pydantic.ConfigDict(frozen=True)
 
     comparison_keys: list[str] = []
     ignored_keys: list[str] = []
@@ -135,21 +88,25 @@ class _RegressionInput(pydantic.BaseModel):
     min_magnitude: float = pydantic.Field(0.05, ge=0)
     noise_sigmas: float = pydantic.Field(3.0, ge=0)
     min_change: float = pydantic.Field(0.0, ge=0)
-    kpis: dict[str, _KpiRuleInput] = {}
+    kpis: dict[str, KpiRule] = {}
     ack_file: str = "acks.yaml"
     engine: Literal["auto", "builtin", "otava"] = "auto"
 
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any] | None, where: str = "regression") -> RegressionSettings:
+        """The validated section; `where` is ``<file>: regression`` (a TopsailError naming each key
+        ``regression.<key>`` otherwise)."""
+        if values is not None and not isinstance(values, Mapping):
+            raise TopsailError(f"{where}: must be a mapping, not {type(values).__name__}")
+        return validate(cls, dict(values or {}), where, "invalid regression settings")
 
-def _problems(error: pydantic.ValidationError, where: str) -> str:
-    messages = []
-    for problem in error.errors():
-        location = ".".join(map(str, problem["loc"]))
-        if problem["type"] != "extra_forbidden":
-            messages.append(f"{where}.{location}: {problem['msg']}, got {problem['input']!r}")
-            continue
-        model = _KpiRuleInput if problem["loc"][0] == "kpis" else _RegressionInput
-        messages.append(f"{where}: unknown key {location!r}; known: {', '.join(sorted(model.model_fields))}")
-    return "; ".join(messages)
+    def rule(self, kpi: str) -> KpiRule:
+        """The noise floor of ``kpi``: the suite's, with the keys of the first matching entry of ``kpis``."""
+        suite = KpiRule(min_magnitude=self.min_magnitude, noise_sigmas=self.noise_sigmas, min_change=self.min_change)
+        for pattern, rule in self.kpis.items():
+            if fnmatch.fnmatchcase(kpi, pattern):
+                return suite.model_copy(update=rule.model_dump(exclude_unset=True))
+        return suite
 
 
 def _use_otava(settings: RegressionSettings) -> bool:

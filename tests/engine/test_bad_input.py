@@ -42,6 +42,7 @@ def project(make_project, **overrides: str | bytes) -> pytest.Pytester:
 
 
 # (id, files to replace: path with "/" written "__", extra command-line args, fragments the one message must hold)
+BAD_REGRESSION = "suites/s/config.yaml: invalid regression settings: key regression."  # the one formatter
 BAD_INPUTS = [
     ("malformed-config-yaml", {"suites__s__config.yaml": "cases: [a\nb: 1\n"}, [],
      ["suites/s/config.yaml: malformed YAML: line 2"]),
@@ -169,28 +170,28 @@ BAD_INPUTS = [
      ["duplicate case id 'a'"]),
     # --- regression settings: typed, checked at start-up (not after the run)
     ("comparison-keys-a-string", {"suites__s__config.yaml": CONFIG + "regression: {comparison_keys: workload}\n"}, [],
-     ["suites/s/config.yaml: regression.comparison_keys: Input should be a valid list, got 'workload'"]),
+     [BAD_REGRESSION + "comparison_keys: Input should be a valid list (got 'workload')"]),
     ("comparison-keys-from-var", {"suites__s__config.yaml": CONFIG + "regression: {comparison_keys: [jobs]}\n"},
      ["--var", "regression.comparison_keys=workload"],
-     ["suites/s/config.yaml: regression.comparison_keys: Input should be a valid list, got 'workload'"]),
+     [BAD_REGRESSION + "comparison_keys: Input should be a valid list (got 'workload')"]),
     ("fail-on-regression-sometimes", {"suites__s__config.yaml": CONFIG + "regression: {fail_on_regression: "
                                                                          "sometimes}\n"}, [],
-     ["suites/s/config.yaml: regression.fail_on_regression: Input should be a valid boolean, got 'sometimes'"]),
+     [BAD_REGRESSION + "fail_on_regression: Input should be a valid boolean (got 'sometimes')"]),
     ("fail-on-regression-quoted-false", {"suites__s__config.yaml": CONFIG + "regression: {fail_on_regression: "
                                                                             "'false'}\n"}, [],
-     ["suites/s/config.yaml: regression.fail_on_regression: Input should be a valid boolean, got 'false'"]),
+     [BAD_REGRESSION + "fail_on_regression: Input should be a valid boolean (got 'false')"]),
     ("max-pvalue-not-a-number", {"suites__s__config.yaml": CONFIG + "regression: {max_pvalue: low}\n"}, [],
-     ["suites/s/config.yaml: regression.max_pvalue: Input should be a valid number, got 'low'"]),
+     [BAD_REGRESSION + "max_pvalue: Input should be a valid number (got 'low')"]),
     ("max-pvalue-out-of-range", {"suites__s__config.yaml": CONFIG + "regression: {max_pvalue: 5}\n"}, [],
-     ["suites/s/config.yaml: regression.max_pvalue: Input should be less than or equal to 1, got 5"]),
+     [BAD_REGRESSION + "max_pvalue: Input should be less than or equal to 1 (got 5)"]),
     ("window-len-too-small", {"suites__s__config.yaml": CONFIG + "regression: {window_len: 1}\n"}, [],
-     ["suites/s/config.yaml: regression.window_len: Input should be greater than or equal to 2, got 1"]),
+     [BAD_REGRESSION + "window_len: Input should be greater than or equal to 2 (got 1)"]),
     ("min-history-a-string", {"suites__s__config.yaml": CONFIG + "regression: {min_history: '5'}\n"}, [],
-     ["suites/s/config.yaml: regression.min_history: Input should be a valid integer, got '5'"]),
+     [BAD_REGRESSION + "min_history: Input should be a valid integer (got '5')"]),
     ("unknown-regression-engine", {"suites__s__config.yaml": CONFIG + "regression: {engine: magic}\n"}, [],
-     ["suites/s/config.yaml: regression.engine: Input should be 'auto', 'builtin' or 'otava', got 'magic'"]),
+     [BAD_REGRESSION + "engine: Input should be 'auto', 'builtin' or 'otava' (got 'magic')"]),
     ("unknown-regression-key", {"suites__s__config.yaml": CONFIG + "regression: {max_p: 0.1}\n"}, [],
-     ["suites/s/config.yaml: regression: unknown key 'max_p'; known: ack_file, comparison_keys"]),
+     [BAD_REGRESSION + "max_p: unknown key; known: ack_file, comparison_keys"]),
     ("regression-not-a-mapping", {"suites__s__config.yaml": CONFIG + "regression: [a]\n"}, [],
      ["suites/s/config.yaml: regression: must be a mapping, not list"]),
     ("lts-strict-a-string", {"suites__s__config.yaml": CONFIG + "lts: {strict: 'yes'}\n"}, [],
@@ -301,9 +302,10 @@ SCALE_SUITE_INPUTS = [  # the repository's scale suite: typed settings checked a
     (["--var", "tests.scale.thresholds=[{step: Reddy, metric: P99, max_ms: 5}]"], "unknown step 'Reddy'"),
     (["--var", "tests.scale.thresholds={step: Ready}"], "key tests.scale.thresholds: Input should be a valid list"),
     (["--var", "regression.comparison_keys=workload"],
-     "suites/scale/config.yaml: regression.comparison_keys: Input should be a valid list, got 'workload'"),
-    (["--var", "regression.fail_on_regression=sometimes"], "regression.fail_on_regression: Input should be a valid "
-                                                            "boolean, got 'sometimes'"),
+     "suites/scale/config.yaml: invalid regression settings: key regression.comparison_keys: Input should be a "
+     "valid list (got 'workload')"),
+    (["--var", "regression.fail_on_regression=sometimes"], "key regression.fail_on_regression: Input should be a "
+                                                            "valid boolean (got 'sometimes')"),
 ]
 
 SIM_PROFILE_INPUTS = [  # the simulator profile of cluster.sim: one start-up error, no simulator started

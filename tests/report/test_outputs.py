@@ -252,7 +252,8 @@ def test_a_bad_regression_section_is_a_start_up_error_naming_the_key(project: Pr
     project.write("suites/demo/config.yaml", "cases: [cases/demo.yaml]\nregression: {windw_len: 3}\n")
     result = project.run()
     assert result.ret == 4, "found at configure time, before any test runs"
-    result.stderr.fnmatch_lines(["ERROR: suites/demo/config.yaml: regression: unknown key 'windw_len'; known: *"])
+    result.stderr.fnmatch_lines(["ERROR: suites/demo/config.yaml: invalid regression settings: "
+                                 "key regression.windw_len: unknown key; known: *"])
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
     assert not project.artifacts("s1").exists()
 

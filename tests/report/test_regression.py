@@ -11,6 +11,7 @@ import pytest
 
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.regression import (
+    KpiRule,
     RegressionSettings,
     builtin_change_points,
     change_points,
@@ -202,24 +203,39 @@ def test_an_old_change_point_does_not_condemn_the_current_value() -> None:
 
 
 def test_settings_are_validated_with_the_key_named() -> None:
-    with pytest.raises(TopsailError, match=r"suite x: regression: unknown key 'windw_len'"):
-        RegressionSettings.from_mapping({"windw_len": 3}, where="suite x: regression")
-    with pytest.raises(TopsailError, match="regression.engine: Input should be 'auto', 'builtin' or 'otava'"):
-        RegressionSettings.from_mapping({"engine": "fast"})
-    with pytest.raises(TopsailError, match="regression.comparison_keys: Input should be a valid list, got 'image'"):
-        RegressionSettings.from_mapping({"comparison_keys": "image"})  # not the characters i, m, a, g, e
-    with pytest.raises(TopsailError, match="regression.fail_on_regression: Input should be a valid boolean"):
-        RegressionSettings.from_mapping({"fail_on_regression": "false"})
+    where = "suite x: regression"  # <file>: <section>: each key named as the user writes it, by the one formatter
+    with pytest.raises(TopsailError, match=r"^suite x: invalid regression settings: key regression.windw_len: "
+                                           r"unknown key; known: ack_file, comparison_keys"):
+        RegressionSettings.from_mapping({"windw_len": 3}, where=where)
+    with pytest.raises(TopsailError, match=r"key regression.engine: Input should be 'auto', 'builtin' or 'otava' "
+                                           r"\(got 'fast'\)"):
+        RegressionSettings.from_mapping({"engine": "fast"}, where=where)
+    with pytest.raises(TopsailError, match=r"key regression.comparison_keys: Input should be a valid list \(got "
+                                           r"'image'\)"):
+        RegressionSettings.from_mapping({"comparison_keys": "image"}, where=where)  # not the characters i, m, a, ...
+    with pytest.raises(TopsailError, match="key regression.fail_on_regression: Input should be a valid boolean"):
+        RegressionSettings.from_mapping({"fail_on_regression": "false"}, where=where)
     settings = RegressionSettings.from_mapping({"comparison_keys": ["image"], "min_history": 3})
-    assert settings.comparison_keys == ("image",) and settings.min_history == 3
+    assert settings.comparison_keys == ["image"] and settings.min_history == 3
     assert (RegressionSettings().min_history, RegressionSettings().min_magnitude) == (5, 0.05)
-    with pytest.raises(TopsailError, match=r"regression.min_magnitude: Input should be a valid number, got 'big'"):
-        RegressionSettings.from_mapping({"min_magnitude": "big"})
-    with pytest.raises(TopsailError, match=r"regression: unknown key 'kpis.speed.floor'; known: min_change, "
+    with pytest.raises(TopsailError, match=r"key regression.min_magnitude: Input should be a valid number \(got "
+                                           r"'big'\)"):
+        RegressionSettings.from_mapping({"min_magnitude": "big"}, where=where)
+    with pytest.raises(TopsailError, match=r"key regression.kpis.speed.floor: unknown key; known: min_change, "
                                            r"min_magnitude, noise_sigmas"):
-        RegressionSettings.from_mapping({"kpis": {"speed": {"floor": 3}}})
-    with pytest.raises(TopsailError, match=r"regression.kpis.speed.min_change: Input should be greater than or equal"):
-        RegressionSettings.from_mapping({"kpis": {"speed": {"min_change": -1}}})
+        RegressionSettings.from_mapping({"kpis": {"speed": {"floor": 3}}}, where=where)
+    with pytest.raises(TopsailError, match=r"key regression.kpis.speed.min_change: Input should be greater than or "
+                                           r"equal"):
+        RegressionSettings.from_mapping({"kpis": {"speed": {"min_change": -1}}}, where=where)
+    with pytest.raises(TopsailError, match=r"^suite x: regression: must be a mapping, not list$"):
+        RegressionSettings.from_mapping(["a"], where=where)  # type: ignore[arg-type]
+
+
+def test_a_kpi_entry_overrides_only_the_keys_it_gives() -> None:
+    settings = RegressionSettings.from_mapping({"min_magnitude": 0.02, "noise_sigmas": 4,
+                                                "kpis": {"tt_*": {"min_change": 5}, "tt_x": {"min_magnitude": 0.5}}})
+    assert settings.rule("tt_x") == KpiRule(min_magnitude=0.02, noise_sigmas=4, min_change=5)  # first match wins
+    assert settings.rule("other") == KpiRule(min_magnitude=0.02, noise_sigmas=4, min_change=0)
 
 
 def test_history_matches_exactly_on_every_label_but_comparison_and_ignored_keys() -> None:
