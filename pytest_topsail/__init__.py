@@ -27,6 +27,8 @@ _EXPORTS = {
     "TopsailError": "pytest_topsail.errors",
     "Case": "pytest_topsail.cases",
     "Config": "pytest_topsail.config",
+    "command_args": "pytest_topsail.templates",
+    "fixture_command_args": "pytest_topsail.templates",
     "Suite": "pytest_topsail.suites",
     "load_suite": "pytest_topsail.suites",
     "kpi": "pytest_topsail.kpi",
@@ -82,7 +84,7 @@ __all__ = [
     "parametrize_cases", "prepare_component", "report_leftover", "resolve_case_files", "rollback", "run_coroutine",
     "run_once", "shared_dir", "shared_plotly_js", "step", "suite_of_item", "validate", "wait_condition",
     "wait_deleted", "wait_for",
-    "ClusterClock",
+    "ClusterClock", "command_args", "fixture_command_args",
 ]
 
 if TYPE_CHECKING:
@@ -108,6 +110,7 @@ if TYPE_CHECKING:
     from pytest_topsail.run import artifacts_root
     from pytest_topsail.settings import Settings, validate
     from pytest_topsail.suites import Suite, load_suite, suite_of_item
+    from pytest_topsail.templates import command_args, fixture_command_args
 
 
 __getattr__, __dir__ = lazy_front(__name__, _EXPORTS)

@@ -23,6 +23,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "--topsail-show-config lists them with what they run and how long they take")
     group.addoption("--var", action="append", dest="topsail_vars", default=[], metavar="KEY=VALUE",
                     help="override a configuration key after presets (VALUE parsed as YAML; repeatable)")
+    group.addoption("--topsail-pr-args", dest="topsail_pr_args", default=None, metavar="FILE",
+                    help="apply a PR's directives: FILE is a PR comment (/test <job> <preset>..., /var KEY: VALUE "
+                         "lines) or the variable_overrides.yaml TOPSAIL's CI writes (default: "
+                         "$ARTIFACT_DIR/variable_overrides.yaml if it exists, and $PR_POSITIONAL_ARG_N)")
     group.addoption("--artifacts", dest="topsail_artifacts", default=None, metavar="DIR",
                     help="artifacts root (default: $ARTIFACT_DIR, else ./artifacts/<run-id>)")
     group.addoption("--topsail-show-config", action="store_true", dest="topsail_show_config", default=False,

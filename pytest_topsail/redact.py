@@ -14,11 +14,15 @@ a value is named: Secret data, and environment variables ``{name: HF_TOKEN, valu
 Free text (:func:`redact_text`) has no keys: the name rule is not applied there (``inputTokenCount: expected 7`` is no
 secret). It hides the values known to be secret (:func:`secret_values` of the configuration and the case), URL
 credentials, ``Bearer``/``Basic`` credentials and ``Authorization`` values.
+
+Values read from secret files (the configuration's ``*$@key`` references) are registered (:func:`register_secret`)
+when read: every function here hides them wherever they appear, whatever the key above them.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -42,6 +46,29 @@ _AUTHORIZATION = re.compile(
     r"""(?P<value>(?!<redacted>|(?:Bearer|Basic)\s+<redacted>)[^\s"',;}\]]+"""
     r"""(?:\s+(?!<redacted>)[A-Za-z0-9._~+/=-]{8,})?)""", re.IGNORECASE)
 MIN_KNOWN_SECRET = 4  # shorter known values ("1", "yes") would blank out unrelated text
+_registered: set[str] = set()  # the contents of secret files read by this process
+_registered_lock = threading.Lock()
+
+
+def register_secret(value: str) -> None:
+    """Hide ``value`` (the content of a secret file) in every output of this process from now on."""
+    if value:
+        with _registered_lock:
+            _registered.add(value)
+
+
+def hide_registered(text: str) -> str:
+    """``text`` with every registered secret replaced (the whole text when it is one, however short)."""
+    if not _registered:
+        return text
+    with _registered_lock:
+        known = sorted(_registered, key=len, reverse=True)
+    if text in known:
+        return REDACTED
+    for secret in known:
+        if len(secret) >= MIN_KNOWN_SECRET:
+            text = text.replace(secret, REDACTED)
+    return text
 
 
 def is_secret_key(key: Any) -> bool:
@@ -67,7 +94,7 @@ def _redact(data: Any, under_secret: bool) -> Any:
     if under_secret:
         return data if data is None or data == "" else REDACTED
     if isinstance(data, str):
-        return redact_url_credentials(data)
+        return redact_url_credentials(hide_registered(data))
     return data
 
 
@@ -91,7 +118,7 @@ def _redact_object(data: Any) -> Any:
                 else _redact_object(value) for key, value in data.items()}
     if isinstance(data, list | tuple):
         return [_redact_object(item) for item in data]
-    return redact_url_credentials(data) if isinstance(data, str) else data
+    return redact_url_credentials(hide_registered(data)) if isinstance(data, str) else data
 
 
 def redact_url_credentials(text: str) -> str:
@@ -129,6 +156,6 @@ def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
     such as ``inputTokenCount: expected 7, got 5`` is left whole."""
     for secret in sorted(secrets, key=len, reverse=True):
         text = text.replace(secret, REDACTED)
-    text = redact_url_credentials(text)
+    text = redact_url_credentials(hide_registered(text))
     text = _BEARER.sub(lambda match: f"{match['scheme']} {REDACTED}", text)
     return _AUTHORIZATION.sub(lambda match: f"{match['name']}{REDACTED}", text)

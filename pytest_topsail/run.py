@@ -23,6 +23,7 @@ from pytest_topsail.errors import TopsailError
 from pytest_topsail.xdist_role import ARTIFACTS_INPUT, RUN_ID_INPUT, SINGLE, Role, role_of
 
 if TYPE_CHECKING:
+    from pytest_topsail.pr_args import PrArgs
     from pytest_topsail.suites import Suite
 
 PRESET_ENV = "TOPSAIL_PRESET"
@@ -46,6 +47,19 @@ class TopsailState:
     cluster: str = "sim"  # the cluster the run uses: sim (the simulator) or kube (a real cluster)
     role: Role = SINGLE  # this process's xdist role
     lock: threading.RLock = field(default_factory=threading.RLock)
+    pr_args_option: str | None = None  # --topsail-pr-args
+    invocation_dir: Path = field(default_factory=Path.cwd)
+    _pr_args: PrArgs | None = None
+
+    @property
+    def pr_args(self) -> PrArgs:
+        """The PR directives of the run (``pytest_topsail.pr_args``), read on first use: a run that reaches no suite
+        reads nothing."""
+        if self._pr_args is None:
+            from pytest_topsail.pr_args import read_pr_args
+
+            self._pr_args = read_pr_args(self.pr_args_option, self.invocation_dir)
+        return self._pr_args
 
 
 STATE_KEY = pytest.StashKey[TopsailState]()
@@ -81,6 +95,8 @@ def init_state(pytest_config: pytest.Config) -> TopsailState:
         pytest_cache=getattr(pytest_config, "cache", None),
         cluster=chosen_cluster(pytest_config),
         role=role,
+        pr_args_option=pytest_config.getoption("topsail_pr_args", None),
+        invocation_dir=Path(pytest_config.invocation_params.dir),
     )
     pytest_config.stash[STATE_KEY] = state
     return state

@@ -19,11 +19,9 @@ import pytest
 from pytest_topsail.cases import Case
 from pytest_topsail.config import (
     PRESETS_KEY,
-    TO_APPLY_KEY,
     Config,
-    apply_presets,
-    apply_vars,
     closest_keys,
+    effective_document,
     has_key,
     load_yaml,
     preset_descriptions,
@@ -35,6 +33,8 @@ from pytest_topsail.xdist_role import SINGLE, Role
 
 if TYPE_CHECKING:
     import pydantic
+
+    from pytest_topsail.pr_args import PrArgs
 
 M = TypeVar("M", bound="pydantic.BaseModel")
 
@@ -137,15 +137,18 @@ class Suite:
         return self.validated[(key, model)]
 
     def validate(self) -> None:
-        """Resolve every ``@reference``, check the regression settings, load the cases, validate the declared
-        settings now: bad input is reported before any test runs (also on the xdist controller, which collects
-        nothing)."""
+        """Resolve every reference, check the regression settings, render the suite's command_args.yaml.j2, load
+        the cases, validate the declared settings now: bad input is reported before any test runs (also on the
+        xdist controller, which collects nothing)."""
         self.config.as_dict()  # unknown references and reference cycles
         if REGRESSION_KEY in self.config:
             from pytest_topsail.regression import RegressionSettings
 
             RegressionSettings.from_mapping(self.config.get(REGRESSION_KEY), where=f"{self.config.source}: regression")
         self._check_engine_keys()
+        from pytest_topsail.templates import check_suite_template
+
+        check_suite_template(self.config)  # command_args.yaml.j2: every entry renders
         self.cases  # noqa: B018 - loads, expands and checks the case files (cached)
         for key in self.settings_models:
             self.settings(key)
@@ -252,13 +255,9 @@ def build_suite(name: str, path: Path, state: TopsailState) -> Suite:
     presets = document.pop(PRESETS_KEY, None) or {}
     if not isinstance(presets, dict):
         raise TopsailError(f"{shown}: {PRESETS_KEY} must be a mapping of preset names to presets")
-    to_apply = presets.get(TO_APPLY_KEY) or []
-    if isinstance(to_apply, str):
-        to_apply = [to_apply]
-    requested = [*to_apply, *(preset for preset in state.presets if preset in presets and preset != TO_APPLY_KEY)]
-    applied = apply_presets(document, presets, requested, shown)
-    apply_vars(document, state.overrides)
-    return Suite(name=name, path=path, config=Config(document, source=shown), presets_applied=applied,
+    applied = effective_document(document, presets, shown, requested=[*state.pr_args.preset_names, *state.presets],
+                                 pr_overrides=state.pr_args.override_pairs, var_overrides=state.overrides)
+    return Suite(name=name, path=path, config=Config(document, source=shown, directory=path), presets_applied=applied,
                  presets_defined=preset_names(presets), rootdir=state.rootdir, cache_dir=_yaml_cache_dir(state),
                  preset_descriptions=preset_descriptions(presets), cluster=state.cluster,
                  role=state.role)
@@ -282,6 +281,7 @@ def load_suites_in_scope(pytest_config: pytest.Config) -> list[Suite]:
     if suites:
         check_presets_known(suites, state.presets)
         check_vars_known(suites, state.overrides)
+        check_pr_args_known(state.pr_args, suites)
     return suites
 
 
@@ -302,6 +302,27 @@ def check_vars_known(suites: list[Suite], overrides: list[tuple[str, Any]]) -> N
         hint = f"; closest existing keys: {', '.join(close)}" if close else ""
         files = ", ".join(suite.config.source for suite in suites)
         raise TopsailError(f"--var {key!r}: unknown configuration key in {files}{hint}")
+
+
+def check_pr_args_known(pr_args: PrArgs, suites: list[Suite]) -> None:
+    """Every preset of the directives is defined by a collected suite and every override key is one of their keys;
+    else one error listing each bad directive where it was written."""
+    from pytest_topsail.pr_args import raise_all
+
+    errors = []
+    for directive in pr_args.presets:
+        if not any(directive.key in suite.presets_defined for suite in suites):
+            listing = "; ".join(f"{suite.name}: {', '.join(suite.presets_defined) or 'none'}" for suite in suites)
+            errors.append(f"{directive.origin}: preset {directive.key!r} is defined by no collected suite "
+                          f"(presets per suite: {listing})")
+    for directive in pr_args.overrides:
+        documents = [suite.config.as_dict(resolve=False) for suite in suites]
+        if any(has_key(document, directive.key) for document in documents):
+            continue
+        close = [match for document in documents for match in closest_keys(document, directive.key)]
+        hint = f"; closest existing keys: {', '.join(close)}" if close else ""
+        errors.append(f"{directive.origin}: {directive.key!r} is not a configuration key of any collected suite{hint}")
+    raise_all(errors)
 
 
 def suite_name_of_path(pytest_config: pytest.Config, path: Path) -> str | None:

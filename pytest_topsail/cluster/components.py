@@ -23,6 +23,7 @@ from pytest_topsail.cluster.ownership import disown_namespaces
 from pytest_topsail.cluster.settings import ComponentSettings, section_settings, source_suite, where
 from pytest_topsail.cluster.state import Cluster, ClusterSession, cluster_session
 from pytest_topsail.cluster.steps import KubeStep, Ownership, kube_step, rollback
+from pytest_topsail.config import Config
 from pytest_topsail.kube.client import Kube
 from pytest_topsail.kube.namespaces import KEPT
 from pytest_topsail.progress import Progress
@@ -42,6 +43,7 @@ class Prep(Generic[C]):
     owner: Ownership
     progress: Progress
     directory: Path  # the component's NNN__<name>/ directory; its steps are numbered inside it
+    config: Config | None = None  # the configuration the settings come from (its command_args.yaml.j2), if any
 
     @property
     def kube(self) -> Kube:
@@ -69,16 +71,18 @@ def prepare_component(
     Returns the JSON result of `prepare` (of `unprepared` when the configuration says ``prepare: false``)."""
     state = cluster_session(request.config)
     settings = section_settings(request, name, model)
-    source = where(source_suite(request, name), name)
+    suite = source_suite(request, name)
+    source = where(suite, name)
     wait = WAITS_PER_COMPONENT * settings.timeout_s + 120  # the first worker may use every wait fully
     steps = (prepare, cleanup_before, unprepared or (lambda prep: {}))
-    return state.run.run_once(name, lambda: _sequence(state, cluster, name, settings, source, *steps),
+    config = suite.config if suite is not None else None
+    return state.run.run_once(name, lambda: _sequence(state, cluster, name, settings, source, *steps, config=config),
                               wait_timeout=wait)
 
 
 def _sequence(state: ClusterSession, cluster: Cluster, name: str, settings: C, source: str,
               prepare: Callable[[Prep[C]], dict[str, Any]], cleanup_before: Callable[[Prep[C]], None],
-              unprepared: Callable[[Prep[C]], dict[str, Any]]) -> dict[str, Any]:
+              unprepared: Callable[[Prep[C]], dict[str, Any]], config: Config | None = None) -> dict[str, Any]:
     progress = state.progress or Progress(state.config)
     journal = None  # what the preparation created so far, for the next run if this one is killed meanwhile
     if not settings.keep and not state.discards_cluster:
@@ -87,7 +91,7 @@ def _sequence(state: ClusterSession, cluster: Cluster, name: str, settings: C, s
     if settings.keep and not state.discards_cluster:  # its namespaces kept from their creation, killed run or not
         cluster = dataclasses.replace(cluster, kube=cluster.kube.with_namespace_labels(KEPT))
     with step(name, artifacts_root(state.config)) as directory:
-        prep = Prep(cluster, settings, source, Ownership(name, journal=journal), progress, directory)
+        prep = Prep(cluster, settings, source, Ownership(name, journal=journal), progress, directory, config)
         result: dict[str, Any] = {"prepared": False, "created": []}
         try:
             if settings.cleanup.before:

@@ -69,7 +69,7 @@ def test_presets_apply_in_order_with_extends_at_its_position() -> None:
         "dgx": {"extends": ["base-small"], "cluster.sim.nodes": 1, "cluster.sim.gpu_profile": "a100-80gb"},
         "late-extends": {"cluster.sim.nodes": 3, "extends": "base-small"},
     }
-    assert apply_presets(data, presets, ["dgx"], "s.yaml") == ["base-small", "dgx"]
+    assert apply_presets(data, presets, ["dgx"], "s.yaml") == ["dgx", "base-small"]  # TOPSAIL: before its extends
     assert data["cluster"]["sim"] == {"nodes": 1, "gpu_profile": "a100-80gb"}
     assert data["tests"]["scale"]["jobs"] == 5
     data = Config(BASE).as_dict(resolve=False)
@@ -101,7 +101,8 @@ def test_preset_errors_name_preset_key_file() -> None:
     ("a.b={x: 1}", ("a.b", {"x": 1})),
     ("a.b=true", ("a.b", True)),
     ("a.b=text with = sign", ("a.b", "text with = sign")),
-    ("a.b=", ("a.b", "")),
+    ("a.b=", ("a.b", None)),  # null, as YAML and TOPSAIL read an empty value
+    ("a.b[2]=x", ("a.b[2]", "x")),
 ])
 def test_parse_var_yaml_values(text: str, expected: tuple) -> None:
     assert parse_var(text) == expected

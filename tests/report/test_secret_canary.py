@@ -1,5 +1,6 @@
-"""Secret canaries in the configuration, the case settings, labels and a failure message: no output of a run holds
-one (saved config, show-config, item files, lts.json, FAILURE, terminal, junit, report, history, OpenMetrics)."""
+"""Secret canaries in the configuration (a secret file read through a ``*$@key`` reference too), the case settings,
+labels, logs and a failure message: no output of a run holds one (saved config, show-config, item files, lts.json,
+FAILURE, terminal, junit, report, history, OpenMetrics)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ CANARIES = {
     "label": "canary-label-8",
     "preset": "canary-preset-9",
     "opensearch": "canary-opensearch-10",
+    "secret file": "canary-secret-file-11",  # read through a "*$@key" reference, under a key that names no secret
 }
 
 CONFIG = f"""
@@ -34,6 +36,10 @@ storage:
   database_url: postgres://someone:{CANARIES['url']}@db.example.com:5432/kpis
   auth:
     token: {CANARIES['token']}
+  hub_login: "*$@secrets.hub_file"
+secrets:
+  dir: {{env_key: CANARY_SECRETS_DIR}}
+  hub_file: hub_login.txt
 regression:
   comparison_keys: [size]
 history:
@@ -59,12 +65,16 @@ def throughput(data):
 """
 
 TEST = """
+import logging
+
 def test_train(case, kpis, topsail_config):
     kpis.record_from({"throughput": 100.0 * case.settings["size"]})
     password = topsail_config.get("storage.pg_password")
     token = case.settings["api_token"]
-    print("connecting with", topsail_config.get("storage.database_url"))
-    assert case.settings["size"] == 1, f"size 2 refused: password={password} token={token}"
+    login = topsail_config.get("storage.hub_login")
+    print("connecting with", topsail_config.get("storage.database_url"), "as", login)
+    logging.getLogger("demo").warning("hub login %s", login)
+    assert case.settings["size"] == 1, f"size 2 refused: password={password} token={token} login={login}"
 """
 
 CONFTEST = f"""
@@ -88,6 +98,10 @@ def leaks(data: bytes | str) -> list[str]:
 @pytest.fixture
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     monkeypatch.delenv("ARTIFACT_DIR", raising=False)
+    secrets = pytester.path / "secrets"
+    secrets.mkdir()
+    (secrets / "hub_login.txt").write_text(CANARIES["secret file"] + "\n")
+    monkeypatch.setenv("CANARY_SECRETS_DIR", str(secrets))
     pytester.makeini("[pytest]\n")
     for relative, text in {"suites/demo/config.yaml": CONFIG, "cases/demo.yaml": CASES, "suites/demo/kpis.py": KPIS,
                            "suites/demo/test_demo.py": TEST, "conftest.py": CONFTEST}.items():
