@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_topsail.errors import TopsailError
+from pytest_topsail.report.context import ReportContext
 from pytest_topsail.report.history_index import HistoryIndex
 from pytest_topsail.report.results import Results
 
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 class ItemOutputs:
     config: pytest.Config
     results: Results
+    context: ReportContext
     history: HistoryIndex
     git_sha: str | None = None  # "" when unknown
     scope_keys: set[str] = field(default_factory=set)  # worker/run-scoped KPIs already recorded this run
@@ -56,9 +58,7 @@ class ItemOutputs:
         """``--topsail-replot``: the items saved under ``root``, parsed again by their suite's kpis.py when it
         still loads (else their saved KPIs), each processed as if it had just run."""
         from pytest_topsail.metrics.collect import replot as metric_kpis
-        from pytest_topsail.report.plugin import suite_kpis_of
         from pytest_topsail.report.replot import load_items, reparse
-        from pytest_topsail.suites import load_suite
 
         problems = self.results.problems
         records = load_items(root, problems)
@@ -66,8 +66,7 @@ class ItemOutputs:
             self.results.errors.append(f"--topsail-replot {root}: nothing could be replotted (problems listed)")
         for record in records:
             try:
-                suite = load_suite(self.config, record.suite)
-                suite_kpis = suite_kpis_of(self.config, suite.path / "kpis.py")
+                suite_kpis = self.context.suite(record.suite).kpis(self.config)
             except TopsailError as error:
                 problems.append(f"{record.artifact_dir}: suite {record.suite!r} not loaded ({error}); "
                                 "saved KPIs used")
@@ -86,7 +85,7 @@ class ItemOutputs:
             return {}
         if self.git_sha is None:
             self.git_sha = _git_sha(Path(self.config.rootpath))
-        return {"run_id": state_of(self.config).run_id, "presets": self.history.presets(suite),
+        return {"run_id": state_of(self.config).run_id, "presets": list(self.context.suite(suite).presets),
                 "git_sha": self.git_sha or None}
 
     def write_files(self, record: ItemRecord) -> None:
@@ -102,11 +101,9 @@ class ItemOutputs:
             return
         if not write(directory / "kpis.json", json.dumps(record.kpis, indent=2, sort_keys=True)):
             return
-        config = self.history.suite_config(record.suite)
+        suite = self.context.suite(record.suite)
         try:
-            payload = build_payload(
-                record, presets=self.history.presets(record.suite), config=config.as_dict() if config else {},
-                strict=config.get("lts.strict", False) is True if config else False)
+            payload = build_payload(record, presets=suite.presets, config=suite.config, strict=suite.lts_strict)
         except TopsailError as error:
             self.results.errors.append(str(error))
             return

@@ -19,13 +19,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_topsail.errors import TopsailError
-from pytest_topsail.report.history_index import DEFAULT_HISTORY, HistoryIndex
+from pytest_topsail.report.context import DEFAULT_HISTORY, ReportContext, suite_kpis_of
+from pytest_topsail.report.history_index import HistoryIndex
 from pytest_topsail.report.item_outputs import ItemOutputs
 from pytest_topsail.report.results import Results
 from pytest_topsail.report.session_outputs import REPORT_FILE, SessionOutputs
 
 if TYPE_CHECKING:  # kpi and regression import pydantic and numpy: only loaded when a suite reports
-    from pytest_topsail.kpi import KpiRecorder, SuiteKpis
+    from pytest_topsail.kpi import KpiRecorder
 
 UUID_FILE = ".uuid"
 
@@ -97,18 +98,6 @@ def kpis(request: pytest.FixtureRequest) -> Iterator[KpiRecorder]:
         recorder.write_json(directory)
 
 
-SUITE_KPIS_KEY = pytest.StashKey[dict[Path, "SuiteKpis"]]()
-
-
-def suite_kpis_of(config: pytest.Config, path: Path) -> SuiteKpis:
-    from pytest_topsail.kpi import load_suite_kpis
-
-    cache = config.stash.setdefault(SUITE_KPIS_KEY, {})
-    if path not in cache:
-        cache[path] = load_suite_kpis(path)
-    return cache[path]
-
-
 def _test_uuid(directory: Path | None) -> str | None:
     """The item's uuid, kept in ``<artifact_dir>/.uuid`` (written when missing)."""
     import uuid
@@ -137,15 +126,17 @@ class ReportPlugin:               # in every signals_held(); with the results in
 
     config: pytest.Config
     results: Results = field(default_factory=Results)
+    context: ReportContext = field(init=False)
     history: HistoryIndex = field(init=False)
     items: ItemOutputs = field(init=False)
     outputs: SessionOutputs = field(init=False)
     previous_sigterm: Any = None
 
     def __post_init__(self) -> None:
-        self.history = HistoryIndex(self.config, self.results.problems, self.results.errors)
-        self.items = ItemOutputs(self.config, self.results, self.history)
-        self.outputs = SessionOutputs(self.config, self.results, self.history)
+        self.context = ReportContext(self.config, self.results.problems, self.results.errors)
+        self.history = HistoryIndex(self.context)
+        self.items = ItemOutputs(self.config, self.results, self.context, self.history)
+        self.outputs = SessionOutputs(self.config, self.results, self.context, self.history)
 
     # ------------------------------------------------------------ an interrupted run still reports
 

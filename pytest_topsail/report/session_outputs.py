@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_topsail.report.context import ReportContext
 from pytest_topsail.report.history_index import HistoryIndex
 from pytest_topsail.report.results import Results
 from pytest_topsail.verdict_states import State
@@ -26,6 +27,7 @@ REPORT_FILE = "report.html"
 class SessionOutputs:
     config: pytest.Config
     results: Results
+    context: ReportContext
     history: HistoryIndex
 
     def replot_root(self) -> Path | None:
@@ -66,7 +68,7 @@ class SessionOutputs:
         self.write_report(root)
         add_session(self.config, results.summary["message"], results.outputs.get("report"))
         for verdict in results.verdicts:
-            if verdict.status == State.REGRESSION and self.history.settings(verdict.suite).fail_on_regression:
+            if verdict.status == State.REGRESSION and self.context.suite(verdict.suite).regression.fail_on_regression:
                 results.failing.append(verdict.describe())
 
     def add_history_note(self, summary: dict[str, Any]) -> None:
@@ -78,7 +80,7 @@ class SessionOutputs:
         if not short:
             return
         found = min(v.history_size for v in short)
-        needed = max(self.history.settings(v.suite).min_history for v in short)
+        needed = max(self.context.suite(v.suite).regression.min_history for v in short)
         summary["comparable_runs"] = {"found": found, "needed": needed}
         if summary["message"] == NO_VERDICT:
             summary["message"] = f"{NO_VERDICT} ({found} of {needed} comparable runs)"
@@ -104,16 +106,12 @@ class SessionOutputs:
     def needed_history(self) -> dict[str, int]:
         """Comparable earlier runs each suite needs for a verdict (regression.min_history)."""
         suites = sorted({r.suite for r in self.results.records})
-        return {suite: self.history.settings(suite).min_history for suite in suites}
+        return {suite: self.context.suite(suite).regression.min_history for suite in suites}
 
     def suite_settings(self) -> dict[str, dict[str, Any]]:
         """Each suite's report settings (``report:`` in its config.yaml): ``headline_kpis``, ``dimensions``."""
-        settings: dict[str, dict[str, Any]] = {}
-        for suite in sorted({r.suite for r in self.results.records}):
-            config = self.history.suite_config(suite)
-            value = config.get("report", {}) if config is not None else {}
-            settings[suite] = value if isinstance(value, dict) else {}
-        return settings
+        suites = sorted({r.suite for r in self.results.records})
+        return {suite: self.context.suite(suite).report_settings for suite in suites}
 
     def run_info(self, root: Path) -> dict[str, str]:
         """Run metadata for the report: run id, presets, git sha, cluster shape, versions, where things are."""
@@ -123,7 +121,7 @@ class SessionOutputs:
 
         records = self.results.records
         first: dict[str, Any] = next((k for r in records for k in r.kpis), {})
-        presets = {suite: ", ".join(self.history.presets(suite)) or "-" for suite in sorted(self.history.suites)}
+        presets = {name: ", ".join(suite.presets) or "-" for name, suite in sorted(self.context.suites.items())}
         cluster_labels: dict[str, Any] = next((r.labels for r in records if r.labels), {})
         cluster = flatten_labels(cluster_labels)
         versions = {"python": platform.python_version(), "pytest": pytest.__version__,
@@ -143,8 +141,6 @@ class SessionOutputs:
         (pytest_topsail/metrics), saved as ``<root>/<suite>/figures/``."""
         from pytest_topsail.metrics.collect import suite_figures as metric_figures
         from pytest_topsail.report.matrix import build_matrix
-        from pytest_topsail.report.plugin import suite_kpis_of
-        from pytest_topsail.suites import load_suite
 
         by_suite: dict[str, list[ItemRecord]] = {}
         for record in self.results.records:
@@ -153,7 +149,7 @@ class SessionOutputs:
         report_settings = self.suite_settings()
         for name, records in sorted(by_suite.items()):
             try:
-                build = suite_kpis_of(self.config, load_suite(self.config, name).path / "kpis.py").figures
+                build = self.context.suite(name).kpis(self.config).figures
                 names = build_matrix(name, records, report_settings.get(name, {}), []).names
                 # a suite's figures(records) reads the records' JSON form (as saved in item.json)
                 figures = {**(build([r.to_dict() for r in records]) if build is not None else {}),
