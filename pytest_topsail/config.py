@@ -222,9 +222,15 @@ def _addressable_keys(data: Any, prefix: tuple[Part, ...] = ()) -> list[str]:
 
 
 def closest_keys(data: Any, key: str, count: int = 3) -> list[str]:
-    """The keys of ``data`` closest to ``key`` that change the same thing: a key inside ``ci_presets`` (a preset
-    that edits another preset) is only compared with keys inside presets, any other key only with keys outside them
-    (``tests.x.gpu`` is no fix for a wrong ``ci_presets.light["tests.x.gpu"]``: it would change the run instead)."""
+    """The dotted keys of ``data`` closest to ``key`` (any nested mapping: a catalog's names, a document's keys)."""
+    return difflib.get_close_matches(key, dotted_keys(data), n=count, cutoff=0.5)
+
+
+def closest_config_keys(data: Any, key: str, count: int = 3) -> list[str]:
+    """The configuration keys of ``data`` closest to ``key``, written as a preset writes them, that change the same
+    thing: a key inside ``ci_presets`` (a preset that edits another preset) is only compared with keys inside
+    presets, any other key only with keys outside them (``tests.x.gpu`` is no fix for a wrong
+    ``ci_presets.light["tests.x.gpu"]``: it would change the run instead)."""
     in_presets = _first_part(key) == PRESETS_KEY
     candidates = [candidate for candidate in _addressable_keys(data)
                   if (_first_part(candidate) == PRESETS_KEY) == in_presets]
@@ -321,7 +327,7 @@ class Config:
             self.unfreeze()
 
     def _unknown_key_message(self, key: str) -> str:
-        close = closest_keys(self._data, key)
+        close = closest_config_keys(self._data, key)
         hint = f"; closest existing keys: {', '.join(close)}" if close else ""
         return f"{self.source}: unknown configuration key {key!r}{hint}"
 
@@ -499,7 +505,7 @@ def _preset_set(data: dict[str, Any], name: str, key: Any, value: Any, source: s
     elif key in RESERVED_KEYS:
         _set_creating(data, key, copy.deepcopy(value))
     else:
-        close = closest_keys(data, key)
+        close = closest_config_keys(data, key)
         hint = f"; closest existing keys: {', '.join(close)}" if close else ""
         raise TopsailError(f"{source}: preset {name!r} sets {key!r}, which is not in the base configuration "
                            f"(presets may only change existing keys){hint}")
@@ -516,7 +522,7 @@ def apply_variable_overrides(data: dict[str, Any], presets: dict[str, Any], sour
     with _with_presets(data, presets):
         for key, value in overrides.items():
             if not isinstance(key, str) or not has_key(data, key):
-                close = closest_keys(data, str(key))
+                close = closest_config_keys(data, str(key))
                 hint = f"; closest existing keys: {', '.join(close)}" if close else ""
                 raise TopsailError(f"{where}: {key!r} is not in the base configuration{hint}")
             _set_existing(data, key, copy.deepcopy(value))

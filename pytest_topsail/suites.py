@@ -1,7 +1,8 @@
 """Suite discovery and loading: ``config.yaml`` + presets + ``--var``, cases, item -> suite.
 
 A suite is a direct subdirectory of the ``topsail_suites`` ini path (default ``suites``) holding a ``config.yaml``.
-Loaded suites are kept in the run state (``pytest_topsail.run``); each is loaded once per session (also on the xdist
+Loaded suites are kept in ``config.stash`` (``LOADED_KEY``), with the run state (``pytest_topsail.run``) they are
+built from; each is loaded once per session (also on the xdist
 controller, which does not collect).
 """
 
@@ -20,7 +21,7 @@ from pytest_topsail.cases import Case
 from pytest_topsail.config import (
     PRESETS_KEY,
     Config,
-    closest_keys,
+    closest_config_keys,
     effective_document,
     has_key,
     load_yaml,
@@ -227,16 +228,20 @@ def _related(a: Path, b: Path) -> bool:
     return a == b or a in b.parents or b in a.parents
 
 
+LOADED_KEY = pytest.StashKey[dict[str, Suite]]()  # the suites loaded in this session, by name
+
+
 def load_suite(pytest_config: pytest.Config, name: str) -> Suite:
     """The suite ``name`` with its presets and ``--var`` overrides applied; cached for the session."""
     state = state_of(pytest_config)
     with state.lock:
-        if name not in state.suites:
+        loaded = pytest_config.stash.setdefault(LOADED_KEY, {})
+        if name not in loaded:
             path = state.suites_root / name
             if not (path / CONFIG_FILE).is_file():
                 raise TopsailError(f"no suite {name!r}: {path / CONFIG_FILE} not found")
-            state.suites[name] = build_suite(name, path, state)
-        return state.suites[name]
+            loaded[name] = build_suite(name, path, state)
+        return loaded[name]
 
 
 def build_suite(name: str, path: Path, state: TopsailState) -> Suite:
@@ -298,7 +303,8 @@ def check_vars_known(suites: list[Suite], overrides: list[tuple[str, Any]]) -> N
             continue
         close: list[str] = []
         for suite in suites:
-            close.extend(f"{suite.name}: {match}" for match in closest_keys(suite.config.as_dict(resolve=False), key))
+            document = suite.config.as_dict(resolve=False)
+            close.extend(f"{suite.name}: {match}" for match in closest_config_keys(document, key))
         hint = f"; closest existing keys: {', '.join(close)}" if close else ""
         files = ", ".join(suite.config.source for suite in suites)
         raise TopsailError(f"--var {key!r}: unknown configuration key in {files}{hint}")
@@ -319,7 +325,7 @@ def check_pr_args_known(pr_args: PrArgs, suites: list[Suite]) -> None:
         documents = [suite.config.as_dict(resolve=False) for suite in suites]
         if any(has_key(document, directive.key) for document in documents):
             continue
-        close = [match for document in documents for match in closest_keys(document, directive.key)]
+        close = [match for document in documents for match in closest_config_keys(document, directive.key)]
         hint = f"; closest existing keys: {', '.join(close)}" if close else ""
         errors.append(f"{directive.origin}: {directive.key!r} is not a configuration key of any collected suite{hint}")
     raise_all(errors)

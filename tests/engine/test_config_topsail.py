@@ -9,7 +9,7 @@ import copy
 import pytest
 import yaml
 
-from pytest_topsail.config import Config, closest_keys, effective_document, preset_names
+from pytest_topsail.config import Config, closest_config_keys, effective_document, preset_names
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.redact import REDACTED, redact, redact_text
 
@@ -171,7 +171,8 @@ def test_a_refused_preset_edit_hints_at_preset_keys_only() -> None:
     assert "preset 'typo' sets 'ci_presets.light[\"tests.fine_tuning.test_settings.gpus\"]'" in message
     assert 'closest existing keys: ci_presets.light["tests.fine_tuning.test_settings.gpu"]' in message
     assert "closest existing keys: tests." not in message  # would change the run, not the preset
-    assert closest_keys(document, "tests.fine_tuning.test_settings.gpus")[0] == "tests.fine_tuning.test_settings.gpu"
+    assert closest_config_keys(document, "tests.fine_tuning.test_settings.gpus")[0] == \
+        "tests.fine_tuning.test_settings.gpu"
 
 
 def test_variable_overrides_refuse_unknown_keys_and_list_items_out_of_range() -> None:

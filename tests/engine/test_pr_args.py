@@ -115,3 +115,12 @@ def test_unknown_preset_and_key_name_their_lines(make_project) -> None:
         "*comment.txt:1: preset 'smal' is defined by no collected suite (presets per suite: scale: base, small)",
         "*comment.txt:2: 'tests.scale.job' is not a configuration key of any collected suite; closest existing keys: "
         "tests.scale.jobs*"])
+
+
+def test_show_config_lists_presets_not_topsail_bookkeeping(make_project) -> None:
+    pytester = pr_project(make_project)
+    result = pytester.runpytest("suites", "--topsail-show-config")
+    assert result.ret == 0, result.stdout.str()
+    text = result.stdout.str()
+    assert "#   base\n#   small\n" in text
+    assert "#   to_apply" not in text and "#   variable_overrides" not in text
