@@ -4,8 +4,8 @@ resolved when read (``@key``, ``{@key}``, ``*$@key`` secret files), presets, ove
 TOPSAIL semantics (docs/configuration.md, "Coming from TOPSAIL"), without its weaknesses: presets are applied key by
 key in YAML order, ``extends`` at its position, whole dict/list values replace wholesale (copied: a later change never
 leaks back into the preset), only existing keys may be set, a preset may change another preset; the order of
-:func:`effective_document` is TOPSAIL's. Cycles, unknown keys and unknown presets are reported as
-:class:`~pytest_topsail.errors.TopsailError` naming the preset, key and file.
+:func:`apply_presets_and_overrides` is TOPSAIL's. Cycles, unknown keys and unknown presets are reported
+as :class:`~pytest_topsail.errors.TopsailError` naming the preset, key and file.
 """
 
 from __future__ import annotations
@@ -528,9 +528,9 @@ def apply_variable_overrides(data: dict[str, Any], presets: dict[str, Any], sour
             _set_existing(data, key, copy.deepcopy(value))
 
 
-def effective_document(document: dict[str, Any], presets: dict[str, Any], source: str, *,
-                       requested: list[str], pr_overrides: list[tuple[str, Any]],
-                       var_overrides: list[tuple[str, Any]]) -> list[str]:
+def apply_presets_and_overrides(document: dict[str, Any], presets: dict[str, Any], source: str, *,
+                                requested: list[str], pr_overrides: list[tuple[str, Any]],
+                                var_overrides: list[tuple[str, Any]]) -> list[str]:
     """Build the effective configuration in ``document`` (in place), in TOPSAIL's order: the presets of
     ``ci_presets.to_apply``, ``ci_presets.variable_overrides``, the PR's ``/var`` overrides, the presets requested
     (a PR's ``/test`` arguments, then ``--preset``; only those ``presets`` defines), the ``/var`` overrides again (they

@@ -5,7 +5,7 @@ is given, ``PR_POSITIONAL_ARG_N`` from the environment when that file names no p
 
 Every directive keeps where it was written (``file:line``): a bad line, a preset no collected suite defines or a key
 no suite has is one error naming it, all bad lines reported at once (``suites.check_pr_args_known``). The effective
-configuration applies them in TOPSAIL's order (:func:`pytest_topsail.config.effective_document`).
+configuration applies them in TOPSAIL's order (:func:`pytest_topsail.config.apply_presets_and_overrides`).
 """
 
 from __future__ import annotations

@@ -21,8 +21,8 @@ from pytest_topsail.cases import Case
 from pytest_topsail.config import (
     PRESETS_KEY,
     Config,
+    apply_presets_and_overrides,
     closest_config_keys,
-    effective_document,
     has_key,
     load_yaml,
     preset_descriptions,
@@ -260,8 +260,9 @@ def build_suite(name: str, path: Path, state: TopsailState) -> Suite:
     presets = document.pop(PRESETS_KEY, None) or {}
     if not isinstance(presets, dict):
         raise TopsailError(f"{shown}: {PRESETS_KEY} must be a mapping of preset names to presets")
-    applied = effective_document(document, presets, shown, requested=[*state.pr_args.preset_names, *state.presets],
-                                 pr_overrides=state.pr_args.override_pairs, var_overrides=state.overrides)
+    applied = apply_presets_and_overrides(document, presets, shown,
+                                          requested=[*state.pr_args.preset_names, *state.presets],
+                                          pr_overrides=state.pr_args.override_pairs, var_overrides=state.overrides)
     return Suite(name=name, path=path, config=Config(document, source=shown, directory=path), presets_applied=applied,
                  presets_defined=preset_names(presets), rootdir=state.rootdir, cache_dir=_yaml_cache_dir(state),
                  preset_descriptions=preset_descriptions(presets), cluster=state.cluster,

@@ -9,7 +9,8 @@ import copy
 import pytest
 import yaml
 
-from pytest_topsail.config import Config, closest_config_keys, effective_document, preset_names
+from pytest_topsail.config import Config, closest_config_keys, preset_names
+from pytest_topsail.config import apply_presets_and_overrides as build
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.redact import REDACTED, redact, redact_text
 
@@ -62,7 +63,7 @@ def load(text: str = TOPSAIL_CONFIG) -> tuple[dict, dict]:
 
 def test_presets_editing_presets_list_items_and_variable_overrides() -> None:
     document, presets = load()
-    applied = effective_document(document, presets, "config.yaml", requested=["ilab_scale"], pr_overrides=[],
+    applied = build(document, presets, "config.yaml", requested=["ilab_scale"], pr_overrides=[],
                                  var_overrides=[])
     # to_apply: base (matbenchmarking off). variable_overrides: model_name. Then ilab_scale, recorded first:
     #   extends gating_smoke -> sets ci_presets.light[...gpu] = 2, extends light -> extends base, gpu = 2 (the edited
@@ -80,7 +81,7 @@ def test_presets_editing_presets_list_items_and_variable_overrides() -> None:
 
 def test_light_alone_is_untouched_by_the_preset_that_would_edit_it() -> None:
     document, presets = load()
-    applied = effective_document(document, presets, "config.yaml", requested=["light"], pr_overrides=[],
+    applied = build(document, presets, "config.yaml", requested=["light"], pr_overrides=[],
                                  var_overrides=[])
     assert applied == ["base", "light"]
     assert document["tests"]["fine_tuning"]["test_settings"]["gpu"] == 1
@@ -92,14 +93,14 @@ ci_presets:
   big: {tests.hyper: {r: 4, alpha: 16}}
 tests: {hyper: {r: 8, alpha: 32}}
 """)
-    effective_document(document, presets, "c.yaml", requested=["big"], pr_overrides=[], var_overrides=[])
+    build(document, presets, "c.yaml", requested=["big"], pr_overrides=[], var_overrides=[])
     document["tests"]["hyper"]["r"] = 99
     assert presets["big"]["tests.hyper"] == {"r": 4, "alpha": 16}
 
 
 def test_pr_overrides_win_over_pr_presets_and_var_wins_last() -> None:
     document, presets = load()
-    applied = effective_document(
+    applied = build(
         document, presets, "config.yaml", requested=["light"],
         pr_overrides=[("tests.fine_tuning.test_settings.gpu", 4), ("tests.llama.ggml_libs[1]", "metal")],
         var_overrides=[("tests.fine_tuning.test_settings.dataset_replication", None)])
@@ -112,7 +113,7 @@ def test_pr_overrides_win_over_pr_presets_and_var_wins_last() -> None:
 
 def test_inline_references_resolve_when_read_and_follow_changes() -> None:
     document, presets = load()
-    effective_document(document, presets, "config.yaml", requested=["light"], pr_overrides=[], var_overrides=[])
+    build(document, presets, "config.yaml", requested=["light"], pr_overrides=[], var_overrides=[])
     config = Config(document, source="config.yaml")
     assert config.get("tests.fine_tuning.test_settings.dataset_name") == "granite-7b-alpaca"
     assert config.get("tests.fine_tuning.test_settings.run_name") == "run granite-7b on 1 gpus"
@@ -128,7 +129,7 @@ def test_secret_file_reference_is_read_and_hidden_everywhere(tmp_path, monkeypat
     (tmp_path / "hf_token").write_text(canary + "\n")
     monkeypatch.setenv("TEST_SECRET_DIR", str(tmp_path))
     document, presets = load()
-    effective_document(document, presets, "config.yaml", requested=[], pr_overrides=[], var_overrides=[])
+    build(document, presets, "config.yaml", requested=[], pr_overrides=[], var_overrides=[])
     config = Config(document, source="config.yaml")
     assert config.as_dict()["tests"]["fine_tuning"]["test_settings"]["hf_token"] == "*$@secrets.hf_token_file"
     assert config.get("tests.fine_tuning.test_settings.hf_token") == canary  # read when read, newline stripped
@@ -158,7 +159,7 @@ def test_bookkeeping_keys_are_not_presets() -> None:
     assert preset_names(presets) == ["base", "light", "gating_smoke", "ilab_scale"]
     document, presets = load()
     with pytest.raises(TopsailError, match="ci_presets.names .*is TOPSAIL's bookkeeping, not a preset"):
-        effective_document(document, {**presets, "x": {"extends": ["names"]}}, "c.yaml", requested=["x"],
+        build(document, {**presets, "x": {"extends": ["names"]}}, "c.yaml", requested=["x"],
                            pr_overrides=[], var_overrides=[])
 
 
@@ -166,7 +167,7 @@ def test_a_refused_preset_edit_hints_at_preset_keys_only() -> None:
     document, presets = load()
     presets["typo"] = {'ci_presets.light["tests.fine_tuning.test_settings.gpus"]': 2}
     with pytest.raises(TopsailError) as raised:
-        effective_document(document, presets, "c.yaml", requested=["typo"], pr_overrides=[], var_overrides=[])
+        build(document, presets, "c.yaml", requested=["typo"], pr_overrides=[], var_overrides=[])
     message = str(raised.value)
     assert "preset 'typo' sets 'ci_presets.light[\"tests.fine_tuning.test_settings.gpus\"]'" in message
     assert 'closest existing keys: ci_presets.light["tests.fine_tuning.test_settings.gpu"]' in message
@@ -180,11 +181,11 @@ def test_variable_overrides_refuse_unknown_keys_and_list_items_out_of_range() ->
     presets["variable_overrides"] = {"tests.fine_tuning.test_settings.gpuz": 1}
     with pytest.raises(TopsailError, match=r"c.yaml: ci_presets.variable_overrides: 'tests.fine_tuning.test_settings"
                                            r".gpuz' is not in the base configuration"):
-        effective_document(document, presets, "c.yaml", requested=[], pr_overrides=[], var_overrides=[])
+        build(document, presets, "c.yaml", requested=[], pr_overrides=[], var_overrides=[])
     document, presets = load()
     presets["far"] = {"tests.llama.ggml_libs[5]": "x"}
     with pytest.raises(TopsailError, match=r"preset 'far' sets 'tests.llama.ggml_libs\[5\]', which is not in the "):
-        effective_document(document, presets, "c.yaml", requested=["far"], pr_overrides=[], var_overrides=[])
+        build(document, presets, "c.yaml", requested=["far"], pr_overrides=[], var_overrides=[])
 
 
 @pytest.mark.parametrize(("key", "parts"), [
