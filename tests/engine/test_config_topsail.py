@@ -207,3 +207,66 @@ def test_malformed_keys_are_refused(key: str) -> None:
 
     with pytest.raises(TopsailError, match="invalid configuration key"):
         parse_key(key)
+
+
+# --- TOPSAIL's algorithm, as docs/configuration.md states it, written independently: every combination agrees ---
+
+def topsail_algorithm(text: str, pr_presets: list[str], overrides: dict) -> tuple[dict, list[str]]:
+    import re
+
+    config = yaml.safe_load(text)
+    presets = config["ci_presets"]
+    names: list[str] = []
+
+    def set_config(key: str, value: object) -> None:
+        parts = [int(index) if index else quoted or plain
+                 for quoted, index, plain in re.findall(r'\["([^"]+)"\]|\[(\d+)\]|([^.\[\]]+)', key)]
+        node = config
+        for part in parts[:-1]:
+            node = node[part]
+        if isinstance(node, dict):
+            assert parts[-1] in node, key
+        else:
+            assert parts[-1] < len(node), key
+        node[parts[-1]] = copy.deepcopy(value)
+
+    def apply_preset(name: str) -> None:
+        if name not in names:
+            names.append(name)
+        for key, value in list(presets[name].items()):
+            if key == "extends":
+                for parent in value:
+                    apply_preset(parent)
+            else:
+                set_config(key, value)
+
+    to_apply = presets.get("to_apply") or []
+    for name in [to_apply] if isinstance(to_apply, str) else to_apply:
+        apply_preset(name)
+    for key, value in (presets.get("variable_overrides") or {}).items():
+        set_config(key, value)
+    for key, value in overrides.items():
+        set_config(key, value)
+    for name in pr_presets:
+        apply_preset(name)
+    for key, value in overrides.items():
+        set_config(key, value)
+    del config["ci_presets"]
+    return config, names
+
+
+PR_OVERRIDES = {"tests.fine_tuning.test_settings.gpu": 4, "tests.llama.vllm_args[0]": "--dtype=bfloat16"}
+
+
+@pytest.mark.parametrize("overrides", [{}, PR_OVERRIDES], ids=["no-var", "var"])
+def test_every_preset_combination_gives_what_topsail_gives(overrides: dict) -> None:
+    import itertools
+
+    names = ["base", "light", "gating_smoke", "ilab_scale"]
+    combinations = [[], *([name] for name in names), *(list(pair) for pair in itertools.permutations(names, 2))]
+    for requested in combinations:
+        expected, expected_names = topsail_algorithm(TOPSAIL_CONFIG, requested, overrides)
+        document, presets = load()
+        applied = build(document, presets, "config.yaml", requested=requested,
+                        pr_overrides=list(overrides.items()), var_overrides=[])
+        assert (document, applied) == (expected, expected_names), requested
