@@ -1,7 +1,7 @@
 """The run state of one pytest process: suites root, presets, ``--var`` overrides, run id, artifacts root.
 
-Read once from the options (``state_of``) and kept in ``config.stash``; the loaded suites are cached in it
-(``pytest_topsail.suites`` loads them). An xdist worker takes the run id and artifacts root of its controller
+Read once from the options (``state_of``) and kept in ``config.stash``; ``pytest_topsail.suites`` loads the suites
+with it (and keeps them in the stash too). An xdist worker takes the run id and artifacts root of its controller
 (``Role.workerinput``), so every process of a run writes to one tree.
 """
 
@@ -24,7 +24,6 @@ from pytest_topsail.xdist_role import ARTIFACTS_INPUT, RUN_ID_INPUT, SINGLE, Rol
 
 if TYPE_CHECKING:
     from pytest_topsail.pr_args import PrArgs
-    from pytest_topsail.suites import Suite
 
 PRESET_ENV = "TOPSAIL_PRESET"
 
@@ -39,7 +38,6 @@ class TopsailState:
     run_id: str
     presets: list[str]
     overrides: list[tuple[str, Any]]
-    suites: dict[str, Suite] = field(default_factory=dict)
     in_scope: list[str] = field(default_factory=list)
     written_suite_configs: set[str] = field(default_factory=set)
     suite_of_path_cache: dict[Path, str | None] = field(default_factory=dict)

@@ -1,56 +1,18 @@
-"""KPI history backends: sqlite (default, embedded) and opensearch; JSON-lines export/import to seed or migrate.
-
-A history record is a KPI record as produced by :mod:`pytest_topsail.kpi` (name, value, unit, labels, timestamp,
-test_uuid, suite, ...). Backends store and return these dicts unchanged.
+"""KPI history: a history record is a KPI record as produced by :mod:`pytest_topsail.kpi` (name, value, unit,
+labels, timestamp, test_uuid, suite, ...), which the backends (``sqlite``: default, embedded; ``opensearch``) store
+and return unchanged behind one protocol, ``HistoryStore`` (``add``, ``records``, ``close``), opened by
+``open_history(location, opensearch_settings)``; ``records`` holds the protocol, the record check and the JSON-lines
+export/import (to seed or migrate), ``acks`` the acknowledged regressions, ``__main__`` the command line.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Any
 
-from pytest_topsail.errors import TopsailError
-from pytest_topsail.jsonl import read_json_lines
+from pytest_topsail.history.records import HistoryStore, check_record, export_jsonl, import_jsonl, read_jsonl
 
-REQUIRED_FIELDS = ("name", "value", "suite", "timestamp", "test_uuid")
-
-
-class HistoryStore(Protocol):
-    def add(self, records: Iterable[dict[str, Any]]) -> int:
-        """Store records (same test_uuid and name replace the previous one); returns how many."""
-
-    def records(self, suite: str | None = None) -> list[dict[str, Any]]:
-        """All records (of one suite), oldest first."""
-
-    def close(self) -> None: ...
-
-
-def check_record(record: dict[str, Any], where: str) -> dict[str, Any]:
-    missing = [f for f in REQUIRED_FIELDS if f not in record]
-    if missing:
-        raise TopsailError(f"{where}: KPI record misses {', '.join(missing)}")
-    return record
-
-
-def export_jsonl(store: HistoryStore, out: TextIO, suite: str | None = None) -> int:
-    count = 0
-    for record in store.records(suite):
-        out.write(json.dumps(record, sort_keys=True) + "\n")
-        count += 1
-    return count
-
-
-def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    for number, record in read_json_lines(path):
-        if not isinstance(record, dict):
-            raise TopsailError(f"{path}:{number}: a KPI record must be a JSON object")
-        yield check_record(record, f"{path}:{number}")
-
-
-def import_jsonl(store: HistoryStore, path: Path) -> int:
-    return store.add(read_jsonl(path))
+__all__ = ["HistoryStore", "check_record", "export_jsonl", "import_jsonl", "open_history", "read_jsonl"]
 
 
 def open_history(location: str | Path, opensearch: dict[str, Any] | None = None) -> HistoryStore:

@@ -23,7 +23,7 @@ import yaml
 
 from pytest_topsail.config import parse_yaml
 from pytest_topsail.errors import TopsailError
-from pytest_topsail.history import check_record
+from pytest_topsail.history.records import check_record
 
 MAPPING = {
     "mappings": {

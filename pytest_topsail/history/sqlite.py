@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_topsail.errors import TopsailError
-from pytest_topsail.history import check_record
+from pytest_topsail.history.records import check_record
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS kpis (
