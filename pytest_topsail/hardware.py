@@ -22,6 +22,13 @@ class GpuProfile:
     memory: str  # node memory capacity (Kubernetes quantity)
     peak_tflops: float = 0.0  # dense bf16/fp16 tensor-core peak of one GPU
     hbm_tbps: float = 0.0  # memory bandwidth of one GPU, TB/s
+    tf32_tflops: float = 0.0  # dense float32 peak of one GPU: TF32 tensor cores (plain FP32 on the T4)
+
+    def dense_peak_tflops(self, dtype: str) -> float:
+        """The dense peak of one GPU for a training dtype (bfloat16 | float16 | float32), 0 when unknown."""
+        if dtype == "float32":
+            return self.tf32_tflops
+        return self.peak_tflops if dtype in ("bfloat16", "float16") else 0.0
 
     @property
     def has_gpus(self) -> bool:
@@ -31,12 +38,12 @@ class GpuProfile:
 GPU_PROFILES: dict[str, GpuProfile] = {
     p.name: p
     for p in (
-        GpuProfile("a100", "NVIDIA A100-SXM4-40GB", 40960, 8, "96", "1152Gi", 312, 1.56),
-        GpuProfile("a100-80gb", "NVIDIA A100-SXM4-80GB", 81920, 8, "96", "1152Gi", 312, 2.04),
-        GpuProfile("h100", "NVIDIA H100 80GB HBM3", 81559, 8, "192", "2048Gi", 989, 3.35),
-        GpuProfile("b200", "NVIDIA B200", 183359, 8, "224", "2048Gi", 2250, 8.0),
-        GpuProfile("l40s", "NVIDIA L40S", 46068, 4, "48", "384Gi", 362, 0.864),
-        GpuProfile("t4", "Tesla T4", 15360, 4, "48", "192Gi", 65, 0.32),
+        GpuProfile("a100", "NVIDIA A100-SXM4-40GB", 40960, 8, "96", "1152Gi", 312, 1.56, 156),
+        GpuProfile("a100-80gb", "NVIDIA A100-SXM4-80GB", 81920, 8, "96", "1152Gi", 312, 2.04, 156),
+        GpuProfile("h100", "NVIDIA H100 80GB HBM3", 81559, 8, "192", "2048Gi", 989, 3.35, 494.7),
+        GpuProfile("b200", "NVIDIA B200", 183359, 8, "224", "2048Gi", 2250, 8.0, 1100),
+        GpuProfile("l40s", "NVIDIA L40S", 46068, 4, "48", "384Gi", 362, 0.864, 183),
+        GpuProfile("t4", "Tesla T4", 15360, 4, "48", "192Gi", 65, 0.32, 8.1),
         GpuProfile("none", "", 0, 0, "16", "64Gi"),  # CPU-only worker
     )
 }

@@ -13,7 +13,7 @@ Memory per GPU = model states + activations + reserve:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pytest_topsail.fine_tuning.catalog import Catalog, ModelSpec
 from pytest_topsail.fine_tuning.point import PointSettings
@@ -71,14 +71,20 @@ def memory_estimate(point: PointSettings, catalog: Catalog, reserve_gib: float, 
     """The memory `point` needs per GPU: the catalog's model (its parameter count replaced by the point's
     ``model_params_b`` when given) trained in the point's shape, plus `reserve_gib`; `where` names the point in
     the error about a model the catalog does not know."""
+    return memory_per_gpu(point_shape(point, catalog, where), reserve_gib)
+
+
+def point_shape(point: PointSettings, catalog: Catalog, where: str) -> Point:
+    """What the physics needs of a point's settings: the catalog's model (its parameter count replaced by the point's
+    ``model_params_b`` when given) trained in the point's shape; `where` names the point in the error about a model
+    the catalog does not know."""
     spec = catalog.model(point.model, where)
     if point.model_params_b is not None:
         spec = spec.model_copy(update={"params_b": point.model_params_b})
-    shape = Point(spec, point.method, point.world_size, batch=point.per_device_batch_size,
-                  seq=min(point.max_seq_length, spec.max_length), dtype=point.dtype,
-                  flash_attention=point.flash_attention, gradient_checkpointing=point.gradient_checkpointing,
-                  lora_r=point.lora.r, lora_modules=module_count(point.lora.target_modules or []))
-    return memory_per_gpu(shape, reserve_gib)
+    return Point(spec, point.method, point.world_size, batch=point.per_device_batch_size,
+                 seq=min(point.max_seq_length, spec.max_length), dtype=point.dtype,
+                 flash_attention=point.flash_attention, gradient_checkpointing=point.gradient_checkpointing,
+                 lora_r=point.lora.r, lora_modules=module_count(point.lora.target_modules or []))
 
 
 def module_count(target_modules: list[str] | tuple[str, ...]) -> int:
@@ -128,3 +134,9 @@ def flops_per_token(point: Point, lora_factor: float = 4.0, full_factor: float =
     if point.gradient_checkpointing:
         flops *= 8.0 / 6.0
     return flops
+
+
+def model_flops_per_token(point: Point) -> float:
+    """The model FLOPs of one trained token, as MFU counts them: :func:`flops_per_token` without the forward that
+    gradient checkpointing recomputes (the hardware does that work, the model does not need it)."""
+    return flops_per_token(replace(point, gradient_checkpointing=False))

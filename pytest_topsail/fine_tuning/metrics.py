@@ -4,13 +4,30 @@ G is the job's GPU count: pods x GPUs per pod (TOPSAIL used the GPUs of one pod)
 train_tokens_per_second per device, so the job's value is that x G; with transformers 5.x the parser derives the
 job's value from the tokens seen by every rank (`TrainerResults.tokens_scope`). Dataset tokens are those of the
 training text as the trainer tokenizes it (template applied, end-of-sequence token, truncation), once per epoch.
+
+Efficiency (docs/fine-tuning.md "Efficiency KPIs"):
+- MFU = model FLOPs per token x the job's train_tokens_per_second / (G x dense peak of one device for the point's
+  dtype), in %: FLOPs per token of pytest_topsail/fine_tuning/estimate.py (6N full, 4N LoRA, plus attention at the
+  longest trained sample; no recomputation), the peak of pytest_topsail/fine_tuning/efficiency.py.
+- scaling efficiency at G GPUs = train_tokens_per_second(G) / (G/G0 x train_tokens_per_second(G0)), G0 the
+  smallest GPU count of the points that differ from this one only in GPU count (`Baseline`): 1.0 is perfect.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from pytest_topsail.fine_tuning.efficiency import DevicePeak, device_peak
+from pytest_topsail.fine_tuning.estimate import Point, model_flops_per_token
 from pytest_topsail.fine_tuning.trainer_log import TrainerResults
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The point a scaling efficiency is measured against: its job's GPU count and tokens/s."""
+
+    gpus: int
+    tokens_per_second: float
 
 
 @dataclass(frozen=True)
@@ -20,6 +37,8 @@ class PointMetrics:
     results: TrainerResults
     gpus: int  # pods x GPUs per pod
     epochs: float
+    shape: Point | None = None  # the model and the point's shape (estimate.point_shape): FLOPs per token, dtype
+    baseline: Baseline | None = None  # the same point at its group's smallest GPU count, when it differs
 
     def _per_device(self, key: str) -> float | None:
         return self.results.value(key)
@@ -67,6 +86,34 @@ class PointMetrics:
     def gpu_hours_per_million_tokens(self) -> float | None:
         value = self.dataset_tokens_per_second
         return None if not value else 1e6 / value / 3600.0 * self.gpus
+
+    @property
+    def flops_per_token(self) -> float | None:
+        """Model FLOPs per trained token, the attention term at the longest trained sample (the dataset statistics'
+        max_seq_token, within max_seq_length): the sequence the trainer pads its longest batch to."""
+        if self.shape is None:
+            return None
+        longest = self.results.value("max_seq_token")
+        seq = min(self.shape.seq, int(longest)) if longest else self.shape.seq
+        return model_flops_per_token(replace(self.shape, seq=max(1, seq)))
+
+    @property
+    def device_peak(self) -> DevicePeak | None:
+        return device_peak(self.results, self.shape.dtype) if self.shape is not None else None
+
+    @property
+    def mfu_percent(self) -> float | None:
+        flops, tokens, peak = self.flops_per_token, self.train_tokens_per_second, self.device_peak
+        if flops is None or tokens is None or peak is None:
+            return None
+        return 100.0 * flops * tokens / (self.gpus * peak.flops_per_second)
+
+    @property
+    def scaling_efficiency(self) -> float | None:
+        tokens, base = self.train_tokens_per_second, self.baseline
+        if tokens is None or base is None or base.gpus >= self.gpus:
+            return None
+        return scaling_efficiency(tokens, base.tokens_per_second, self.gpus, base.gpus, higher_better=True)
 
 
 def speedup(value: float, baseline: float, higher_better: bool) -> float:

@@ -1,5 +1,6 @@
 """Figures of the fine-tuning suite (plotly): the loss curve of a point; throughput against GPU count with the
-perfect-scaling line and the scaling efficiency; tokens/s/GPU by the dimensions that vary."""
+perfect-scaling line and the scaling efficiency; an efficiency (MFU, scaling efficiency) against GPU count;
+tokens/s/GPU by the dimensions that vary."""
 
 from __future__ import annotations
 
@@ -74,3 +75,28 @@ def by_dimension_figure(points: Iterable[Mapping[str, Any]], dimension: str, kpi
               for name, values in sorted(by_series.items())]
     return {"data": traces, "layout": {"title": {"text": f"{kpi} by {dimension}"}, "barmode": "group",
                                        "xaxis": {"title": {"text": dimension}}, "yaxis": {"title": {"text": kpi}}}}
+
+
+def efficiency_figure(points: Iterable[Mapping[str, Any]], title: str, y_title: str,
+                      reference: float | None = None) -> dict[str, Any]:
+    """`points`: {gpus, value, series, text (hover, optional)} per point: one line per series against the GPU count;
+    `reference`: a dotted horizontal line (1.0: perfect scaling)."""
+    by_series: dict[str, list[tuple[float, float, str]]] = defaultdict(list)
+    for point in points:
+        hover = str(point.get("text", ""))
+        by_series[str(point["series"])].append((float(point["gpus"]), float(point["value"]), hover))
+    traces: list[dict[str, Any]] = []
+    for name, values in sorted(by_series.items()):
+        values.sort()
+        traces.append({"type": "scatter", "mode": "lines+markers", "name": name, "x": [g for g, _, _ in values],
+                       "y": [v for _, v, _ in values], "text": [t for _, _, t in values]})
+    gpus = sorted({g for values in by_series.values() for g, _, _ in values})
+    if reference is not None and gpus:
+        traces.append({"type": "scatter", "mode": "lines", "name": "perfect", "x": [gpus[0], gpus[-1]],
+                       "y": [reference, reference], "line": {"dash": "dot"}})
+    return {"data": traces, "layout": {"title": {"text": f"{title} (higher is better)"},
+                                       "xaxis": {"title": {"text": "GPUs (pods x GPUs per pod)"}, "type": "log",
+                                                 "dtick": math.log10(2)},
+                                       "yaxis": {"title": {"text": y_title}, "rangemode": "tozero"},
+                                       "legend": {"orientation": "h", "x": 0, "y": -0.2, "yanchor": "top"},
+                                       "height": 460 + 24 * len(by_series)}}

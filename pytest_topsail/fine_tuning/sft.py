@@ -7,6 +7,8 @@ know is ignored), `peft_method: lora` with r/lora_alpha/lora_dropout/target_modu
 `data_formatter_template` (`{{field}}` placeholders) builds each sample's text; without it the text is the sample's
 `input` and `output`, as fms-hf-tuning trains without a template. On an error, the exception's last line goes to the
 termination log (TERMINATION_LOG_FILE, default /dev/termination-log) and the exit code is 1.
+On CPU, rank 0 prints the matmul peak it measured in the trainer's dtype before training (the MFU's peak,
+pytest_topsail/fine_tuning/efficiency.py).
 """
 
 from __future__ import annotations
@@ -57,6 +59,11 @@ def train(config: dict[str, Any]) -> None:
     trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer, peft_config=peft)
     if args.process_index == 0:
         print(f"sft: world size {args.world_size}, {len(dataset)} samples", flush=True)
+        if args.use_cpu or not torch.cuda.is_available():  # the MFU's peak on CPU: measured here (efficiency.py)
+            from pytest_topsail.fine_tuning.efficiency import measure_matmul_peak, peak_line
+
+            name = str(dtype).removeprefix("torch.")
+            print(peak_line("cpu", name, measure_matmul_peak(name), torch.get_num_threads()), flush=True)
     trainer.train()
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         # a rank of a trained point leaves at once: left to the interpreter's exit, its process group's threads

@@ -7,8 +7,8 @@ lifecycle (pytest_topsail.sim.controllers.runtime): for the `pytorch` container 
 configuration (CONFIG_JSON_PATH into a ConfigMap volume) it reads the configuration and the node, then the pure
 `plan_training(...)` returns a `WorkloadPlan`: the run time on the wall clock (simulated seconds x `time_scale`, so
 an hour of training takes about a second), the exit code and termination reason, and the log lines with the wall
-offset at which each is written (trainer formats: dataset statistics, progress dicts, the summary dict; or a CUDA
-out-of-memory traceback). The pod lifecycle applies the plan.
+offset at which each is written (trainer formats: dataset statistics, the entrypoint's `nvidia-smi -L`, progress
+dicts, the summary dict; or a CUDA out-of-memory traceback). The pod lifecycle applies the plan.
 
 Model (docs/fine-tuning.md "The simulator's model"; coefficients and their sources in docs/simulator-profile.md):
 - dataset: sample lengths drawn once per dataset from its log-normal distribution (catalog), replication x F (the
@@ -220,7 +220,10 @@ def _plan(job: Job, gpu: Gpu, model: FineTuningModel, seed: int, spec: ModelSpec
                   bool(config.get("use_flash_attn")), bool(config.get("gradient_checkpointing")),
                   _int(config, "r", 4), module_count(target if isinstance(target, list) else [str(target)]))
     load_s = model.startup_s + spec.params_b * model.load_s_per_b
-    logs = [(0.0, header[0]), (0.0, dataset_line), *_startup_lines(job, config, model.startup_s * scale),
+    # the entrypoint's `nvidia-smi -L` (manifests.py) after the dataset: the GPUs the pod was given
+    gpu_lines = [(0.0, f"GPU {index}: {gpu.product} (UUID: GPU-{job.rank:04d}{index:04d})")
+                 for index in range(job.gpus_per_pod)]
+    logs = [(0.0, header[0]), (0.0, dataset_line), *gpu_lines, *_startup_lines(job, config, model.startup_s * scale),
             (load_s * scale, f"Loaded {job.model_name} ({spec.params_b}B)")]
     targets = [str(t) for t in (target if isinstance(target, list) else [target])]
     missing = missing_modules(targets) if missing_modules is not None and method != "full" else []

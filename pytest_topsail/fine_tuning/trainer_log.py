@@ -14,7 +14,14 @@ Versions differ (tests/fine_tuning/data holds recorded logs of each):
   num_input_tokens_seen (gathered over ranks: job-wide) and tokens/s is derived from it and train_runtime; progress
   lines then also carry train_runtime and train_tokens_per_second (job-wide so far), so a progress line is told from
   the summary by its content (a `loss` key vs train_loss / train_samples_per_second), never by train_runtime alone.
+  Without include_num_input_tokens_seen the only count is TRL's cumulative `num_tokens` (job-wide, gathered over
+  ranks, padding excluded) of the progress lines: tokens/s is the last one's over train_runtime, when that line is
+  the end of training (its epoch the summary's).
 `TrainerResults.tokens_scope` says which: "device" (x G for the job) or "job".
+Device lines (the MFU's peak, pytest_topsail/fine_tuning/efficiency.py): the entrypoint's `nvidia-smi -L`
+(`GPU 0: NVIDIA A100-SXM4-80GB (UUID: ...)`) names the pod's GPUs; on a machine without GPUs the real-trainer
+preset's trainer prints the peak it measured (`sft: measured peak {'device': 'cpu', 'dtype': 'float32',
+'flops_per_second': ...}`).
 Lines of ranks other than 0 (`[rank1]:` prefix) are ignored. Values may be nan, inf, None, True/False or numeric
 strings: read as such (never through JSON, never eval). A missing summary or dataset statistics line, or two
 summaries (a restarted or duplicated run), is one TrainerLogError naming the file and the lines.
@@ -38,6 +45,9 @@ _RANK = re.compile(r"^\s*\[(?:rank|default)(?P<rank>\d+)\]:")
 DATASET_KEYS = ("total_tokens", "total_samples", "avg_tokens_per_sample", "max_seq_token")
 _DICT = re.compile(r"\{\s*'(?P<first>[a-z_]+)'\s*:[^{}]*\}")
 _DATASET = re.compile(r"dataset stats:\s*(?P<body>\{[^{}]*\})")
+_GPU = re.compile(r"^GPU \d+: (?P<product>.+?) \(UUID: ")
+MEASURED_PEAK = "measured peak"
+_PEAK = re.compile(MEASURED_PEAK + r"\s*(?P<body>\{[^{}]*\})")
 _NAMES = {"nan": math.nan, "inf": math.inf, "None": None, "True": True, "False": False}
 
 
@@ -62,6 +72,8 @@ class TrainerResults:
     progress: list[Progress] = field(default_factory=list)
     source: str = ""
     tokens_scope: str = "device"  # train_tokens_per_second is per device ("device", 4.x) or the job's ("job", 5.x)
+    gpus: list[str] = field(default_factory=list)  # the products `nvidia-smi -L` listed, in order
+    measured_peak: dict[str, Any] | None = None  # the peak the trainer measured on a machine without GPUs
 
     @property
     def trained_tokens(self) -> float | None:
@@ -137,10 +149,17 @@ def parse_text(text: str, source: str = "log") -> TrainerResults:
     summary_line = 0
     dataset: dict[str, Any] | None = None
     progress: list[Progress] = []
+    gpus: list[str] = []
+    peak: dict[str, Any] | None = None
     for number, line in enumerate(text.splitlines(), start=1):
         stats = _DATASET.search(line)
         if stats:
             dataset = parse_literal(stats.group("body")) or dataset
+            continue
+        gpu, measured = _GPU.match(line), _PEAK.search(line)
+        if gpu or measured:
+            gpus += [gpu.group("product")] if gpu else []
+            peak = parse_literal(measured.group("body")) if measured else peak
             continue
         rank = _RANK.match(line)
         if rank and rank.group("rank") != "0":
@@ -168,18 +187,35 @@ def parse_text(text: str, source: str = "log") -> TrainerResults:
     if missing:
         raise TrainerLogError(f"{source}: the log has no {' and no '.join(missing)}; last lines:\n{tail(text)}")
     assert summary is not None and dataset is not None
-    numbers = {k: _number(v) for k, v in summary.items()}
-    scope = "device"
-    if TOKENS_PER_SECOND not in numbers and TOKENS_SEEN in numbers:
-        seen, runtime = numbers[TOKENS_SEEN], numbers.get("train_runtime")
-        numbers[TOKENS_PER_SECOND] = seen / runtime if seen is not None and runtime else None
-        scope = "job"  # transformers 5: tokens seen are gathered over every rank
+    results = TrainerResults({k: _number(v) for k, v in summary.items()}, {k: _number(v) for k, v in dataset.items()},
+                             progress, source, gpus=gpus, measured_peak=peak)
+    if TOKENS_PER_SECOND not in results.summary:
+        _derive_tokens_per_second(results)
     absent = [k for k in SUMMARY_KEYS if k not in summary] + [k for k in DATASET_KEYS if k not in dataset]
-    if TOKENS_PER_SECOND not in numbers:
-        absent.append(f"{TOKENS_PER_SECOND} (or {TOKENS_SEEN} to derive it: include_num_input_tokens_seen)")
+    if TOKENS_PER_SECOND not in results.summary:
+        absent.append(f"{TOKENS_PER_SECOND} (or {TOKENS_SEEN} to derive it: include_num_input_tokens_seen, or TRL's "
+                      f"cumulative num_tokens on a last progress line at the end of training{_last_epoch(results)})")
     if absent:
         raise TrainerLogError(f"{source}: the trainer output lacks {', '.join(absent)}")
-    return TrainerResults(numbers, {k: _number(v) for k, v in dataset.items()}, progress, source, scope)
+    return results
+
+
+def _derive_tokens_per_second(results: TrainerResults) -> None:
+    """transformers 5 prints no token rate: the job's, from the tokens seen by every rank
+    (include_num_input_tokens_seen, padding included) or else from TRL's cumulative num_tokens at the end of training
+    (padding excluded), over train_runtime."""
+    summary, runtime = results.summary, results.summary.get("train_runtime")
+    tokens = summary[TOKENS_SEEN] if TOKENS_SEEN in summary else results.trained_tokens
+    if TOKENS_SEEN in summary or tokens is not None:
+        summary[TOKENS_PER_SECOND] = tokens / runtime if tokens is not None and runtime else None
+        results.tokens_scope = "job"  # both counts are gathered over every rank
+
+
+def _last_epoch(results: TrainerResults) -> str:
+    if not results.progress or "num_tokens" not in results.progress[-1].values:
+        return ""
+    last, end = results.progress[-1].epoch, results.summary.get("epoch")
+    return f"; the last num_tokens is at epoch {last}, the summary's {end}"
 
 
 def _short(values: dict[str, Any]) -> str:

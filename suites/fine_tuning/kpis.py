@@ -1,7 +1,8 @@
 """KPIs of the fine-tuning suite, computed from a ``PointMetrics`` (pytest_topsail.fine_tuning.metrics).
 
 G = pods x GPUs per pod. transformers 4.x reports train_tokens_per_second per device (x G here), 5.x gives the job's
-tokens seen (no x G); dataset tokens are those of the trained text, every epoch (docs/fine-tuning.md "KPIs").
+tokens seen (no x G); dataset tokens are those of the trained text, every epoch (docs/fine-tuning.md "KPIs"). MFU and
+scaling efficiency: docs/fine-tuning.md "Efficiency KPIs".
 """
 
 from __future__ import annotations
@@ -9,8 +10,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pytest_topsail import kpi
-from pytest_topsail.fine_tuning import PointMetrics, by_dimension_figure, load_point, parse_file, scaling_figure
+from pytest_topsail import TopsailError, kpi
+from pytest_topsail.fine_tuning import (
+    GPU_LABELS,
+    PointMetrics,
+    builtin_catalog,
+    by_dimension_figure,
+    efficiency_figure,
+    group_efficiencies,
+    load_point,
+    parse_file,
+    point_shape,
+    scaling_figure,
+)
 
 MASTER_LOG = "pod.log"
 
@@ -65,11 +77,40 @@ def avg_tokens_per_sample(metrics: PointMetrics) -> float | None:
     return metrics.results.value("avg_tokens_per_sample")
 
 
+@kpi(unit="%", help="Model FLOPs utilization: model FLOPs per token (6N full, 4N LoRA, plus attention) x the job's "
+     "tokens/s over its devices' dense peak for the point's dtype: a GPU's datasheet peak, or on CPU (real-trainer "
+     "preset) the peak the trainer measured with a matmul benchmark at its start", higher_better=True,
+     format="{:.1f}")
+def mfu(metrics: PointMetrics) -> float | None:
+    return metrics.mfu_percent
+
+
+@kpi(unit="TFLOP/s", help="Dense peak of one device for the point's dtype (the MFU's denominator): a GPU's datasheet "
+     "value, or on CPU measured by the trainer (a matmul benchmark at its start: this machine at that moment)",
+     higher_better=True, ignored_for_regression=True, why="the hardware's peak, not a performance of the run",
+     format="{:.4g}")
+def device_peak_tflops(metrics: PointMetrics) -> float | None:
+    peak = metrics.device_peak
+    return None if peak is None else peak.flops_per_second / 1e12
+
+
+@kpi(unit="ratio", help="Scaling efficiency: the job's tokens/s over (GPU count / the group's smallest) x the tokens/s "
+     "of the same point at its group's smallest GPU count; 1.0 is perfect scaling", higher_better=True, scope="run",
+     format="{:.3f}")
+def scaling_efficiency(metrics: PointMetrics) -> float | None:
+    return metrics.scaling_efficiency
+
+
 def parse(artifact_dir: Path) -> PointMetrics:
-    """--topsail-replot: the KPIs again from the saved master log and the point's validated settings."""
+    """--topsail-replot: the KPIs again from the saved master log and the point's validated settings (MFU with the
+    built-in catalog's model; scaling efficiency, a run-scoped KPI, is the live run's only)."""
     directory = Path(artifact_dir)
     point = load_point(directory)
-    return PointMetrics(parse_file(directory / MASTER_LOG), gpus=point.world_size, epochs=point.epochs)
+    try:
+        shape = point_shape(point, builtin_catalog(), str(directory))
+    except TopsailError:
+        shape = None  # a model of the suite's own catalog: no MFU in the replot
+    return PointMetrics(parse_file(directory / MASTER_LOG), gpus=point.world_size, epochs=point.epochs, shape=shape)
 
 
 SCALING_KPIS = ("train_tokens_per_second", "dataset_tokens_per_second")
@@ -77,8 +118,8 @@ DIMENSIONS = ("model_name", "tuning_method", "per_device_train_batch_size", "max
 
 
 def figures(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """Suite figures: the job's throughput against its GPU count (with perfect scaling and efficiency) when the GPU
-    count varies, and tokens/s/GPU by each other dimension that varies."""
+    """Suite figures: the job's throughput, MFU and scaling efficiency against its GPU count (with perfect scaling)
+    when the GPU count varies, and tokens/s/GPU by each other dimension that varies."""
     entries = [k for r in records for k in r.get("kpis") or [] if k.get("name")]
     built: dict[str, Any] = {}
 
@@ -93,6 +134,7 @@ def figures(records: list[dict[str, Any]]) -> dict[str, Any]:
             points = [{"gpus": k["labels"]["accelerator_count"], "value": k["value"],
                        "series": series(k["labels"], "effective_batch_size")} for k in entries if k["name"] == name]
             built[f"{name} vs GPU count"] = scaling_figure(points, name, higher_better=True)
+        built.update(efficiency_figures(entries, series))
     per_gpu = [k for k in entries if k["name"] == "train_tokens_per_gpu_per_second"]
     for dimension in DIMENSIONS:
         if dimension != "effective_batch_size" and varying(dimension):
@@ -100,4 +142,28 @@ def figures(records: list[dict[str, Any]]) -> dict[str, Any]:
                        "series": f"{k['labels'].get('accelerator_count')} GPU(s)"} for k in per_gpu]
             built[f"tokens/s/GPU by {dimension}"] = by_dimension_figure(points, dimension,
                                                                        "train_tokens_per_gpu_per_second")
+    return built
+
+
+def efficiency_figures(entries: list[dict[str, Any]], series: Any) -> dict[str, Any]:
+    """MFU and scaling efficiency against the GPU count, one line per series; the efficiency from every point's
+    tokens/s (a replot too), against its group's smallest GPU count."""
+    def group(labels: dict[str, Any]) -> str:
+        return repr(sorted((k, str(v)) for k, v in labels.items() if k not in GPU_LABELS))
+
+    peaks = {k["test_uuid"]: k["value"] for k in entries if k["name"] == "device_peak_tflops"}
+    mfu_points = [{"gpus": k["labels"]["accelerator_count"], "value": k["value"],
+                   "series": series(k["labels"], "effective_batch_size"),
+                   "text": f"peak {peaks.get(k['test_uuid'], 0):.4g} TFLOP/s per device"}
+                  for k in entries if k["name"] == "mfu"]
+    tokens = [{"gpus": k["labels"]["accelerator_count"], "value": k["value"], "group": group(k["labels"]),
+               "series": series(k["labels"], "effective_batch_size")}
+              for k in entries if k["name"] == "train_tokens_per_second"]
+    efficiencies = [{**e, "text": f"against {e['baseline_gpus']} GPU(s)"} for e in group_efficiencies(tokens)]
+    built = {}
+    if mfu_points:
+        built["MFU vs GPU count"] = efficiency_figure(mfu_points, "MFU vs GPU count", "MFU (%)")
+    if efficiencies:
+        built["scaling efficiency vs GPU count"] = efficiency_figure(
+            efficiencies, "scaling efficiency vs GPU count", "tokens/s / (GPU ratio x baseline tokens/s)", 1.0)
     return built

@@ -11,6 +11,7 @@ import pytest
 import pytest_topsail as topsail
 from pytest_topsail import Cluster
 from pytest_topsail.fine_tuning import (
+    GPU_LABELS,
     Catalog,
     MemoryEstimate,
     PointMetrics,
@@ -20,14 +21,18 @@ from pytest_topsail.fine_tuning import (
     loss_curve,
     memory_estimate,
     parse_file,
+    point_shape,
     save_point,
+    saved_baseline,
+    smallest_gpus,
     validate_point,
 )
 
 
 def test_fine_tuning(case: topsail.Case, cluster: Cluster, namespace: str, ft_settings: SuiteSettings,
                      ft_catalog: Catalog, ft_storage: str, progress: topsail.Progress, artifact_dir: Path,
-                     kpis: topsail.KpiRecorder, topsail_metric_pods: Callable[[str], None]) -> None:
+                     kpis: topsail.KpiRecorder, topsail_metric_pods: Callable[[str], None],
+                     topsail_suite: topsail.Suite) -> None:
     where = f"{case.source} (case {case.id})"
     topsail_metric_pods(f"{job_name(case.id)}-.+")  # GPU metrics of this point's pods only (docs/metrics.md)
     try:
@@ -48,7 +53,16 @@ def test_fine_tuning(case: topsail.Case, cluster: Cluster, namespace: str, ft_se
     except topsail.TopsailError as error:
         pytest.fail(f"{run.job}: {error}\nartifacts: {artifact_dir}", pytrace=False)
     kpis.labels(**labels_of(point))
-    kpis.record_from(PointMetrics(results, gpus=point.world_size, epochs=point.epochs))
+    smallest = smallest_gpus(point, [c.settings for c in topsail_suite.cases], ft_catalog)
+    baseline = saved_baseline(artifact_dir, point, smallest) if smallest < point.world_size else None
+    if baseline is not None:  # scaling efficiency: measured once per group and GPU count of the run
+        kpis.scope("run", **{k: v for k, v in labels_of(point).items() if k not in GPU_LABELS},
+                   accelerator_count=point.world_size, baseline_accelerator_count=smallest)
+    elif smallest < point.world_size:
+        kpis.warn(f"scaling_efficiency not recorded: the {smallest}-GPU point of its group has no result yet (it "
+                  "failed, was skipped, or runs later on another xdist worker); the suite's figure has it")
+    kpis.record_from(PointMetrics(results, gpus=point.world_size, epochs=point.epochs,
+                                  shape=point_shape(point, ft_catalog, where), baseline=baseline))
     kpis.add_figure(f"{case.id}: loss", loss_curve(results.progress, f"{case.id}: loss"))
 
 

@@ -7,12 +7,16 @@ from __future__ import annotations
 import re
 import time
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from pytest_topsail.fine_tuning.catalog import builtin_catalog
+from pytest_topsail.fine_tuning.estimate import model_flops_per_token, point_shape
+from pytest_topsail.fine_tuning.point import validate_point
 from tests.fine_tuning.test_fine_tuning_suite import item_dirs, kpis_of, output, run_pytest
 
 pytest.importorskip("trl", reason="the real-trainer extra is not installed")
@@ -57,6 +61,16 @@ def test_every_point_is_a_real_trainer_with_kpis_from_its_own_figures(preset_run
         for key, value in expected.items():
             assert kpis[key]["value"] == pytest.approx(value, rel=0.02), (name, key)
         assert hand["loss_lines"] >= 10, name  # a loss curve, not HF's default of one line per 500 steps
+        # MFU on CPU: against the peak the trainer measured in its dtype (one rank's), stated as measured
+        peak = float(re.search(r"measured peak \{'device': 'cpu', 'dtype': 'float32', 'flops_per_second': "
+                               r"([0-9.e+-]+)", log).group(1))
+        shape = point_shape(validate_point(point, name), builtin_catalog(), name)
+        longest = int(re.search(r"'max_seq_token': (\d+)", log).group(1))  # the dataset statistics'
+        flops = model_flops_per_token(replace(shape, seq=min(shape.seq, longest)))
+        assert kpis["mfu"]["value"] == pytest.approx(100 * flops * expected["train_tokens_per_second"] / gpus / peak,
+                                                     rel=0.02), name
+        assert kpis["device_peak_tflops"]["value"] == pytest.approx(peak / 1e12), name
+        assert "measured" in kpis["device_peak_tflops"]["help"] and "measured" in kpis["mfu"]["help"]
         assert f"sft: world size {gpus}," in log, name  # the launcher's world = pods x GPUs of the point
     lora_bloom = [d for n, d in items.items() if "tiny-bloom-method=lora" in n]
     assert lora_bloom and kpis_of(lora_bloom[0])["train_runtime"]["value"] > 0  # Bloom's own target modules
