@@ -14,6 +14,8 @@ import pytest
 from pytest_topsail.fine_tuning.catalog import builtin_catalog
 from pytest_topsail.fine_tuning.efficiency import device_peak, measure_matmul_peak, peak_line
 from pytest_topsail.fine_tuning.metrics import PointMetrics
+from pytest_topsail.fine_tuning.point import save_point, validate_point
+from pytest_topsail.fine_tuning.scaling import saved_baseline, smallest_gpus
 from pytest_topsail.fine_tuning.simulation import FineTuningModel
 from pytest_topsail.fine_tuning.simulation import scaling_efficiency as modelled_scaling
 from pytest_topsail.fine_tuning.trainer_log import TrainerLogError, parse_text
@@ -137,3 +139,27 @@ def test_mfu_on_the_dgx_preset_is_the_models_utilisation_and_scaling_efficiency_
     assert measured["y"] == pytest.approx([by_gpus[g]["scaling_efficiency"]["value"] for g in (2, 4, 8)])
     mfu = next(f for name, f in figures.items() if "MFU" in name)
     assert mfu["data"][0]["y"] == pytest.approx([by_gpus[g]["mfu"]["value"] for g in (1, 2, 4, 8)])
+
+
+def test_the_baseline_is_the_groups_point_at_its_smallest_gpu_count_once_it_has_a_result(tmp_path):
+    catalog = builtin_catalog()
+    base = {"model": "bigscience/bloom-560m", "method": "full", "per_device_batch_size": 8}
+    cases = [{**base, "gpus_per_pod": gpus} for gpus in (2, 4, 8)] + [{**base, "per_device_batch_size": 4,
+                                                                       "gpus_per_pod": 1}]
+    eight = validate_point({**base, "gpus_per_pod": 8}, "test")
+    assert smallest_gpus(eight, cases, catalog) == 2  # the batch-4 point at 1 GPU is another group
+    log = (DATA / "full-bloom-2ranks.log").read_text()
+    items = {name: tmp_path / name for name in ("001__two", "002__two-batch-4", "003__eight")}
+    for directory in items.values():
+        directory.mkdir()
+    other_group = validate_point({**base, "per_device_batch_size": 4, "gpus_per_pod": 2}, "test")
+    save_point(other_group, items["002__two-batch-4"])
+    (items["002__two-batch-4"] / "pod.log").write_text(log)
+    save_point(validate_point({**base, "gpus_per_pod": 2}, "test"), items["001__two"])
+    assert saved_baseline(items["003__eight"], eight, 2) is None  # started, no log yet (or failed before one)
+    (items["001__two"] / "pod.log").write_text("Traceback (most recent call last):\nRuntimeError: NCCL timeout\n")
+    assert saved_baseline(items["003__eight"], eight, 2) is None  # failed: no summary, no baseline
+    (items["001__two"] / "pod.log").write_text(log)
+    baseline = saved_baseline(items["003__eight"], eight, 2)
+    assert baseline is not None and baseline.gpus == 2
+    assert baseline.tokens_per_second == pytest.approx(parse_text(log, "log").value("train_tokens_per_second"))
