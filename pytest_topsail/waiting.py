@@ -5,11 +5,11 @@ Interface: ``poll(fetch, done, what=, timeout=)`` calls `fetch` (every 50 ms at 
 until ``done(value)`` and returns that value; errors of the `transient` types are kept and polling goes on. On
 timeout it raises `WaitTimeout`: ``timed out after <timeout>s waiting for <what>; <describe(last value)>; last
 error: ...``; with `progress`, one line when the wait starts, every `progress_every` seconds and when it ends.
-``Deadline(timeout, what)`` gives ``left()``, ``expired()``, ``elapsed()``, ``sleep(seconds)`` (never past the
-deadline) and ``timeout_error(details)``, the same message as `poll`'s. ``Every(period)`` says when a periodic
-check of such a loop is ``due()`` (``left()``: seconds until then). The Kubernetes flavour (transient API errors,
-the object's state in the message) is `pytest_topsail.kube.wait.poll`. Nothing else in the package keeps a
-deadline of its own (tests/engine/test_one_mechanism.py checks the source).
+``Deadline(timeout, what)`` (or ``Deadline.until(instant)``) gives ``left()``, ``expired()``, ``elapsed()``,
+``sleep(seconds)`` (never past the deadline) and ``timeout_error(details)``, the same message as `poll`'s.
+``Every(period)`` says when a periodic check of such a loop is ``due()`` (``left()``: seconds until then). The
+Kubernetes flavour (transient API errors, the object's state in the message) is `pytest_topsail.kube.wait.poll`.
+Nothing else in the package keeps a deadline of its own (tests/engine/test_one_mechanism.py checks the source).
 """
 
 from __future__ import annotations
@@ -40,6 +40,11 @@ class Deadline:
         self.timeout, self.what, self.clock = timeout, what, clock
         self.start = clock()
         self.at = float("inf") if timeout is None else self.start + timeout
+
+    @classmethod
+    def until(cls, instant: float | None, what: str = "", *, clock: Clock = time.monotonic) -> Deadline:
+        """The deadline at `instant` of `clock` (None: never)."""
+        return cls(None if instant is None else instant - clock(), what, clock=clock)
 
     def left(self) -> float:
         """Seconds left, never negative."""

@@ -29,6 +29,7 @@ from pytest_topsail.errors import TopsailError
 from pytest_topsail.llmload.backends import Backend, BackendError
 from pytest_topsail.llmload.dataset import Prompt
 from pytest_topsail.llmload.records import OK, RequestRecord
+from pytest_topsail.waiting import Deadline
 
 MODES = ("concurrency", "constant", "poisson")
 
@@ -238,10 +239,9 @@ class PointRun:
         deadline after the users started."""
         pending: set[asyncio.Task[None]] = set(tasks)
         while pending:
-            limit = self.drain_limit()
-            wait = None if limit is None else min(max(0.0, limit - time.perf_counter()), 1.0)
-            _, pending = await asyncio.wait(pending, timeout=wait)
-            if limit is not None and time.perf_counter() >= limit:
+            limit = Deadline.until(self.drain_limit(), clock=time.perf_counter)
+            _, pending = await asyncio.wait(pending, timeout=None if limit.timeout is None else min(limit.left(), 1.0))
+            if limit.expired():
                 break
         for task in pending:
             task.cancel()

@@ -17,11 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.metrics.client import Prometheus, PrometheusError
 from pytest_topsail.metrics.settings import PrometheusSettings
+from pytest_topsail.yamlparse import parse_yaml
 
 ROUTE = ("openshift-monitoring", "thanos-querier")
 PROBE = "vector(1)"
@@ -43,7 +42,7 @@ class Source:
 
 def kubeconfig_credentials(path: Path, context: str | None = None) -> tuple[str, str, str]:
     """(server URL, bearer token, CA PEM) of a kubeconfig's context (the simulator writes all three inline)."""
-    document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    document = parse_yaml(path.read_text(encoding="utf-8")) or {}
     name = context or document.get("current-context")
     ctx: dict[str, Any] = next((c["context"] for c in document.get("contexts") or () if c.get("name") == name), {})
     cluster: dict[str, Any] = next(

@@ -19,6 +19,7 @@ import yaml
 
 from pytest_topsail.items import CaseRecord, ItemRecord, is_kpi
 from pytest_topsail.kpi import KpiRecorder, SuiteKpis
+from pytest_topsail.yamlparse import parse_yaml
 
 ITEM_FILE = "item.json"
 KPIS_FILE = "kpis.json"
@@ -59,7 +60,7 @@ def load_item(directory: Path, root: Path, problems: list[str]) -> ItemRecord | 
     relative = directory.relative_to(root).parts
     suite = relative[0] if len(relative) >= 2 else root.name
     try:
-        settings = yaml.safe_load((directory / "settings.yaml").read_text(encoding="utf-8")) or {}
+        settings = parse_yaml((directory / "settings.yaml").read_text(encoding="utf-8")) or {}
         exit_code = int((directory / "exit_code").read_text().strip() or 1)
     except (OSError, ValueError, yaml.YAMLError) as error:
         problems.append(f"{directory}: settings.yaml/exit_code unreadable ({type(error).__name__})")
@@ -105,7 +106,7 @@ def check_saved_run_files(root: Path, problems: list[str]) -> None:
             problems.append(f"{root / 'verdicts.json'}: not a list of verdicts")
     for config in sorted(root.glob("*/config.yaml")):
         try:
-            yaml.safe_load(config.read_text(encoding="utf-8"))
+            parse_yaml(config.read_text(encoding="utf-8"))
         except (OSError, ValueError, yaml.YAMLError) as error:
             problems.append(f"{config}: unreadable saved configuration ({type(error).__name__}); "
                             "the suite's current config.yaml is used")

@@ -59,6 +59,7 @@ from pytest_topsail.sim.registry import fieldmanager, reviews, scale
 from pytest_topsail.sim.registry import pods as pods_policy
 from pytest_topsail.sim.registry.patch import APPLY_PATCH, PATCH_TYPES, STRATEGIC_MERGE_PATCH, apply_patch
 from pytest_topsail.sim.registry.store import Store
+from pytest_topsail.waiting import Deadline
 
 logger = logging.getLogger(__name__)
 
@@ -366,9 +367,9 @@ class ApiServer:
         """A read of a resourceVersion not reached yet waits for it a little, then gets 504 (as the apiserver)."""
         if wanted is None or wanted <= self.store.resource_version:
             return
-        deadline = time.monotonic() + FRESHNESS_WAIT_SECONDS
+        deadline = Deadline(FRESHNESS_WAIT_SECONDS)
         while self.store.resource_version < wanted:
-            if time.monotonic() >= deadline:
+            if deadline.expired():
                 raise too_large(wanted, self.store.resource_version)
             await asyncio.sleep(0.05)
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +22,7 @@ from pytest_topsail.sim.machinery.apierror import ApiError
 from pytest_topsail.sim.machinery.resources import ResourceType
 from pytest_topsail.sim.machinery.selectors import FieldRequirement, Requirement, fields_match, labels_match
 from pytest_topsail.sim.registry.store import Store
+from pytest_topsail.waiting import Deadline
 
 DEFAULT_WATCH_SECONDS = 1800
 WATCH_QUEUE_LIMIT = 100_000
@@ -172,7 +172,7 @@ class Watches:
             await response.prepare(request)
             if initial:
                 await response.write(b"".join(initial))
-            await _pump(watcher, response, time.monotonic() + timeout)
+            await _pump(watcher, response, Deadline(timeout))
             if bookmarks and not watcher.overflowed:
                 # every event up to the current resourceVersion has been written: the client may resume from it
                 await response.write(self._bookmark_line(rtype))
@@ -187,9 +187,9 @@ class Watches:
         return response
 
 
-async def _pump(watcher: Watcher, response: web.StreamResponse, deadline: float) -> None:
+async def _pump(watcher: Watcher, response: web.StreamResponse, deadline: Deadline) -> None:
     while not watcher.closed:
-        remaining = deadline - time.monotonic()
+        remaining = deadline.left()
         if remaining <= 0:
             return
         if not watcher.lines:

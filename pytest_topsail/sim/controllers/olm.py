@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pytest_topsail.sim.controllers.base import Controller, now_seconds, set_condition
 from pytest_topsail.sim.machinery.apierror import ApiError
 from pytest_topsail.sim.registry.crd_schemas import openapi_schema
+from pytest_topsail.yamlparse import parse_yaml
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +136,7 @@ class OperatorController(Controller):
         if not text:
             return OperatorBehaviour()
         try:
-            return OperatorBehaviour.model_validate(yaml.safe_load(text) or {})
+            return OperatorBehaviour.model_validate(parse_yaml(text) or {})
         except (yaml.YAMLError, ValidationError) as exc:
             log.warning("sim %s: ConfigMap %s/%s is invalid, using defaults: %s", self.name, BEHAVIOUR_NAMESPACE,
                         BEHAVIOUR_CONFIGMAP, exc)

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pytest_topsail.errors import TopsailError, describe_validation_error
 from pytest_topsail.sim.controllers.base import condition, now_seconds
 from pytest_topsail.sim.controllers.olm import OperatorBehaviour, OperatorController
+from pytest_topsail.yamlparse import parse_yaml
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ def resource_key(resource: str) -> tuple[str, str]:
 def load_stages(path: Path = STAGES_FILE) -> list[StageSpec]:
     """The stages of a file (a YAML list); one TopsailError naming the file and the stage when one is wrong."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = parse_yaml(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise TopsailError(f"simulator stages {path}: cannot be read: {exc}") from None
     if not isinstance(data, list):
@@ -120,7 +121,7 @@ def _template(text: str) -> jinja2.Template:
 
 def _yaml(text: str, stage: StageSpec, what: str) -> Any:
     try:
-        return yaml.safe_load(text)
+        return parse_yaml(text)
     except yaml.YAMLError as exc:
         raise TopsailError(f"simulator stage {stage.name}: {what} does not render YAML: {exc}") from None
 

@@ -22,7 +22,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from typing import Any
 import yaml
 
 from pytest_topsail.errors import TopsailError
+from pytest_topsail.waiting import Deadline
 
 ProfileSource = str | os.PathLike | Mapping[str, Any] | None
 _OUTPUT_TAIL_LINES = 20
@@ -203,12 +203,11 @@ class SimCluster:
     def _wait_ready(self) -> None:
         """Wait for the child's "ready" line on the readiness pipe (no polling); EOF without it: the child exited."""
         assert self._process is not None and self.kubeconfig_path is not None and self._ready_read is not None
-        deadline = time.monotonic() + self.start_timeout
+        deadline = Deadline(self.start_timeout)
         received = b""
         try:
             while b"\n" not in received:
-                left = deadline - time.monotonic()
-                readable, _, _ = select.select([self._ready_read], [], [], max(left, 0.0))
+                readable, _, _ = select.select([self._ready_read], [], [], deadline.left())
                 if not readable:
                     raise TopsailError(f"the simulated cluster did not write its kubeconfig {self.kubeconfig_path} "
                                        f"within {self.start_timeout:g} s; its output:\n{self._output_tail()}")

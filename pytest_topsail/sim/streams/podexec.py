@@ -23,6 +23,7 @@ from pytest_topsail.sim.controllers.containers import ExecResult, run_exec
 from pytest_topsail.sim.machinery import apierror, gojson
 from pytest_topsail.sim.node import nvidiasmi
 from pytest_topsail.sim.streams import spdy, streaming
+from pytest_topsail.waiting import Deadline
 
 PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io", "v3.channel.k8s.io", "v2.channel.k8s.io", "channel.k8s.io")
 STDOUT, STDERR, ERROR = 1, 2, 3
@@ -156,8 +157,8 @@ async def _serve_spdy(request: web.Request, command: list[str], result: ExecResu
 
     reader = asyncio.get_running_loop().create_task(read_frames())
     try:
-        deadline = time.monotonic() + STREAMS_TIMEOUT
-        while not wanted <= set(stream_ids) and not closed.is_set() and time.monotonic() < deadline:
+        deadline = Deadline(STREAMS_TIMEOUT)
+        while not wanted <= set(stream_ids) and not closed.is_set() and not deadline.expired():
             await asyncio.sleep(0.01)
         if not wanted <= set(stream_ids):
             return stream.response  # the client never opened its streams: nothing to answer on
