@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import re
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.settings import validate
+from pytest_topsail.yamlparse import parse_yaml
 
 
 class ModelSpec(BaseModel):
@@ -89,6 +90,8 @@ class Catalog:
     datasets: dict[str, DatasetSpec]
     families: dict[str, FamilySpec] = dataclasses.field(default_factory=dict)
     formats: dict[str, FormatSpec] = dataclasses.field(default_factory=dict)
+    # the catalogs `extended` built from this one, by their entries: each is validated and built once per process
+    _extensions: dict[str, Catalog] = dataclasses.field(default_factory=dict, init=False, compare=False, repr=False)
 
     def model(self, name: str, where: str = "model") -> ModelSpec:
         spec = self.models.get(_bare(name))
@@ -132,13 +135,17 @@ class Catalog:
 
     def extended(self, extra: dict[str, Any] | None, source: str) -> Catalog:
         """This catalog with the entries of `extra` ({models: {...}, datasets: {...}, families: {...},
-        formats: {...}}) added or replaced."""
+        formats: {...}}) added or replaced; `source` names them in errors. The same entries give the same catalog,
+        built once (the suite's settings, its points' checks and its fixtures all ask for it)."""
         if not extra:
             return self
-        return Catalog({**self.models, **_parse(extra, "models", ModelSpec, source)},
-                       {**self.datasets, **_parse(extra, "datasets", DatasetSpec, source)},
-                       {**self.families, **_parse(extra, "families", FamilySpec, source)},
-                       {**self.formats, **_parse(extra, "formats", FormatSpec, source)})
+        key = json.dumps(extra, sort_keys=True, default=repr)
+        if key not in self._extensions:
+            self._extensions[key] = Catalog({**self.models, **_parse(extra, "models", ModelSpec, source)},
+                                            {**self.datasets, **_parse(extra, "datasets", DatasetSpec, source)},
+                                            {**self.families, **_parse(extra, "families", FamilySpec, source)},
+                                            {**self.formats, **_parse(extra, "formats", FormatSpec, source)})
+        return self._extensions[key]
 
 
 CATALOG_FILE = "pytest_topsail/fine_tuning/catalog.yaml"
@@ -172,4 +179,4 @@ def _parse(data: Any, section: str, model: type[BaseModel], source: str) -> dict
 @functools.cache
 def builtin_catalog() -> Catalog:
     text = resources.files(__package__).joinpath("catalog.yaml").read_text(encoding="utf-8")
-    return Catalog({}, {}).extended(yaml.safe_load(text), CATALOG_FILE)
+    return Catalog({}, {}).extended(parse_yaml(text), CATALOG_FILE)

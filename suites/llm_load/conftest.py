@@ -170,12 +170,12 @@ def wait_serving(kube: topsail.Kube, manifest: dict[str, Any], timeout: float) -
     selector = f"{ISVC_LABEL}={manifest['metadata']['name']}"
 
     def ready(isvc: dict[str, Any] | None) -> bool:
-        if (condition_of(isvc, "Ready") or {}).get("status") == "True":
+        if topsail.condition_status(isvc, "Ready") == "True":
             return True
         nodes = kube.list("v1", "Node")
         pods = kube.list("v1", "Pod", namespace=ref.namespace, label_selector=selector)
         for pod in pods if nodes else [None]:
-            scheduled = condition_of(pod, "PodScheduled") or {}
+            scheduled = topsail.find_condition(pod, "PodScheduled") or {}
             if pod is not None and scheduled.get("status") != "False":
                 continue
             why = never_schedulable(pod or {}, nodes, scheduled.get("message", ""))
@@ -185,10 +185,6 @@ def wait_serving(kube: topsail.Kube, manifest: dict[str, Any], timeout: float) -
         return False
 
     topsail.wait_for(kube, ref, ready, what="to have condition Ready=True", timeout=timeout, interval=1.0)
-
-
-def condition_of(obj: dict[str, Any] | None, kind: str) -> dict[str, Any] | None:
-    return next((c for c in ((obj or {}).get("status") or {}).get("conditions") or [] if c.get("type") == kind), None)
 
 
 def served_model_name(http_url: str | None) -> str | None:
