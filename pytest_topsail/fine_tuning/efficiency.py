@@ -18,6 +18,7 @@ from typing import Any
 
 from pytest_topsail.fine_tuning.trainer_log import MEASURED_PEAK, TrainerResults
 from pytest_topsail.hardware import profile_of_label, sanitize_label_value
+from pytest_topsail.waiting import Deadline
 
 BENCHMARK_SECONDS = 0.25  # of matmuls, after one warm-up: the trainer's start-up grows by about this
 BENCHMARK_SIZE = 512  # square matrices: 268 MFLOP per product, milliseconds on one CPU thread
@@ -57,8 +58,8 @@ def measure_matmul_peak(dtype: str, seconds: float = BENCHMARK_SECONDS, size: in
     kind = getattr(torch, dtype)
     left, right = torch.randn(size, size).to(kind), torch.randn(size, size).to(kind)
     torch.matmul(left, right)  # warm-up: allocation, the library's kernel choice
-    best, runs, end = 0.0, 0, time.perf_counter() + seconds
-    while runs < 2 or time.perf_counter() < end:
+    best, runs, measuring = 0.0, 0, Deadline(seconds, clock=time.perf_counter)
+    while runs < 2 or not measuring.expired():
         start = time.perf_counter()
         torch.matmul(left, right)
         best = max(best, 2.0 * size**3 / max(time.perf_counter() - start, 1e-9))
