@@ -14,7 +14,7 @@ from pytest_topsail.fine_tuning import (
     storage_setup_pod,
     tail,
 )
-from pytest_topsail.kube import pod_logs
+from pytest_topsail.kube import delete_and_wait, pod_logs
 
 
 @pytest.fixture
@@ -54,8 +54,7 @@ def setup_storage(kube: topsail.Kube, namespace: str, settings: SuiteSettings) -
     assert settings.storage_setup_image is not None
     pod = storage_setup_pod(namespace, settings.storage_pvc, settings.storage_setup_image)
     ref = topsail.ObjectRef.of(pod)
-    kube.delete(ref)
-    topsail.wait_deleted(kube, ref, timeout=settings.timeouts.cleanup)
+    delete_and_wait(kube, ref, timeout=settings.timeouts.cleanup)  # a setup pod of an earlier run
     kube.create(pod)
     try:
         done = topsail.wait_for(kube, ref,
