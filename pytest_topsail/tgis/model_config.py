@@ -28,7 +28,11 @@ ENV_OF_FIELD = {"deployment_framework": "DEPLOYMENT_FRAMEWORK", "dtype_str": "DT
                 "max_concurrent_requests": "MAX_CONCURRENT_REQUESTS", "max_sequence_length": "MAX_SEQUENCE_LENGTH",
                 "max_batch_size": "MAX_BATCH_SIZE", "max_new_tokens": "MAX_NEW_TOKENS",
                 "flash_attention": "FLASH_ATTENTION", "pt2_compile": "PT2_COMPILE", "port": "PORT",
-                "grpc_port": "GRPC_PORT", "quantize": "QUANTIZE"}
+                "grpc_port": "GRPC_PORT", "quantize": "QUANTIZE",
+                # the simulated vLLM's KV cache, prefix cache and LoRA slots (tgis/kvcache.py)
+                "block_size": "BLOCK_SIZE",
+                "num_gpu_blocks_override": "NUM_GPU_BLOCKS_OVERRIDE", "enable_prefix_caching": "ENABLE_PREFIX_CACHING",
+                "lora_adapters": "LORA_ADAPTERS", "max_loras": "MAX_LORAS", "lora_load_ms": "LORA_LOAD_MS"}
 
 
 class DeploymentFramework(StrEnum):
@@ -98,8 +102,16 @@ class ModelConfig(_Strict):
     quantize: Literal["gptq"] | None = None
     resources: ResourceSpec = ResourceSpec()
     # vLLM and ONNX runtime options tgis-tester also accepts
-    gpu_memory_utilization: float = 0.85
+    gpu_memory_utilization: float = Field(default=0.85, gt=0, le=1)
     enable_lora: bool = False
+    # the simulated vLLM scheduler (tgis/kvcache.py); None: vLLM's default (block_size 16, prefix caching off as in
+    # TGIS, max_loras 1, no adapter)
+    block_size: int | None = Field(default=None, ge=1)  # tokens per KV-cache block
+    num_gpu_blocks_override: int | None = Field(default=None, ge=1)  # vLLM's --num-gpu-blocks-override
+    enable_prefix_caching: bool | None = None  # automatic prefix caching (block-hash reuse)
+    lora_adapters: str | None = None  # served LoRA adapter names, comma-separated (each a model id of the front)
+    max_loras: int | None = Field(default=None, ge=1)  # adapters resident at once (GPU slots)
+    lora_load_ms: float | None = Field(default=None, ge=0)  # the cost of loading an adapter into a slot
     load_format: str | None = None
     model_loader_extra_config: str | None = None
     merge_onnx_graphs: bool | None = None

@@ -1,8 +1,12 @@
 """The reference server's OpenAI-compatible HTTP front (as vLLM serves it): ``/v1/completions``,
-``/v1/chat/completions`` (answers whole or streamed as server-sent events), ``/v1/models`` and ``/health``.
+``/v1/chat/completions`` (answers whole or streamed as server-sent events), ``/v1/models``, ``/health`` and
+``/metrics`` (vLLM's metrics, vllm_metrics.py).
 
 Every request goes through the same ``ModelServer`` as the gRPC front (serving.py): same toy model, same admission
 (max_concurrent_requests, max_batch_size) and the same latency model, so both fronts load one simulated GPU alike.
+A request's ``model`` is the served model or one of its LoRA adapters (ModelConfig.lora_adapters, listed by
+``/v1/models`` with the model as parent), which the scheduler places in a slot (kvcache.py). A client that goes away
+mid-stream ends its request as aborted (vLLM's ``finished_reason="abort"``), without a traceback.
 Request fields used: model, prompt | messages, max_tokens (default 16), min_tokens and ignore_eos (vLLM's
 extensions), temperature (0 = greedy), top_p, top_k, seed, stop, stream, stream_options.include_usage.
 Errors are vLLM's: ``{"object": "error", "message", "type", "param", "code"}`` with 400 (invalid request), 404
@@ -53,6 +57,7 @@ class Completion:
     settings: DecodingSettings
     stream: bool
     include_usage: bool
+    adapter: str | None = None  # the LoRA adapter the request's model names
 
 
 def number(body: dict[str, Any], key: str, default: float, kind: type = float) -> Any:
@@ -123,15 +128,24 @@ class OpenAIFront:
         app.router.add_post("/v1/chat/completions", self.chat_completions)
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/health", self.health)
+        app.router.add_get("/metrics", self.metrics)
         return app
+
+    async def metrics(self, _request: web.Request) -> web.Response:
+        config = self.server.config
+        text = self.server.metrics.render(self.server.scheduler,
+                                          {"gpu_memory_utilization": str(config.gpu_memory_utilization)})
+        return web.Response(text=text, content_type="text/plain", charset="utf-8",
+                            headers={"X-Content-Type-Options": "nosniff"})
 
     async def health(self, _request: web.Request) -> web.Response:
         return web.Response(status=200)
 
     async def models(self, _request: web.Request) -> web.Response:
         card = {"id": self.model_name, "object": "model", "created": self.created, "owned_by": "pytest-topsail",
-                "root": self.model_name, "max_model_len": self.server.config.max_sequence_length}
-        return web.json_response({"object": "list", "data": [card]})
+                "root": self.model_name, "parent": None, "max_model_len": self.server.config.max_sequence_length}
+        adapters = [{**card, "id": name, "root": name, "parent": self.model_name} for name in self.server.adapters]
+        return web.json_response({"object": "list", "data": [card, *adapters]})
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
         return await self.answer(request, chat=False)
@@ -146,11 +160,13 @@ class OpenAIFront:
             raise bad_request("the request body is not valid JSON") from None
         if not isinstance(body, dict):
             raise bad_request("the request body must be a JSON object")
-        if body.get("model", self.model_name) != self.model_name:
+        model = body.get("model", self.model_name)
+        if model != self.model_name and model not in self.server.adapters:
             raise ApiError(404, "NotFoundError", f"The model `{body.get('model')}` does not exist.", "model")
         options = body.get("stream_options") or {}
         return Completion(chat=chat, text=prompt_text(body, chat), settings=decoding_settings(body),
-                          stream=bool(body.get("stream")), include_usage=bool(options.get("include_usage")))
+                          stream=bool(body.get("stream")), include_usage=bool(options.get("include_usage")),
+                          adapter=None if model == self.model_name else model)
 
     async def answer(self, request: web.Request, chat: bool) -> web.StreamResponse:
         try:
@@ -161,7 +177,7 @@ class OpenAIFront:
             except InvalidRequest as error:
                 raise bad_request(str(error), "max_tokens") from None
             with self.server.admitted():
-                steps = contextlib.aclosing(self.server.generate(prepared, settings))  # slot freed on disconnect
+                steps = contextlib.aclosing(self.server.generate(prepared, settings, adapter=completion.adapter))
                 if completion.stream:
                     return await self.stream(request, completion, len(prepared.tokens), steps)
                 return await self.whole(completion, len(prepared.tokens), steps)
@@ -202,15 +218,19 @@ class OpenAIFront:
         if completion.chat:
             await send_event(response, {**base, "choices": [self.choice(completion, "", None, first=True)]})
         generation = None
-        async with steps as decoding:
-            async for generation, step in decoding:
-                finish = finish_reason(generation) if generation.finished else None
-                if step.text or finish:
-                    await send_event(response, {**base, "choices": [self.choice(completion, step.text, finish)]})
-        if completion.include_usage and generation is not None:
-            await send_event(response, {**base, "choices": [], "usage": usage(input_tokens, len(generation.tokens))})
-        await response.write(b"data: [DONE]\n\n")
-        await response.write_eof()
+        try:
+            async with steps as decoding:  # leaving it early (the client went away) aborts the request
+                async for generation, step in decoding:
+                    finish = finish_reason(generation) if generation.finished else None
+                    if step.text or finish:
+                        await send_event(response, {**base, "choices": [self.choice(completion, step.text, finish)]})
+            if completion.include_usage and generation is not None:
+                await send_event(response, {**base, "choices": [],
+                                            "usage": usage(input_tokens, len(generation.tokens))})
+            await response.write(b"data: [DONE]\n\n")
+            await response.write_eof()
+        except ConnectionResetError:  # the client closed the stream (aiohttp's ClientConnectionResetError)
+            pass
         return response
 
 

@@ -13,6 +13,14 @@ every running request, turning the host's hiccups into a slower model: a token l
 once, and the next is due on the schedule again. Only a process that stays behind for good (a machine too slow for
 the load) makes the served times longer than the model's.
 
+Admission is the simulated vLLM scheduler's (kvcache.py): a request joins the running batch (at most
+max_batch_size) when the KV-cache blocks of its tokens are free, waits in FIFO order otherwise, is preempted (and
+computes its tokens again when readmitted) when a running request needs a block none is free for; with prefix
+caching a cached prefix skips its part of the prefill; a request naming a LoRA adapter waits for one of max_loras
+slots and pays its load time. The default capacity (the GPU's memory as vLLM sizes it) is far above what the
+suites' batches hold, so without a small ``num_gpu_blocks_override`` admission is TGIS's. ``metrics``
+(vllm_metrics.py) counts what vLLM's ``/metrics`` shows.
+
 A ``time_scale`` below 1 (the simulator's ``plugins.kserve.serving_time_scale``) sleeps that fraction of the modelled
 times, and of a request's time limit, in real time. Each request's ``ServedTime`` counts what the scale took off
 (``compressed_s``: simulated minus real time slept or queued), which the gRPC server returns in trailing metadata
@@ -28,12 +36,14 @@ from collections.abc import AsyncGenerator, Iterator, Mapping
 from dataclasses import dataclass
 
 from pytest_topsail.tgis.catalog import ServedModel
+from pytest_topsail.tgis.kvcache import CacheConfig, RequestState, Scheduler, prompt_hashes
 from pytest_topsail.tgis.latency import LatencyModel
 from pytest_topsail.tgis.model_config import ModelConfig
-from pytest_topsail.tgis.sizing import active_params_billions
+from pytest_topsail.tgis.sizing import UNSIZED, served_model
 from pytest_topsail.tgis.tokenizer import Piece, tokenize
-from pytest_topsail.tgis.toymodel import DecodingSettings, Generation, Step, ToyModel
+from pytest_topsail.tgis.toymodel import DecodingSettings, Generation, Step, StopReason, ToyModel
 from pytest_topsail.tgis.validation import InvalidRequest, Limits, check_input_length
+from pytest_topsail.tgis.vllm_metrics import ServingMetrics
 
 OVERLOADED_MESSAGE = "Model is overloaded"
 
@@ -70,15 +80,26 @@ class ModelServer:
         self.model = ToyModel(model_name, config_name=self.config.name, dtype=self.config.dtype_str,
                               diverge=diverge, output_special_tokens=self.config.output_special_tokens)
         self.limits = Limits(self.config.max_sequence_length, self.config.max_new_tokens, include_stop_sequence)
+        sized = served or served_model(model_name) or UNSIZED
         if zero_latency:
             self.latency = LatencyModel.zero(self.config.max_batch_size, self.config.max_concurrent_requests)
         else:
-            active = served.active_billions if served else active_params_billions(model_name)
-            self.latency = LatencyModel.for_config(self.config, gpu_profile, active)
+            self.latency = LatencyModel.for_config(self.config, gpu_profile, sized.active_billions)
         self.prefixes = {key: [p.text for p in tokenize(text)] for key, text in (prefixes or {}).items()}
         self.in_server = 0
-        self.running = 0
-        self._slots: asyncio.Semaphore | None = None
+        self.scheduler = Scheduler(CacheConfig.for_model(self.config, gpu_profile, model_name, sized))
+        capacity = self.scheduler.capacity_tokens()
+        if capacity < self.config.max_sequence_length:
+            raise ValueError(f"model {model_name}: the KV cache holds {capacity} tokens "  # vLLM refuses to start
+                             f"({self.scheduler.config.num_blocks} blocks of {self.scheduler.config.block_size}), "
+                             f"less than max_sequence_length {self.config.max_sequence_length}")
+        self.adapters = tuple(name.strip() for name in (self.config.lora_adapters or "").split(",") if name.strip())
+        self.metrics = ServingMetrics(model_name, self.config.max_sequence_length)
+
+    @property
+    def running(self) -> int:
+        """Requests in the running batch (decoding, or computing their prompt)."""
+        return len(self.scheduler.running)
 
     @contextlib.contextmanager
     def admitted(self, count: int = 1) -> Iterator[None]:
@@ -113,38 +134,94 @@ class ModelServer:
         return pieces[-truncate_input_tokens:] if 0 < truncate_input_tokens < len(pieces) else pieces
 
     async def generate(self, prepared: PreparedInput, settings: DecodingSettings, time_limit_ms: int = 0,
-                       served: ServedTime | None = None) -> AsyncGenerator[tuple[Generation, Step], None]:
-        """Decode one request, yielding after each token; the batch slot is released however the caller stops.
-        ``served`` (optional) accumulates the time the time scale took off."""
+                       served: ServedTime | None = None, adapter: str | None = None,
+                       ) -> AsyncGenerator[tuple[Generation, Step], None]:
+        """Decode one request, yielding after each token; its blocks and batch seat are released however the caller
+        stops (a caller that stops early is an aborted request). ``served`` (optional) accumulates the time the time
+        scale took off; ``adapter``: the LoRA adapter the request names."""
         loop = asyncio.get_running_loop()
         scale = self.time_scale
-        deadline = loop.time() + time_limit_ms / 1000 * scale if time_limit_ms else None
-        generation = Generation(self.model, prepared.prefix_tokens + prepared.tokens, settings,
-                                deadline=deadline, clock=loop.time)
-        if self._slots is None:
-            self._slots = asyncio.Semaphore(self.config.max_batch_size)
-        latency = self.latency
-        queued, waits = time.monotonic(), self._slots.locked()
-        async with self._slots:
-            # the queue moves at the scaled pace of the requests ahead; a free slot is no queue, whatever the time
+        arrival = loop.time()
+        deadline = arrival + time_limit_ms / 1000 * scale if time_limit_ms else None
+        prompt = prepared.prefix_tokens + prepared.tokens
+        generation = Generation(self.model, prompt, settings, deadline=deadline, clock=loop.time)
+        latency, scheduler, metrics = self.latency, self.scheduler, self.metrics
+        hashes = (prompt_hashes(prompt, scheduler.config.block_size, adapter)
+                  if scheduler.config.enable_prefix_caching else ())
+        request = scheduler.add(len(prompt), hashes, adapter)
+        first = last = arrival
+        try:
+            # the queue moves at the scaled pace of the requests ahead; a free seat is no queue, whatever the time
             # between the two clock readings (the process descheduled on a loaded machine)
-            if served is not None and scale < 1 and waits:
+            queued = time.monotonic()
+            if await self._admission(request) and served is not None and scale < 1:
                 served.compressed_s += (time.monotonic() - queued) * (1 / scale - 1)
-            self.running += 1
-            due = loop.time()  # when the next step is due on the model's schedule (the module's docstring)
-            try:
-                if not latency.is_zero:
-                    due = await self._pace(due, latency.prefill_seconds(len(prepared.tokens) +
-                                                                        len(prepared.prefix_tokens)), served)
-                while True:
-                    step = generation.step()
-                    yield generation, step
-                    if generation.finished:
-                        return
-                    if not latency.is_zero:
-                        due = await self._pace(due, latency.inter_token_seconds(self.running), served)
-            finally:
-                self.running -= 1
+            admitted = loop.time()
+            metrics.observe("request_queue_time_seconds", (admitted - arrival) / scale)
+            due = await self._prefill(request, admitted, served)  # when the next step is due (module docstring)
+            while request.recompute:  # preempted during its prefill
+                due = await self._resume(request, served)
+            first = last = loop.time()
+            metrics.observe("time_to_first_token_seconds", (first - arrival) / scale)
+            metrics.observe("request_prefill_time_seconds", (first - admitted) / scale)
+            zero, itl = latency.is_zero, metrics.itl
+            while True:
+                step = generation.step()
+                yield generation, step
+                if generation.finished:
+                    return
+                if scheduler.append_token(request):
+                    self._admit_waiting()
+                if not (request.recompute or zero):
+                    due = await self._pace(due, latency.inter_token_seconds(len(scheduler.running)), served)
+                while request.recompute:
+                    due = await self._resume(request, served)
+                now = loop.time()
+                itl.observe((now - last) / scale)
+                last = now
+        finally:
+            scheduler.finish(request)
+            self._admit_waiting()
+            reason = ("abort" if not generation.finished
+                      else "stop" if generation.stop_reason in (StopReason.EOS_TOKEN, StopReason.STOP_SEQUENCE)
+                      else "length")
+            metrics.request_done(reason, len(prompt), len(generation.tokens), (loop.time() - arrival) / scale,
+                                 (last - first) / scale)
+
+    async def _admission(self, request: RequestState) -> bool:
+        """Until the scheduler admits the request; whether it had to wait."""
+        if not request.running:
+            self._admit_waiting()
+        if request.running:
+            return False
+        request.waker = asyncio.get_running_loop().create_future()
+        try:
+            await request.waker
+        finally:
+            request.waker = None
+        return True
+
+    def _admit_waiting(self) -> None:
+        for request in self.scheduler.schedule():
+            if request.waker is not None and not request.waker.done():
+                request.waker.set_result(None)
+
+    async def _prefill(self, request: RequestState, due: float, served: ServedTime | None) -> float:
+        """The (re)computation of the request's uncached tokens, and its adapter's load; the new due time."""
+        if not self.latency.is_zero:
+            seconds = self.latency.prefill_seconds(request.to_compute)
+            if request.load_lora:
+                seconds += self.scheduler.config.lora_load_s
+            due = await self._pace(due, seconds, served)
+        if request.hashes:
+            self.scheduler.prefilled(request)
+        return due
+
+    async def _resume(self, request: RequestState, served: ServedTime | None) -> float:
+        """A preempted request: back in the batch, its tokens computed again; the new due time."""
+        request.recompute = False
+        await self._admission(request)
+        return await self._prefill(request, asyncio.get_running_loop().time(), served)
 
     async def _pace(self, due: float, simulated_s: float, served: ServedTime | None) -> float:
         """Sleep until ``simulated_s`` (scaled) after ``due``, at once when that is past; the new due time."""

@@ -72,6 +72,18 @@ def download_gb(model_name: str, model: ServedModel | None = None) -> float:
     return spec.params_billions * stored
 
 
+def device_memory_gib(config: ModelConfig, gpu_profile: str) -> tuple[float, str]:
+    """Memory (GiB) of the one device a shard runs on, and what it is: the MIG slice's, the GPU profile's, or the
+    container's memory limit when CPU only."""
+    if config.is_cpu_only:
+        return float(config.resources.limit_memory_gb), "the container memory limit"
+    mig = config.resources.mig_profile
+    if mig:
+        return float(MIG_MEMORY_GIB[mig]), f"one {mig} slice"
+    profile = get_gpu_profile(gpu_profile)
+    return profile.gpu_memory_mib / 1024, f"one {profile.product or gpu_profile} GPU"
+
+
 def check_fit(config: ModelConfig, gpu_profile: str, model_name: str, model: ServedModel | None = None) -> Fit:
     spec = _model(model_name, model)
     billions = spec.params_billions
@@ -80,14 +92,7 @@ def check_fit(config: ModelConfig, gpu_profile: str, model_name: str, model: Ser
         available = float(config.resources.limit_memory_gb)
         where = f"the container memory limit ({available:.0f} GiB)"
     else:
-        mig = config.resources.mig_profile
-        if mig:
-            gpu_gib = float(MIG_MEMORY_GIB[mig])
-            what = f"one {mig} slice"
-        else:
-            profile = get_gpu_profile(gpu_profile)
-            gpu_gib = profile.gpu_memory_mib / 1024
-            what = f"one {profile.product or gpu_profile} GPU"
+        gpu_gib, what = device_memory_gib(config, gpu_profile)
         available = gpu_gib * config.cuda_process_memory_fraction
         where = f"{what} ({available:.1f} GiB usable)"
     if required <= available:
