@@ -4,6 +4,7 @@ here (as pytest registers ``terminal``, ``junitxml``...):
 - ``presets``: options, ini keys, the suites in scope loaded and validated at start-up, the artifacts line;
 - ``collection``: cases and items (``case`` parametrization, suite markers, the preset hint of an unknown id);
 - ``show_config``: ``--topsail-show-config``;
+- ``resume``: ``--topsail-resume``, a stopped run continued;
 - ``item_context``: around each suite item, its directory, record and configuration; the record on its report;
 - ``xdist_hooks``: what each xdist role adds (``xdist_role``: the role of this process);
 - ``engine_fixtures``, ``cluster.plugin``, ``metrics.fixture``, ``report.plugin``: fixtures, cluster, metrics,
@@ -19,7 +20,16 @@ import pytest
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from pytest_topsail import collection, engine_fixtures, hookspec, item_context, presets, show_config, xdist_hooks
+    from pytest_topsail import (
+        collection,
+        engine_fixtures,
+        hookspec,
+        item_context,
+        presets,
+        resume,
+        show_config,
+        xdist_hooks,
+    )
     from pytest_topsail.cluster import plugin as cluster_plugin
     from pytest_topsail.metrics import fixture as metrics_plugin
     from pytest_topsail.report import plugin as report_plugin
@@ -30,7 +40,7 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     for name, plugin in (("engine-fixtures", engine_fixtures), ("cluster", cluster_plugin),
                          ("report", report_plugin), ("metrics", metrics_plugin), ("xdist", xdist_hooks),
                          ("item-context", item_context), ("show-config", show_config), ("collection", collection),
-                         ("presets", presets)):
+                         ("resume", resume), ("presets", presets)):
         pluginmanager.register(plugin, f"topsail-{name}")
 
 

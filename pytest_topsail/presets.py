@@ -29,6 +29,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "$ARTIFACT_DIR/variable_overrides.yaml if it exists, and $PR_POSITIONAL_ARG_N)")
     group.addoption("--artifacts", dest="topsail_artifacts", default=None, metavar="DIR",
                     help="artifacts root (default: $ARTIFACT_DIR, else ./artifacts/<run-id>)")
+    group.addoption("--topsail-resume", dest="topsail_resume", default=None, metavar="ARTIFACTS_DIR",
+                    help="continue a stopped run (SIGKILL, Ctrl-C) in its artifacts directory: same suites, presets "
+                         "and --var (checked); its finished items are reused, the others run (docs/reliability.md)")
     group.addoption("--topsail-show-config", action="store_true", dest="topsail_show_config", default=False,
                     help="print the effective configuration of each collected suite, its presets and the case ids "
                          "of its items, and exit (runs nothing)")

@@ -20,6 +20,9 @@ class SuiteIndex:
     """The earlier records of one suite indexed by (KPI, comparable labels), acknowledgements applied."""
 
     by_key: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
+    # (test_uuid, KPI) of records this run already stored: a resumed run's (``pytest_topsail.resume``) stopped part,
+    # when it ended cleanly enough to store its KPIs; they are not its own history, nor stored twice
+    this_run: set[tuple[Any, str]] = field(default_factory=set)
 
 
 @dataclass(eq=False)
@@ -55,11 +58,22 @@ class HistoryIndex:
             records = self.store(settings.history_location, suite).records(suite)
             if settings.ack_file is not None:
                 apply_acks(records, load_ack_file(settings.ack_file), str(settings.ack_file))
+            run_id = self.run_id()
             for old in records:
+                if run_id is not None and old.get("run_id") == run_id:
+                    index.this_run.add((old.get("test_uuid"), old["name"]))
+                    continue
                 key = (old["name"], history_key(old.get("labels") or {}, settings.regression))
                 index.by_key.setdefault(key, []).append(old)
         return self.indexes[suite].by_key.get((kpi["name"], history_key(kpi.get("labels") or {},
                                                                         settings.regression)), [])
+
+    def run_id(self) -> str | None:
+        """This session's run id (a replot's is new: its records keep the runs they came from)."""
+        from pytest_topsail.resume import reported_run_id
+        from pytest_topsail.run import STATE_KEY
+
+        return reported_run_id(self.context.config) if STATE_KEY in self.context.config.stash else None
 
     def judge(self, suite: str, kpis: list[dict[str, Any]]) -> list[Verdict]:
         """Verdicts of KPI records of one suite, their change points computed in one batch."""
@@ -78,7 +92,9 @@ class HistoryIndex:
             for entry in record.kpis:
                 entry["verdict"] = statuses.get((entry.get("test_uuid"), entry["name"]), entry.get("verdict"))
             location = self.context.suite(record.suite).history_location
-            by_store.setdefault((location, record.suite), []).extend(record.kpis)
+            stored = self.indexes[record.suite].this_run if record.suite in self.indexes else set()
+            by_store.setdefault((location, record.suite), []).extend(
+                entry for entry in record.kpis if (entry.get("test_uuid"), entry["name"]) not in stored)
         for (location, suite), kpis in by_store.items():
             try:
                 self.store(location, suite).add(kpis)

@@ -30,7 +30,9 @@ class ItemOutputs:
     git_sha: str | None = None  # "" when unknown
     scope_keys: set[str] = field(default_factory=set)  # worker/run-scoped KPIs already recorded this run
 
-    def process(self, record: ItemRecord) -> list[Verdict]:
+    def process(self, record: ItemRecord, *, reused: bool = False) -> list[Verdict]:
+        """Judge one item's record and add it to the results; its files are written unless `reused` (a record of a
+        resumed run's finished item, read from them: ``pytest_topsail.resume``)."""
         from pytest_topsail.kpi import flatten_labels
 
         suite = record.suite
@@ -51,7 +53,8 @@ class ItemOutputs:
             self.results.errors.append(str(error))
         self.results.add(record, verdicts)
         self.results.problems.extend(f"{record.nodeid}: {warning}" for warning in record.warnings)
-        self.write_files(record)
+        if not reused:
+            self.write_files(record)
         return verdicts
 
     def replot(self, root: Path) -> None:
@@ -79,13 +82,13 @@ class ItemOutputs:
 
     def run_metadata(self, suite: str) -> dict[str, Any]:
         """What each KPI record of this session carries into the history: run id, presets, git sha when known."""
-        from pytest_topsail.run import state_of
+        from pytest_topsail.resume import reported_run_id
 
         if self.config.getoption("topsail_replot", None):
             return {}
         if self.git_sha is None:
             self.git_sha = _git_sha(Path(self.config.rootpath))
-        return {"run_id": state_of(self.config).run_id, "presets": list(self.context.suite(suite).presets),
+        return {"run_id": reported_run_id(self.config), "presets": list(self.context.suite(suite).presets),
                 "git_sha": self.git_sha or None}
 
     def write_files(self, record: ItemRecord) -> None:
