@@ -126,6 +126,9 @@ class SuiteKpis:
     parse: Callable[[Path], Any] | None = None  # optional parse(artifact_dir) -> data, used by --topsail-replot
     # optional figures(records) -> {title: plotly figure}: figures of the whole suite from its items' records
     figures: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None
+    # optional samples(artifact_dir) -> {metric: values}: an item's raw samples of the KPIs named
+    # <metric>_<statistic>[_<unit>], in the KPIs' unit (python -m pytest_topsail.compare bootstraps them)
+    samples: Callable[[Path], dict[str, Any]] | None = None
 
 
 def load_suite_kpis(path: Path) -> SuiteKpis:
@@ -144,8 +147,9 @@ def load_suite_kpis(path: Path) -> SuiteKpis:
         raise TopsailError(f"{path}: Labels must be a pydantic BaseModel subclass")
     parse = getattr(module, "parse", None)
     figures = getattr(module, "figures", None)
+    samples = getattr(module, "samples", None)
     return SuiteKpis(path=path, specs=specs, labels_model=labels_model, parse=parse if callable(parse) else None,
-                     figures=figures if callable(figures) else None)
+                     figures=figures if callable(figures) else None, samples=samples if callable(samples) else None)
 
 
 def flatten_labels(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -32,11 +32,11 @@ _QUANTILE = re.compile(r"p(\d{1,2}(?:\.\d+)?)")
 
 def quantile_of(statistic: str) -> float | None:
     """The quantile in [0, 1] a statistic name stands for (``median`` 0.5, ``p99`` 0.99, ``min`` 0, ``max`` 1), None
-    for ``mean``; a ValueError for anything else."""
+    for ``mean`` (or ``avg``); a ValueError for anything else."""
     named = {"median": 0.5, "min": 0.0, "max": 1.0}
     if statistic in named:
         return named[statistic]
-    if statistic == "mean":
+    if statistic in ("mean", "avg"):
         return None
     match = _QUANTILE.fullmatch(statistic)
     if match is None:

@@ -6,7 +6,8 @@ of the package: a case's load settings (``LoadSettings``, ``case_load_settings``
 one load test in this process (``run_load_test``) or spread over generator pods (``GeneratorPool``,
 ``run_distributed``, ``CA_FILE``), sweeps (``AutoSweep``), and the analysis of a load test's records into
 per-point statistics and figures (``analyse_directory``, ``merge_directories``, ``summarize_point``, ``STATISTICS``,
-``figures``). Names load on first use.
+``figures``) and their raw samples (``measured_successes``, ``latency_samples``: what a comparison of runs
+bootstraps). Names load on first use.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ _EXPORTS = {
     "AutoSweep": "pytest_topsail.llmload.generator",
     "STATISTICS": "pytest_topsail.llmload.metrics",
     "summarize_point": "pytest_topsail.llmload.metrics",
+    "latency_samples": "pytest_topsail.llmload.metrics",
+    "measured_successes": "pytest_topsail.llmload.metrics",
     "figures": "pytest_topsail.llmload.plots",
     "analyse_directory": "pytest_topsail.llmload.run",
     "merge_directories": "pytest_topsail.llmload.run",
@@ -34,14 +37,14 @@ _EXPORTS = {
 }
 __all__ = [
     "AutoSweep", "CA_FILE", "GeneratorPool", "LoadSettings", "SERVER_KEY", "STATISTICS", "analyse_directory",
-    "case_load_settings", "check_server", "figures", "merge_directories", "run_distributed", "run_load_test",
-    "summarize_point",
+    "case_load_settings", "check_server", "figures", "latency_samples", "measured_successes", "merge_directories",
+    "run_distributed", "run_load_test", "summarize_point",
 ]
 
 if TYPE_CHECKING:
     from pytest_topsail.llmload.distributed import CA_FILE, GeneratorPool, run_distributed
     from pytest_topsail.llmload.generator import AutoSweep
-    from pytest_topsail.llmload.metrics import STATISTICS, summarize_point
+    from pytest_topsail.llmload.metrics import STATISTICS, latency_samples, measured_successes, summarize_point
     from pytest_topsail.llmload.plots import figures
     from pytest_topsail.llmload.run import analyse_directory, merge_directories, run_load_test
     from pytest_topsail.llmload.settings import SERVER_KEY, LoadSettings, case_load_settings, check_server

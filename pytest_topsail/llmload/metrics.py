@@ -65,6 +65,24 @@ def request_latencies(record: dict[str, Any]) -> dict[str, Any]:
     return {"ttft": first - record["start"], "tpot": tpot, "e2e": e2e, "itl": gaps, "tt_ack": tt_ack}
 
 
+def latency_samples(succeeded: Iterable[dict[str, Any]]) -> dict[str, list[float]]:
+    """The samples (s) of each latency's statistics over the measured requests that succeeded: one ttft, tpot, e2e
+    and tt_ack per request (where defined), one itl per token gap."""
+    latencies: dict[str, list[float]] = {name: [] for name in LATENCIES}
+    for record in succeeded:
+        values = request_latencies(record)
+        latencies["itl"].extend(values["itl"])
+        for name in ("ttft", "tpot", "e2e", "tt_ack"):
+            if values[name] is not None:
+                latencies[name].append(values[name])
+    return latencies
+
+
+def measured_successes(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The requests a point's statistics are taken from: measured (no warm-up, no cool-down) and ok."""
+    return [r for r in records if is_measured(r) and r["status"] == OK]
+
+
 def tokens_inside(record: dict[str, Any], low: float, high: float) -> int:
     """Output tokens of the record that arrived inside [low, high] (unstreamed tokens arrive at the end)."""
     chunks = record.get("chunks") or []
@@ -82,15 +100,8 @@ def summarize_point(point: dict[str, Any], records: Iterable[dict[str, Any]]) ->
     window = max(high - low, 1e-9)
     measured = [r for r in records if is_measured(r)]
     succeeded = [r for r in measured if r["status"] == OK]
-    latencies: dict[str, list[float]] = {name: [] for name in LATENCIES}
-    for record in succeeded:
-        values = request_latencies(record)
-        latencies["itl"].extend(values["itl"])
-        for name in ("ttft", "tpot", "e2e", "tt_ack"):
-            if values[name] is not None:
-                latencies[name].append(values[name])
     stats: dict[str, dict[str, float] | None] = {
-        f"{name}_ms": scale(statistics(values), 1000.0) for name, values in latencies.items()}
+        f"{name}_ms": scale(statistics(values), 1000.0) for name, values in latency_samples(succeeded).items()}
     for name in COUNTS:
         stats[name] = statistics([float(r.get(name) or 0) for r in succeeded])
     ok_all = [r for r in records if r["status"] == OK]

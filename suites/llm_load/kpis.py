@@ -26,7 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from pytest_topsail import kpi
-from pytest_topsail.llmload import STATISTICS, analyse_directory, merge_directories, summarize_point
+from pytest_topsail.llmload import (
+    STATISTICS,
+    analyse_directory,
+    latency_samples,
+    measured_successes,
+    merge_directories,
+    summarize_point,
+)
 from pytest_topsail.llmload import figures as sweep_figures
 
 IGNORED_STATISTICS = ("mean", "p80", "p90", "p95")
@@ -130,6 +137,18 @@ def parse(artifact_dir: Path) -> PointResult:
     serving = json.loads(serving_path.read_text(encoding="utf-8")) if serving_path.is_file() else {}
     sweep = summaries if len(summaries) > 1 else []  # an automatic sweep's points (mode sweep)
     return {"summary": summaries[min(1, len(summaries) - 1)], "sweep": sweep, "serving": serving}
+
+
+def samples(artifact_dir: Path) -> dict[str, list[float]]:
+    """The raw samples (ms) of the latency KPIs of the item's point (an automatic sweep: its max-throughput point, as
+    its KPIs): ``ttft``, ``tpot``, ``e2e``, ``tt_ack`` one per request, ``itl`` one per token gap."""
+    load_dir = Path(artifact_dir) / LOAD_DIR
+    if not (load_dir / "points.json").is_file():
+        return {}
+    points, by_point = merge_directories([load_dir])
+    point = points[min(1, len(points) - 1)]
+    seconds = latency_samples(measured_successes(by_point.get(point["index"], [])))
+    return {name: [value * 1000.0 for value in values] for name, values in seconds.items()}
 
 
 def figures(records: list[dict[str, Any]]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ judged (docs/kpis-and-regressions.md).
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,23 @@ def scheduling_pods_per_s(result: ScaleResult) -> float:
      lower_better=True, format="{:.0f}")
 def failed_jobs(result: ScaleResult) -> float:
     return result.summary["failed_jobs"]["total"]
+
+
+def samples(artifact_dir: Path) -> dict[str, list[float]]:
+    """The raw samples (ms) of the ``job_<step>_*`` KPIs: per job, the delay from its submission to the step
+    (times.csv, watch times; a negative delta counts as 0, as in the statistics)."""
+    path = Path(artifact_dir) / "times.csv"
+    if not path.is_file():
+        return {}
+    with path.open(encoding="utf-8", newline="") as file:
+        rows = list(csv.DictReader(file, skipinitialspace=True))
+    found = {}
+    for step in JOB_STEPS:
+        column = f"{step}_watch_ms"
+        values = [max(float(row[column]), 0.0) for row in rows if (row.get(column) or "").strip()]
+        if values:
+            found[f"job_{step.lower()}"] = values
+    return found
 
 
 def parse(artifact_dir: Path) -> ScaleResult:
