@@ -59,17 +59,20 @@ class SavedRun:
         return next((str(kpi["run_id"]) for record in self.finished.values() for kpi in record.kpis
                      if kpi.get("run_id")), None)
 
-    def finished_record(self, nodeid: str) -> ItemRecord | None:
-        return self.finished.get(without_group(nodeid))
+    def finished_record(self, item: pytest.Item) -> ItemRecord | None:
+        """The saved record of `item` if it finished: saved under its node id, or under the one an xdist worker gives
+        it (the ``@group`` suffix pytest-xdist appends to an item of an ``xdist_group``)."""
+        return self.finished.get(item.nodeid) or self.finished.get(grouped_nodeid(item))
 
 
 SAVED_RUN_KEY = pytest.StashKey[SavedRun]()
 
 
-def without_group(nodeid: str) -> str:
-    """The node id without the ``@group`` suffix pytest-xdist appends to an item of an ``xdist_group``."""
-    head, sep, tail = nodeid.rpartition("@")
-    return head if sep and not any(mark in tail for mark in ("]", "::", "/")) else nodeid
+def grouped_nodeid(item: pytest.Item) -> str:
+    """`item`'s node id as pytest-xdist's worker makes it with ``--dist loadgroup`` (its ``xdist_group`` names)."""
+    names = {str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+             for mark in item.iter_markers("xdist_group")}
+    return f"{item.nodeid}@{'_'.join(sorted(names))}" if names else item.nodeid
 
 
 def read_saved_run(root: Path) -> SavedRun:
@@ -82,7 +85,7 @@ def read_saved_run(root: Path) -> SavedRun:
         if record is None:
             saved.unfinished.append(f"{directory}: {reason}")
         else:
-            saved.finished[without_group(record.nodeid)] = record
+            saved.finished[record.nodeid] = record
     return saved
 
 
@@ -208,10 +211,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     saved = config.stash.get(SAVED_RUN_KEY, None)
     if saved is None:
         return
-    finished = [item for item in items if saved.finished_record(item.nodeid) is not None]
+    finished = [item for item in items if saved.finished_record(item) is not None]
     if finished:
         config.hook.pytest_deselected(items=finished)
-        items[:] = [item for item in items if saved.finished_record(item.nodeid) is None]
+        items[:] = [item for item in items if saved.finished_record(item) is None]
 
 
 @dataclass(eq=False)

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import cast
 
-from pytest_topsail.resume import read_saved_run, without_group
+import pytest
+
+from pytest_topsail.resume import read_saved_run
 
 NODEID = "suites/s/test_s.py::test_s[{}]"
 
@@ -43,12 +46,24 @@ def test_finished_items_are_those_with_a_whole_record(tmp_path: Path):
     assert saved.run_id() == "run-1"
 
 
-def test_an_xdist_group_suffix_does_not_hide_a_finished_item(tmp_path: Path):
-    item(tmp_path, 1, "a", nodeid=NODEID.format("a") + "@worker_1")
+class Item:
+    """What the resume reads of a collected item: its node id and its xdist_group marks."""
+
+    def __init__(self, nodeid: str, *groups: str) -> None:
+        self.nodeid = nodeid
+        self.groups = groups
+
+    def iter_markers(self, name: str) -> list[pytest.Mark]:
+        return [pytest.mark.xdist_group(group).mark for group in self.groups] if name == "xdist_group" else []
+
+
+def test_an_item_saved_by_an_xdist_worker_is_found_under_its_group(tmp_path: Path):
+    group = "flan-t5-small/tgis_native|bf16"  # a TGIS worker's group: with a slash
+    item(tmp_path, 1, "a", nodeid=NODEID.format("a") + f"@{group}")
+    item(tmp_path, 2, "b")
 
     saved = read_saved_run(tmp_path)
 
-    assert saved.finished_record(NODEID.format("a")) is not None
-    assert saved.finished_record(NODEID.format("a") + "@worker_1") is not None
-    assert without_group("suites/s/test_s.py::test_s[user@host]") == "suites/s/test_s.py::test_s[user@host]"
-    assert without_group("suites/s/test_s.py::test_plain@g") == "suites/s/test_s.py::test_plain"
+    assert saved.finished_record(cast(pytest.Item, Item(NODEID.format("a"), group))) is not None
+    assert saved.finished_record(cast(pytest.Item, Item(NODEID.format("a")))) is None  # another group: another item
+    assert saved.finished_record(cast(pytest.Item, Item(NODEID.format("b"), "g"))) is not None  # saved without xdist
