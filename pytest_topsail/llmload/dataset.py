@@ -1,13 +1,13 @@
 """Prompts of a load test: text plus the input and output token lengths the request asks for.
 
 Accepted JSON-lines formats (one object per line; blank lines skipped):
-- ours: ``{"prompt": str, "input_tokens": int, "output_tokens": int, "system_prompt"?: str}``
+- ours: ``{"prompt": str, "input_tokens": int, "output_tokens": int, "system_prompt"?: str, "model"?: str}``
 - llm-load-test's: ``{"question": str, "tok_input_length": int, "tok_output_length" | "output_tokens": int,
   "system_prompt"?: str}``, its first line being a metadata object (``name``/``dataset_info``, no prompt), skipped.
 Synthetic prompts (``synthetic_prompts``): token lengths drawn from a clipped normal distribution (seeded), the text
 exactly that many tokens long for our toy tokenizer (the reference server's), or for a tokenizer file
 (``tokenizer.json`` of the Hugging Face ``tokenizers`` library) when one is given. ``filter_prompts``: llm-load-test's
-input/output length filters.
+input/output length filters. Shared-prefix prompts and per-request models: shared_prefix.py.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ class Prompt:
     input_tokens: int
     output_tokens: int
     system_prompt: str = ""
+    model: str | None = None  # the model (or LoRA adapter) this request names; None: the case's model
 
 
 def load_dataset(path: Path | str, *, limit: int | None = None) -> list[Prompt]:
@@ -68,7 +69,11 @@ def parse_entry(entry: Any, where: str) -> Prompt:
     system_prompt = entry.get("system_prompt") or ""
     if not isinstance(system_prompt, str):
         raise TopsailError(f"{where}: system_prompt must be a string")
-    return Prompt(text=text, input_tokens=input_tokens, output_tokens=output_tokens, system_prompt=system_prompt)
+    model = entry.get("model")
+    if model is not None and not isinstance(model, str):
+        raise TopsailError(f"{where}: model must be a string")
+    return Prompt(text=text, input_tokens=input_tokens, output_tokens=output_tokens, system_prompt=system_prompt,
+                  model=model)
 
 
 def first_int(entry: dict[str, Any], keys: tuple[str, ...], where: str) -> int:
@@ -182,4 +187,6 @@ def write_dataset(prompts: list[Prompt], path: Path) -> None:
                                      "output_tokens": prompt.output_tokens}
             if prompt.system_prompt:
                 entry["system_prompt"] = prompt.system_prompt
+            if prompt.model:
+                entry["model"] = prompt.model
             file.write(json.dumps(entry) + "\n")

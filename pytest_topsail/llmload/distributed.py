@@ -72,7 +72,8 @@ def run_distributed(kube: Kube, namespace: str, name: str, settings: dict[str, A
     start_at = time.time() + pool.start_delay_s
     config = {"settings": settings, "start_at": start_at, "late_s": pool.late_s, **endpoint}
     lines = [json.dumps({"prompt": p.text, "input_tokens": p.input_tokens, "output_tokens": p.output_tokens,
-                         "system_prompt": p.system_prompt}) for p in prompts]
+                         "system_prompt": p.system_prompt, **({"model": p.model} if p.model else {})})
+             for p in prompts]
     configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace},
                  "data": {SETTINGS_FILE: json.dumps(config), PROMPTS_FILE: "\n".join(lines) + "\n", **(files or {})}}
     secret = api_key_secret(f"{name}-api-key", namespace, api_key) if api_key else None

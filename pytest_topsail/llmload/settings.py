@@ -19,6 +19,7 @@ from pytest_topsail.llmload.dataset import (
     synthetic_prompts,
 )
 from pytest_topsail.llmload.generator import AutoSweep, LoadPoint
+from pytest_topsail.llmload.shared_prefix import assign_models, shared_prefix_prompts
 from pytest_topsail.settings import Settings, validate
 
 
@@ -59,6 +60,28 @@ class SyntheticSettings(Settings):
                                  tokenizer)
 
 
+class SharedPrefixSettings(Settings):
+    """``dataset: shared-prefix``: ``prefixes`` x ``prompts_per_prefix`` prompts, each a shared prefix of
+    ``prefix_tokens`` then its own suffix of ``suffix_tokens`` (shared_prefix.py; seeded by the case's ``seed``)."""
+
+    model_config = pydantic.ConfigDict(frozen=True)  # and strict, unknown keys refused (topsail.Settings)
+
+    prefixes: int = pydantic.Field(default=1, ge=1)
+    prompts_per_prefix: int = pydantic.Field(default=64, ge=1)
+    prefix_tokens: int = pydantic.Field(ge=0)
+    suffix_tokens: int = pydantic.Field(ge=1)
+    output_tokens: int = pydantic.Field(ge=1)
+
+    def generate(self, seed: int) -> list[Prompt]:
+        return shared_prefix_prompts(self.prefixes, self.prompts_per_prefix, self.prefix_tokens, self.suffix_tokens,
+                                     self.output_tokens, seed)
+
+
+GENERATED = {"synthetic": "synthetic: {prompts, input_tokens, output_tokens}",
+             "shared-prefix": "shared_prefix: {prefixes, prompts_per_prefix, prefix_tokens, suffix_tokens, "
+                              "output_tokens}"}
+
+
 class LoadSettings(Settings):
     """What one load point sends, how, and for how long (docs/llm-load.md, "Load modes" and "Backends")."""
 
@@ -80,9 +103,12 @@ class LoadSettings(Settings):
     timeout_s: float = pydantic.Field(default=300.0, gt=0)
     drain_timeout_s: float = pydantic.Field(default=60.0, ge=0)
     seed: int = 0
-    dataset: str = "bundled"  # "bundled", "synthetic" or a JSON-lines file (ours or llm-load-test's), relative to
-    # the rootdir
+    dataset: str = "bundled"  # "bundled", "synthetic", "shared-prefix" or a JSON-lines file (ours or
+    # llm-load-test's), relative to the rootdir
     synthetic: SyntheticSettings | None = None  # dataset: synthetic
+    shared_prefix: SharedPrefixSettings | None = None  # dataset: shared-prefix
+    models: dict[str, Annotated[float, pydantic.Field(gt=0)]] | None = None  # each request's model (LoRA adapter)
+    # drawn by these weights; None: every request names ``model``
     max_prompts: int | None = pydantic.Field(default=None, ge=1)
     grpc_ca_file: str | None = None  # backend tgis over TLS: the CA bundle (PEM), relative to the rootdir
     grpc_server_name: str | None = None  # ... the name the server's certificate holds, when not the target's host
@@ -100,10 +126,11 @@ class LoadSettings(Settings):
     max_concurrency: int = pydantic.Field(default=256, ge=1)  # modes throughput, sweep: the max-throughput users
 
     @pydantic.model_validator(mode="after")
-    def _synthetic_with_its_dataset(self) -> LoadSettings:
-        if (self.dataset == "synthetic") != (self.synthetic is not None):
-            raise ValueError("dataset: synthetic and the synthetic: {prompts, input_tokens, output_tokens} settings "
-                             "go together")
+    def _generated_with_its_dataset(self) -> LoadSettings:
+        for dataset, its_settings in GENERATED.items():
+            key = its_settings.split(":", 1)[0]
+            if (self.dataset == dataset) != (getattr(self, key) is not None):
+                raise ValueError(f"dataset: {dataset} and the {its_settings} settings go together")
         return self
 
     @classmethod
@@ -135,11 +162,14 @@ class LoadSettings(Settings):
         """The dataset's prompts (or the synthetic ones), filtered by length, then at most ``max_prompts``."""
         if self.synthetic is not None:
             prompts, where = self.synthetic.generate(self.seed, rootdir), "synthetic dataset"
+        elif self.shared_prefix is not None:
+            prompts, where = self.shared_prefix.generate(self.seed), "shared-prefix dataset"
         else:
             path = BUNDLED if self.dataset == "bundled" else Path(rootdir) / self.dataset
             prompts, where = load_dataset(path), f"dataset {path}"
         limits = {name: getattr(self, name) for name in FILTERS}
-        return filter_prompts(prompts, where, **limits)[:self.max_prompts]
+        prompts = filter_prompts(prompts, where, **limits)[:self.max_prompts]
+        return assign_models(prompts, self.models, self.seed) if self.models else prompts
 
     def make_backend(self, *, http_url: str | None = None, grpc_target: str | None = None,
                      served_model: str | None = None, api_key: str | None = None,

@@ -35,6 +35,7 @@ from pytest_topsail.llmload import (
     summarize_point,
 )
 from pytest_topsail.llmload import figures as sweep_figures
+from pytest_topsail.llmload.server_metrics import SERVER_METRICS
 
 IGNORED_STATISTICS = ("mean", "p80", "p90", "p95")
 EXTREME_WHY = "an extreme (min or max) moves with a single fast or slow token or scheduling hiccup"
@@ -46,7 +47,8 @@ SWEPT = ("concurrency", "rate")  # the case settings a sweep varies: one item pe
 SERVING_FILE = "serving.json"
 
 
-PointResult = dict[str, Any]  # {"summary": the point's summary (metrics.summarize_point), "serving": serving.json}
+PointResult = dict[str, Any]  # {"summary": the point's summary (metrics.summarize_point), "serving": serving.json,
+# "server": the server's figures (server_metrics.json, llmload/server_metrics.py)}
 
 
 def latency_kpi(metric: str, statistic: str) -> Callable[[PointResult], float | None]:
@@ -130,13 +132,45 @@ def model_load_duration(result: PointResult) -> float | None:
     return result["serving"].get("load_duration_s")
 
 
+SERVER_WHY = ("the server's own view of the point (its /metrics): what explains the latencies, which are the judged "
+              "KPIs")
+
+
+def server_figure(name: str, scale: float = 1.0) -> Callable[[PointResult], float | None]:
+    def value(result: PointResult) -> float | None:
+        figure = (result.get("server") or {}).get(name)
+        return None if figure is None else figure * scale
+
+    return value
+
+
+for _name, _figure, _unit, _help, _scale in (
+        ("server_kv_cache_usage_max", "kv_cache_usage_max", "ratio", "Highest KV-cache usage the server reported "
+         "during the point (vllm:kv_cache_usage_perc, 0..1)", 1.0),
+        ("server_preemptions", "preemptions", "requests", "Requests the server preempted during the point "
+         "(vllm:num_preemptions)", 1.0),
+        ("server_prefix_cache_hit_rate", "prefix_cache_hit_rate", "%", "Prompt tokens found in the server's prefix "
+         "cache during the point (vllm:prefix_cache_hits / queries)", 100.0),
+        ("server_waiting_p95", "waiting_p95", "requests", "Requests waiting in the server's queue, 95th percentile "
+         "of the point's scrapes (vllm:num_requests_waiting)", 1.0),
+        ("server_lora_loads", "lora_loads", "loads", "LoRA adapters loaded into a slot during the point (the "
+         "simulator's topsail_sim:lora_loads)", 1.0)):
+    _function = server_figure(_figure, _scale)
+    _function.__name__ = _name
+    globals()[_name] = kpi(unit=_unit, help=_help, lower_better=_name != "server_prefix_cache_hit_rate",
+                           higher_better=_name == "server_prefix_cache_hit_rate", ignored_for_regression=True,
+                           why=SERVER_WHY, format="{:.3g}")(_function)
+
+
 def parse(artifact_dir: Path) -> PointResult:
     """--topsail-replot: the point's summary again from its saved records."""
     summaries = analyse_directory(Path(artifact_dir) / LOAD_DIR)
     serving_path = Path(artifact_dir) / SERVING_FILE
     serving = json.loads(serving_path.read_text(encoding="utf-8")) if serving_path.is_file() else {}
+    server_path = Path(artifact_dir) / SERVER_METRICS
+    server = json.loads(server_path.read_text(encoding="utf-8")) if server_path.is_file() else {}
     sweep = summaries if len(summaries) > 1 else []  # an automatic sweep's points (mode sweep)
-    return {"summary": summaries[min(1, len(summaries) - 1)], "sweep": sweep, "serving": serving}
+    return {"summary": summaries[min(1, len(summaries) - 1)], "sweep": sweep, "serving": serving, "server": server}
 
 
 def samples(artifact_dir: Path) -> dict[str, list[float]]:

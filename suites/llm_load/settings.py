@@ -89,6 +89,8 @@ class LlmLoadSettings(topsail.Settings):
     generators: int = pydantic.Field(0, ge=0)  # > 0: the load runs as this many pods of a Job on the cluster
     generator_pool: GeneratorPoolSettings = GeneratorPoolSettings()
     api_key: ApiKeySettings = ApiKeySettings()  # the OpenAI backend's key: {env: NAME} or {file: PATH}
+    # the serving pod's /metrics (vLLM's) scraped this often during each point -> server KPIs; null: not scraped
+    server_metrics_interval_s: float | None = pydantic.Field(None, gt=0)
 
     @pydantic.field_validator("gpu_profile")
     @classmethod

@@ -3,6 +3,7 @@ the sweep figures are the suite figures of kpis.py."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from pathlib import Path
@@ -21,6 +22,7 @@ from pytest_topsail.llmload import (
     run_distributed,
     run_load_test,
 )
+from pytest_topsail.llmload.server_metrics import SERVER_METRICS, ServerSampler
 
 
 def test_llm_load(case: topsail.Case, llm_endpoint: Any, llm_settings: Any, artifact_dir: Path,
@@ -37,21 +39,18 @@ def test_llm_load(case: topsail.Case, llm_endpoint: Any, llm_settings: Any, arti
         what = "automatic sweep from " if settings.mode == "sweep" else ""
         progress(f"{case.id}: {what}{point.label} over {settings.backend}"
                  + (f" for {point.warmup_s + point.duration_s:g} s" if point.duration_s else ""))
-        sweep: list[dict[str, Any]] = []
-        ended: str | None = None  # why an automatic sweep measured no rate points
-        if options.generators:
-            summary, dead = distributed(case, settings, prompts, llm_endpoint, options, load_dir, request, progress)
-        else:
-            plan = settings.plan()
-            sweep = run_load_test(backend, prompts, plan, load_dir, slo=slo_targets(options),
-                                  on_point=(lambda done: progress(f"{case.id}: {done.point.label} done"))
-                                  if settings.mode == "sweep" else None)
-            summary, dead = result_summary(sweep), []
-            sweep = sweep if settings.mode == "sweep" else []
-            if isinstance(plan, AutoSweep) and not sweep[-1].get("stopped_by"):
-                ended = plan.ended_early([s["requests_per_s"] for s in sweep])
+        sampler = (ServerSampler(llm_endpoint.http_url, options.server_metrics_interval_s)
+                   if options.server_metrics_interval_s and llm_endpoint.http_url else None)
+        with sampler or contextlib.nullcontext():
+            summary, sweep, dead, ended = run_point(case, settings, prompts, backend, llm_endpoint, options,
+                                                    load_dir, request, progress)
+        server = sampler.figures() if sampler else {}
+        if server:
+            (artifact_dir / SERVER_METRICS).write_text(json.dumps(server, indent=1), encoding="utf-8")
         for line in [point_line(case, s) for s in sweep] or [point_line(case, summary)]:
             progress(line)
+        if server:
+            progress(server_line(case, server))
     except topsail.TopsailError as error:
         pytest.fail(str(error), pytrace=False)
     serving = {"load_duration_s": llm_endpoint.load_duration_s, "accelerator": llm_endpoint.accelerator,
@@ -64,7 +63,7 @@ def test_llm_load(case: topsail.Case, llm_endpoint: Any, llm_settings: Any, arti
     kpis.scope("worker", model=settings.model, server=case.settings.get(SERVER_KEY) or {},  # the served model
                runtime_image=options.runtime_image, deployment_mode=options.deployment_mode,
                serving=options.serving, replicas=llm_endpoint.replicas, accelerator=llm_endpoint.accelerator)
-    kpis.record_from({"summary": summary, "sweep": sweep, "serving": serving})
+    kpis.record_from({"summary": summary, "sweep": sweep, "serving": serving, "server": server})
     warnings = [f"{done['label']}: {done['client']['warning']}" for done in sweep or [summary]
                 if (done.get("client") or {}).get("warning")] + ([ended] if ended else [])
     for warning in warnings:  # never silent: terminal summary and report
@@ -83,6 +82,23 @@ def test_llm_load(case: topsail.Case, llm_endpoint: Any, llm_settings: Any, arti
                     f"tests.llm_load.max_failure_rate "
                     f"{options.max_failure_rate}; records: {load_dir / 'records.jsonl'}\n"
                     f"{(load_dir / 'summary.txt').read_text()}", pytrace=False)
+
+
+def run_point(case: topsail.Case, settings: LoadSettings, prompts: Any, backend: Any, endpoint: Any, options: Any,
+              load_dir: Path, request: pytest.FixtureRequest, progress: topsail.Progress
+              ) -> tuple[dict[str, Any], list[dict[str, Any]], list[str], str | None]:
+    """The item's load: (its summary, an automatic sweep's points, dead generator pods, why a sweep ended early)."""
+    if options.generators:
+        summary, dead = distributed(case, settings, prompts, endpoint, options, load_dir, request, progress)
+        return summary, [], dead, None
+    plan = settings.plan()
+    sweep = run_load_test(backend, prompts, plan, load_dir, slo=slo_targets(options),
+                          on_point=(lambda done: progress(f"{case.id}: {done.point.label} done"))
+                          if settings.mode == "sweep" else None)
+    ended = None
+    if isinstance(plan, AutoSweep) and not sweep[-1].get("stopped_by"):
+        ended = plan.ended_early([s["requests_per_s"] for s in sweep])
+    return result_summary(sweep), sweep if settings.mode == "sweep" else [], [], ended
 
 
 def distributed(case: topsail.Case, settings: LoadSettings, prompts: Any, endpoint: Any, options: Any,
@@ -129,6 +145,19 @@ def point_line(case: topsail.Case, summary: dict[str, Any]) -> str:
     return (f"{case.id}: {summary['label']}: {summary['succeeded']}/{summary['requests']} requests ok, "
             f"{summary['requests_per_s']:.2f} requests/s{good}, {summary['output_tokens_per_s']:.0f} tokens/s"
             f"{streamed}")
+
+
+def server_line(case: topsail.Case, server: dict[str, Any]) -> str:
+    """The server's view of the point (its /metrics): what it reports, in a line."""
+    parts = [f"KV cache usage max {server['kv_cache_usage_max']:.2f}" if server["kv_cache_usage_max"] is not None
+             else "", f"{server['preemptions']:.0f} preemptions" if server["preemptions"] is not None else "",
+             f"waiting max {server['waiting_max']:.0f}" if server["waiting_max"] is not None else "",
+             f"prefix cache hit rate {server['prefix_cache_hit_rate']:.1%}"
+             if server["prefix_cache_hit_rate"] is not None else "",
+             f"{server['lora_loads']:.0f} LoRA loads, requests per adapter "
+             + ", ".join(f"{name} {count:.0f}" for name, count in server["lora_requests"].items())
+             if server["lora_requests"] else ""]
+    return f"{case.id}: server: " + ", ".join(part for part in parts if part)
 
 
 def case_settings(case: topsail.Case, options: Any) -> LoadSettings:

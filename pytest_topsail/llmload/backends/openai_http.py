@@ -55,8 +55,8 @@ class OpenAIBackend:
             self.session = None
 
     def body(self, prompt: Prompt) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.model, "max_tokens": prompt.output_tokens, "stream": self.stream,
-                                "temperature": 0.0}
+        body: dict[str, Any] = {"model": prompt.model or self.model, "max_tokens": prompt.output_tokens,
+                                "stream": self.stream, "temperature": 0.0}
         if self.pin_output_length:
             body.update(min_tokens=prompt.output_tokens, ignore_eos=True)
         if self.stream:
