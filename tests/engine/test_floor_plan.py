@@ -29,20 +29,6 @@ DOMAIN_USES = {"llmload": ("tgis",)}  # the TGIS gRPC backend of the load genera
 SIM_PLUGIN_MODULE = "simulation"  # <domain>.simulation: the domain's simulator controllers (entry points)
 FRONTS = tuple(f"pytest_topsail.{name}" for name in (*DOMAINS, "kube"))  # the public fronts: these __init__ only
 
-# Module cycles of work still open in issue 37 (other engineers are removing them), each named exactly: a cycle
-# found must be one of these or part of one, so any new cycle fails. Emptied when that work is merged.
-KNOWN_MODULE_CYCLES = [
-    # history/__init__ <-> its backends (history/ owner)
-    {"pytest_topsail.history", "pytest_topsail.history.opensearch", "pytest_topsail.history.sqlite"},
-    # a cache in the wrong place: report/plugin <-> item_outputs, session_outputs (report/ owner)
-    {"pytest_topsail.report.item_outputs", "pytest_topsail.report.plugin", "pytest_topsail.report.session_outputs"},
-    # run.py <-> suites.py (engine plugins owner)
-    {"pytest_topsail.run", "pytest_topsail.suites"},
-]
-KNOWN_PACKAGE_CYCLES = [
-    {"pytest_topsail.history", "pytest_topsail.report"},  # history/__main__ -> report.history_view
-    {"pytest_topsail.run", "pytest_topsail.suites"},
-]
 
 
 def module_name(path: Path) -> str:
@@ -193,15 +179,14 @@ def test_the_import_graph_is_read_with_function_local_and_type_checking_imports(
         ("pytest_topsail.sim.store.Store", 5), ("pytest_topsail.sim.store", 6)]
 
 
-def cycles_of(graph: dict[str, set[str]], known: list[set[str]]) -> list[list[str]]:
-    """The cycles of `graph` that are not (part of) a known one."""
-    found = [set(component) for component in strongly_connected(graph) if len(component) > 1]
-    return [sorted(cycle) for cycle in found if not any(cycle <= allowed for allowed in known)]
+def cycles_of(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The cycles of `graph`: none is allowed, between modules or between packages."""
+    return [sorted(component) for component in strongly_connected(graph) if len(component) > 1]
 
 
 def test_no_module_cycle() -> None:
     graph = {source: set(targets) for source, targets in EDGES.items()}
-    assert cycles_of(graph, KNOWN_MODULE_CYCLES) == [], "module cycles"
+    assert cycles_of(graph) == [], "module cycles"
 
 
 def test_no_package_cycle() -> None:
@@ -210,7 +195,7 @@ def test_no_package_cycle() -> None:
         for target in targets:
             if package_of(source) != package_of(target):
                 graph[package_of(source)].add(package_of(target))
-    assert cycles_of(graph, KNOWN_PACKAGE_CYCLES) == [], "package cycles"
+    assert cycles_of(graph) == [], "package cycles"
 
 
 def test_every_import_keeps_the_floor_plan() -> None:
