@@ -35,6 +35,7 @@ class RunItem:
     labels: dict[str, Any]
     kpis: dict[str, dict[str, Any]]
     directory: Path | None = None
+    samples: dict[str, np.ndarray] | None = None  # read once (item_samples)
 
     @property
     def suite(self) -> str:
@@ -159,11 +160,9 @@ def suite_kpis(path: Path) -> SuiteKpis:
 
 
 def item_samples(item: RunItem, suites_dir: Path) -> dict[str, np.ndarray]:
-    """The item's raw samples by metric (its suite's ``samples(artifact_dir)``), {} without them."""
-    if item.directory is None:
-        return {}
-    kpis = suite_kpis((suites_dir / item.suite / "kpis.py").resolve())
-    if kpis.samples is None:
-        return {}
-    return {name: np.asarray(values, dtype=float) for name, values in kpis.samples(item.directory).items()
-            if len(values)}
+    """The item's raw samples by metric (its suite's ``samples(artifact_dir)``, read once), {} without them."""
+    if item.samples is None:
+        read = suite_kpis((suites_dir / item.suite / "kpis.py").resolve()).samples
+        found = read(item.directory) if read is not None and item.directory is not None else {}
+        item.samples = {name: np.asarray(values, dtype=float) for name, values in found.items() if len(values)}
+    return item.samples

@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -17,7 +16,6 @@ import numpy as np
 from pytest_topsail.compare.load import Run, RunItem, item_samples, regression_settings
 from pytest_topsail.compare.stats import (
     BETTER,
-    BOOTSTRAP_DRAWS,
     CONFIDENCE,
     INFORMATIONAL,
     NOT_COMPARABLE,
@@ -29,7 +27,7 @@ from pytest_topsail.compare.stats import (
     relative_difference,
 )
 from pytest_topsail.kpi import format_value
-from pytest_topsail.regression import TAIL_MIN_SAMPLES, KpiRule, RegressionSettings, history_key, in_baseline
+from pytest_topsail.regression import BUSIER, TAIL_MIN_SAMPLES, KpiRule, RegressionSettings, history_key, in_baseline
 
 OK, REGRESSION, NO_BASELINE, ERROR = 0, 1, 2, 3  # the exit codes
 VERDICTS = (WORSE, BETTER, NOT_COMPARABLE, SAME, INFORMATIONAL)
@@ -104,8 +102,8 @@ def compare_runs(runs: Sequence[Run], suites_dir: Path, confidence: float = CONF
 
 class HistoryNoise:
     """The spread of a KPI between runs, from the comparable records of a history file (the regression engine's
-    rules: labels equal but the comparison and ignored keys, unacknowledged regressions left out), the two runs
-    compared left out too."""
+    rules: labels equal but the comparison and ignored keys, unacknowledged regressions left out), the run judged (B)
+    left out too."""
 
     def __init__(self, path: Path | None) -> None:
         self.path = path if path is not None and path.is_file() else None
@@ -161,8 +159,7 @@ class Pending:
 
     def finish(self, confidence: float, judged: int) -> None:
         comparison = self.comparison
-        difference = relative_difference(self.samples_a, self.samples_b, self.statistic, confidence=confidence,
-                                         draws=draws_for(confidence))
+        difference = relative_difference(self.samples_a, self.samples_b, self.statistic, confidence=confidence)
         if comparison.value_a and comparison.value_b is not None:  # the change of the values shown (a suite's
             # quantile may be a nearest rank where the samples' is interpolated)
             difference = dataclasses.replace(difference, relative=comparison.value_b / comparison.value_a - 1.0)
@@ -176,17 +173,12 @@ class Pending:
                                        difference)
 
 
-def draws_for(confidence: float) -> int:
-    """Bootstrap draws enough for `confidence`: at least 20 draws beyond each end of the interval."""
-    return max(BOOTSTRAP_DRAWS, math.ceil(20 / ((1.0 - confidence) / 2.0)))
-
-
 def compare_pair(a: Run, b: Run, suites_dir: Path, context: Context) -> None:
     by_settings = a.has_settings and b.has_settings
     items_a = {item.key(by_settings): item for item in a.items}
     items_b = {item.key(by_settings): item for item in b.items}
     settings: dict[str, RegressionSettings] = {}
-    own_runs = a.run_ids | b.run_ids
+    own_runs = b.run_ids  # B is judged: the history's noise is that of the runs before it, A's included
     for key in [*items_a, *(key for key in items_b if key not in items_a)]:
         item_a, item_b = items_a.get(key), items_b.get(key)
         if item_a is None or item_b is None:
@@ -245,7 +237,7 @@ def compare_kpi(kpi_a: Mapping[str, Any], kpi_b: Mapping[str, Any], comparison: 
     comparison.higher_better = bool(kpi_b.get("higher_better"))
     stddev, runs = noise
     floor = rule.floor(value_a, stddev)
-    comparison.reason = not_judged(kpi_a, kpi_b)
+    comparison.reason = not_judged(kpi_a, kpi_b) or other_contention(kpi_a, kpi_b)
     comparison.verdict = INFORMATIONAL if comparison.reason else SAME
     if not comparison.reason:
         comparison.reason = rule.explain(value_a, stddev, runs, comparison.unit) if runs > 1 else \
@@ -290,6 +282,19 @@ def not_judged(kpi_a: Mapping[str, Any], kpi_b: Mapping[str, Any]) -> str:
         samples, minimum = kpi.get("samples"), kpi.get("min_samples") or TAIL_MIN_SAMPLES
         if samples is not None and samples < minimum:
             return f"informational: taken from {samples:g} samples, judged from {minimum:g} on"
+    return ""
+
+
+def other_contention(kpi_a: Mapping[str, Any], kpi_b: Mapping[str, Any]) -> str:
+    """Why a ``machine_bound`` KPI (made of this machine's own work) is not judged ('' when it is): A and B ran at
+    contentions ``regression.BUSIER`` times apart, with more runnable tasks than CPUs on the busier side."""
+    load_a, load_b = kpi_a.get("machine_load"), kpi_b.get("machine_load")
+    if not (kpi_a.get("machine_bound") or kpi_b.get("machine_bound")) or load_a is None or load_b is None:
+        return ""
+    busier, quieter = max(load_a, load_b), min(load_a, load_b)
+    if busier > max(1.0, BUSIER * quieter):
+        return (f"informational: made of this machine's own work (machine_bound), measured at {load_a:.2f} and "
+                f"{load_b:.2f} runnable tasks per CPU")
     return ""
 
 
