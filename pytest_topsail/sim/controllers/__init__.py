@@ -26,6 +26,7 @@ CONTROLLERS: list[str] = [
     "pytest_topsail.sim.controllers.nodes:NodeController",
     "pytest_topsail.sim.controllers.scheduler:Scheduler",
     "pytest_topsail.sim.controllers.pods:PodLifecycle",
+    "pytest_topsail.sim.controllers.faults:FaultInjector",  # faults.events of the profile (nothing without)
     "pytest_topsail.sim.controllers.jobs:JobController",
     "pytest_topsail.sim.controllers.deployments:DeploymentController",
     "pytest_topsail.sim.controllers.services:ServiceController",

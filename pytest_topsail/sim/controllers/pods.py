@@ -13,6 +13,9 @@ OOMKilled, and log lines written at their offsets while the container runs (the 
 A container whose image matches an entry of the profile's `runtime` table runs as a real local process instead
 (sim/node/realworkload.py): its output is the container's log, its exit code, reason and termination message end the
 pod; deleting the pod sends SIGTERM, then SIGKILL after `terminationGracePeriodSeconds` (30 by default).
+
+The fault injector (faults.py) ends a running container through `kubelet_hooks(store).terminate` (an Xid, an OOM
+kill: the restart policy applies as for any exit) and keeps pods whose image pull it made fail in ErrImagePull.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from pytest_topsail.sim.controllers.base import Controller, now_seconds, set_condition
 from pytest_topsail.sim.controllers.containers import ENDPOINT_ANNOTATION, ContainerPlan, plan_containers
+from pytest_topsail.sim.controllers.faults import kubelet_hooks
 from pytest_topsail.sim.controllers.runtime import WorkloadPlan, workload_plan
 from pytest_topsail.sim.controllers.scheduler import TERMINAL, pod_fault, stage_for
 from pytest_topsail.sim.machinery.times import format_time
@@ -61,6 +65,7 @@ class PodRun:
     usage: list[tuple[float, Usage]] = field(default_factory=list)  # a workload's GPU/CPU use by offset
     real: set[str] = field(default_factory=set)  # containers run as real processes (the profile's runtime table)
     real_exits: dict[str, Exit] = field(default_factory=dict)
+    killed: bool = False  # ended by an injected fault: every container gets `exit_code`
 
 
 def _owned_by_job(pod: dict[str, Any]) -> bool:
@@ -82,6 +87,8 @@ class PodLifecycle(Controller):
     async def on_start(self) -> None:
         if self.profile.runtime:
             self.real = Runtime(self.profile.runtime, Path(tempfile.mkdtemp(prefix="topsail-sim-runtime-")))
+        if self.profile.faults.events:
+            kubelet_hooks(self.store).terminate = self.terminate
         self.watch("pods", "", self._on_pod)
         self.watch("nodes", "", self._on_node)
         for pod in self.store.list(self.pods):
@@ -144,11 +151,25 @@ class PodLifecycle(Controller):
             self._advance(pod, run, status)
         self.store.update(self.pods, {**pod, "status": status}, subresource="status")
 
+    def terminate(self, namespace: str, name: str, exit_code: int, reason: str, message: str) -> bool:
+        """End the running containers of a pod now, with `exit_code` and `reason` ("Error", "OOMKilled"), `message`
+        appended to the log; False when the pod has no running container."""
+        run = self.runs.get((namespace, name))
+        if run is None or run.next_stage in ("initialize", "start") or not run.started_at:
+            return False
+        run.exit_code, run.reason, run.fault_message, run.killed = exit_code, reason, message, True
+        self.cancel_timer(("complete", namespace, name))
+        self.enqueue(("complete", namespace, name))
+        return True
+
     # stages -----------------------------------------------------------------------------------------------------------
     def _advance(self, pod: dict[str, Any], run: PodRun, status: dict[str, Any]) -> None:
         key = (pod["metadata"].get("namespace") or "", pod["metadata"]["name"])
         stage = run.next_stage
         while stage:
+            if stage == "start" and self._pull_failed(pod, status):
+                run.next_stage = ""
+                break
             following = {"initialize": "start", "start": "ready", "ready": ""}[stage]
             getattr(self, f"_{stage}")(pod, run, status)
             if not following:
@@ -196,6 +217,21 @@ class PodLifecycle(Controller):
             if run.real:  # the processes' exits complete the pod; nothing modelled about it
                 run.run_seconds, run.exit_code, run.reason, run.workload = math.inf, 0, "", ""
                 run.timed_logs, run.usage, run.fault_message = [], [], ""
+
+    def _pull_failed(self, pod: dict[str, Any], status: dict[str, Any]) -> bool:
+        """An injected image pull fault: the containers wait in ErrImagePull, a Failed Event names the image."""
+        message = kubelet_hooks(self.store).pull_failure(pod) if self.profile.faults.events else None
+        if message is None:
+            return False
+        images = {c.get("name"): c.get("image") or "" for c in pod["spec"].get("containers") or ()}
+        status["containerStatuses"] = [
+            {**s, "state": {"waiting": {"reason": "ErrImagePull",
+                                        "message": f"failed to pull image {images.get(s['name'])!r}: {message}"}}}
+            for s in status.get("containerStatuses") or ()]
+        for image in dict.fromkeys(images.values()):
+            self.store.record_event(pod, "Failed", f"Failed to pull image {image!r}: {message}", type="Warning",
+                                    source="kubelet")
+        return True
 
     def _start(self, pod: dict[str, Any], run: PodRun, status: dict[str, Any]) -> None:
         meta = pod["metadata"]
@@ -289,15 +325,17 @@ class PodLifecycle(Controller):
         self.cancel_timer(("stage", *key))
         now = now_seconds()
         finished = time.time()
-        exit_codes = {p.name: (run.exit_code if run.fault_message or p.name == run.workload else p.exit_code)
+        exit_codes = {p.name: (run.exit_code if run.fault_message or run.killed or p.name == run.workload
+                               else p.exit_code)
                       for p in run.plans}
         exit_codes.update({cname: result.code for cname, result in run.real_exits.items()})
         if run.real:
             run.exit_code = next((r.code for r in run.real_exits.values() if r.code), 0)
         self.cancel_timer(("log", *key))
         self._write_due_logs(key[0], key[1], run, everything=True)
-        if run.fault_message:
-            self.store.append_log(key[0], key[1], run.plans[0].name, run.fault_message + "\n")
+        if run.fault_message and run.plans:
+            container = run.workload if run.killed and run.workload else run.plans[0].name
+            self.store.append_log(key[0], key[1], container, run.fault_message + "\n")
         statuses = []
         for previous in status.get("containerStatuses") or ():
             code = exit_codes.get(previous["name"], 0)

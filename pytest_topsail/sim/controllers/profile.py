@@ -170,10 +170,35 @@ class NodeFault(_Model):
     after_ms: float = Field(0.0, ge=0.0)
 
 
+FaultKind = Literal["gpu_xid", "gpu_lost", "ecc", "node_lost", "evicted", "preempted", "image_pull", "oom"]
+
+
+class FaultEvent(_Model):
+    """One fault a real GPU cluster has, at a chosen time on a chosen object (sim/controllers/faults.py): `after_s`
+    seconds after the simulator started, or after the `nth` pod matching `when_running` started running; it hits the
+    pod(s) matching `pod` (default: the pod that started), the node `node` (or one of `pool`, by the seed) and GPU
+    `gpu` (default: one of the hit pod's GPUs, else one chosen by the seed)."""
+
+    kind: FaultKind
+    after_s: float = Field(0.0, ge=0.0)
+    when_running: PodSelector | None = None
+    nth: int = Field(1, ge=1)
+    pod: PodSelector | None = None
+    node: str | None = None
+    pool: str | None = None
+    gpu: int | None = Field(None, ge=0, le=63)
+    xid: int = Field(79, ge=1, le=1000)  # gpu_xid: the Xid code
+    uncorrectable: bool = True  # ecc: a double-bit (Xid 48) or a single-bit error
+    errors: int = Field(1, ge=1)  # ecc: how many
+    toleration_s: float | None = Field(None, ge=0.0)  # node_lost: eviction delay instead of the pods' own
+    resource: Literal["memory", "ephemeral-storage", "pid"] = "memory"  # evicted: the node pressure
+
+
 class Faults(_Model):
     api: list[ApiFault] = Field(default_factory=list)
     pods: list[PodFault] = Field(default_factory=list)
     nodes: list[NodeFault] = Field(default_factory=list)
+    events: list[FaultEvent] = Field(default_factory=list)
 
 
 def _default_pools() -> list[NodePool]:
@@ -215,6 +240,9 @@ class Profile(_Model):
         for fault in self.faults.nodes:
             if fault.pool is not None and fault.pool not in known:
                 raise ValueError(f"faults.nodes names pool {fault.pool!r}, not one of: {', '.join(names)}")
+        for event in self.faults.events:
+            if event.pool is not None and event.pool not in known:
+                raise ValueError(f"faults.events names pool {event.pool!r}, not one of: {', '.join(names)}")
         return self
 
     @property

@@ -2,15 +2,18 @@
 
 - ``/metrics/dcgm``: what NVIDIA's dcgm-exporter serves on each GPU node, for every GPU of every node:
   ``DCGM_FI_DEV_GPU_UTIL`` (%), ``DCGM_FI_DEV_FB_USED`` / ``DCGM_FI_DEV_FB_FREE`` (MiB), ``DCGM_FI_DEV_POWER_USAGE``
-  (W), ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` (ratio), labelled ``gpu``, ``UUID``, ``device``, ``modelName``,
+  (W), ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` (ratio), ``DCGM_FI_DEV_XID_ERRORS`` (the last Xid, 0 for none),
+  ``DCGM_FI_DEV_ECC_SBE_VOL_TOTAL`` / ``DCGM_FI_DEV_ECC_DBE_VOL_TOTAL`` (ECC error counters), labelled ``gpu``,
+  ``UUID``, ``device``, ``modelName``,
   ``Hostname``, and ``namespace``, ``pod``, ``container`` while a running pod holds the GPU.
 - ``/metrics/cadvisor``: what the kubelets' cAdvisor serves for the containers of running pods:
   ``container_cpu_usage_seconds_total`` (counter) and ``container_memory_working_set_bytes``, labelled
   ``namespace``, ``pod``, ``container``, ``image``, ``name``, ``node``.
 
 The values come from sim/node/gpuactivity.py (what the domain simulations report a pod does); a GPU no running pod holds
-reads 0 (utilization, memory used, engine activity) and idle power. GPUs are given to pods per node, lowest free
-index first, and kept while the pod runs. On a real cluster the same series come from the dcgm-exporter DaemonSet of
+reads 0 (utilization, memory used, engine activity) and idle power. GPUs are given to pods by sim/node/devices.py
+(per node, lowest free healthy index first, kept while the pod runs), which also holds the Xid and ECC errors an
+injected fault recorded. On a real cluster the same series come from the dcgm-exporter DaemonSet of
 the GPU operator and from each kubelet; docs/metrics.md.
 """
 
@@ -23,6 +26,7 @@ from typing import Any
 
 from pytest_topsail.hardware import profile_of_label
 from pytest_topsail.kube.quantity import parse_cpu_millis, parse_memory_bytes
+from pytest_topsail.sim.node.devices import devices, gpu_count
 from pytest_topsail.sim.node.gpuactivity import IDLE, Usage, gpu_activity
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -43,6 +47,9 @@ _DCGM = (
     ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB)."),
     ("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W)."),
     ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Ratio of time the graphics engine is active."),
+    ("DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered."),
+    ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "Total number of single-bit volatile ECC errors."),
+    ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "Total number of double-bit volatile ECC errors."),
 )
 
 
@@ -67,19 +74,6 @@ def _number(value: float) -> str:
     return repr(round(float(value), 6))
 
 
-def gpus_requested(pod: dict[str, Any]) -> int:
-    total = 0
-    for container in (pod.get("spec") or {}).get("containers") or ():
-        resources = container.get("resources") or {}
-        amount = (resources.get("limits") or {}).get("nvidia.com/gpu") or (
-            resources.get("requests") or {}).get("nvidia.com/gpu")
-        try:
-            total += int(float(amount or 0))
-        except (TypeError, ValueError):
-            continue
-    return total
-
-
 def _running(pod: dict[str, Any]) -> bool:
     return ((pod.get("status") or {}).get("phase") == "Running" and bool((pod.get("spec") or {}).get("nodeName"))
             and not pod["metadata"].get("deletionTimestamp"))
@@ -90,7 +84,6 @@ class Exporters:
 
     def __init__(self, store: Any) -> None:
         self.store = store
-        self._assigned: dict[str, tuple[str, tuple[int, ...]]] = {}  # pod uid -> (node, GPU indices)
         self._cpu: dict[tuple[str, str], tuple[float, float]] = {}  # (pod uid, container) -> (seconds, at)
 
     def render(self, path: str) -> bytes:
@@ -106,10 +99,7 @@ class Exporters:
         gpus: dict[str, list[_Gpu]] = {}
         for node in self.store.list(self.store.resource_type("nodes")):
             labels = node["metadata"].get("labels") or {}
-            try:
-                count = int(float(((node.get("status") or {}).get("capacity") or {}).get("nvidia.com/gpu") or 0))
-            except (TypeError, ValueError):
-                count = 0
+            count = gpu_count(node)
             if count <= 0:
                 continue
             product, power = self._product(labels.get("nvidia.com/gpu.product", ""))
@@ -125,26 +115,10 @@ class Exporters:
             return profile.product, POWER.get(profile.name, DEFAULT_POWER)
         return label.replace("-", " "), DEFAULT_POWER
 
-    def _assign(self, pods: list[dict[str, Any]], gpus: dict[str, list[_Gpu]]) -> dict[tuple[str, int], dict]:
-        """(node, GPU index) -> the running pod holding it; a pod keeps its GPUs while it runs."""
-        running = {pod["metadata"]["uid"]: pod for pod in pods if gpus_requested(pod)}
-        self._assigned = {uid: held for uid, held in self._assigned.items() if uid in running}
-        taken = {(node, index) for node, indices in self._assigned.values() for index in indices}
-        order = sorted(running.values(), key=lambda p: (p["metadata"].get("creationTimestamp", ""),
-                                                         p["metadata"]["name"]))
-        for pod in order:
-            uid, node = pod["metadata"]["uid"], pod["spec"]["nodeName"]
-            if uid in self._assigned:
-                continue
-            free = [gpu.index for gpu in gpus.get(node, ()) if (node, gpu.index) not in taken]
-            indices = tuple(free[:gpus_requested(pod)])
-            self._assigned[uid] = (node, indices)
-            taken.update((node, index) for index in indices)
-        return {(node, index): running[uid] for uid, (node, indices) in self._assigned.items() for index in indices}
-
     def dcgm(self, pods: list[dict[str, Any]], now: float) -> str:
         gpus = self._gpus()
-        holders = self._assign(pods, gpus)
+        held = devices(self.store)
+        holders = held.holders(pods, {node: len(node_gpus) for node, node_gpus in gpus.items()})
         registry = gpu_activity(self.store)
         lines: dict[str, list[str]] = {name: [f"# HELP {name} {text}", f"# TYPE {name} gauge"] for name, text in _DCGM}
         for node in sorted(gpus):
@@ -164,8 +138,10 @@ class Exporters:
                 utilization = min(100.0, max(0.0, usage.gpu_utilization))
                 used = min(gpu.memory_mib, max(0.0, usage.gpu_memory_mib))
                 idle_w, max_w = gpu.power
+                health = held.health(node, gpu.index)
                 values = (round(utilization), round(used), round(gpu.memory_mib - used),
-                          idle_w + (max_w - idle_w) * utilization / 100.0, utilization / 100.0)
+                          idle_w + (max_w - idle_w) * utilization / 100.0, utilization / 100.0,
+                          health.xid, health.ecc_sbe, health.ecc_dbe)
                 text = _labels(labels)
                 for (name, _), value in zip(_DCGM, values, strict=True):
                     lines[name].append(f"{name}{text} {_number(value)}")
