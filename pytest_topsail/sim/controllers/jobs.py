@@ -1,8 +1,10 @@
 """Job controller (batch/v1): creates pods from the template up to `parallelism` until `completions` pods succeeded
 or more than `backoffLimit` failed; keeps status.active/ready/succeeded/failed, startTime, completionTime and the
-Complete / Failed conditions. Not simulated: Indexed completion mode, pod failure policies, activeDeadlineSeconds,
-ttlSecondsAfterFinished, suspend of a running job (a suspended job simply gets no new pods). The decisions are pure
-functions of completion.py; this module writes them."""
+Complete / Failed conditions. A suspended job (`spec.suspend`, as Kueue
+keeps it until admitted) gets no pods and loses its active ones and its startTime, with the Suspended condition True;
+unsuspended it starts (startTime now, Suspended False). Not simulated: Indexed completion mode, pod failure policies,
+activeDeadlineSeconds, ttlSecondsAfterFinished. The decisions are pure functions of completion.py; this module
+writes them."""
 
 from __future__ import annotations
 
@@ -29,14 +31,19 @@ class JobController(WorkloadController):
         status = dict(job.get("status") or {})
         counts = job_counts(owned_pods(self.store, self.pods, job))
         now = now_seconds()
-        status.setdefault("startTime", now)
         if not finished(job, ("Complete", "Failed")):
             outcome = job_outcome(spec, counts)
             if outcome is not None:
+                status.setdefault("startTime", now)
                 self._finish(job, status, now, outcome)
                 self._delete(counts.active)
                 counts.active = []
-            elif not spec.get("suspend"):
+            elif spec.get("suspend"):
+                self._suspend(job, status, now)
+                self._delete(counts.active)
+                counts.active = []
+            else:
+                self._resume(job, status, now)
                 counts.active += self._create_pods(job, job_pods_wanted(spec, counts))
         status["active"] = len(counts.active)
         status["ready"] = sum(1 for p in counts.active if (condition(p, "Ready") or {}).get("status") == "True")
@@ -71,6 +78,27 @@ class JobController(WorkloadController):
             self.store.record_event(job, "SuccessfulCreate", f"Created pod: {name}", source="job-controller")
             created.append(pod)
         return created
+
+    def _suspend(self, job: dict[str, Any], status: dict[str, Any], now: str) -> None:
+        """Suspended (created so, or by a queue such as Kueue): active pods deleted, no startTime, the Suspended
+        condition, as the Job controller does."""
+        if (condition(job, "Suspended") or {}).get("status") == "True":
+            return
+        status.pop("startTime", None)
+        status["conditions"] = set_condition(list(status.get("conditions") or ()), {
+            "type": "Suspended", "status": "True", "reason": "JobSuspended", "message": "Job suspended",
+            "lastProbeTime": now, "lastTransitionTime": now})
+        self.store.record_event(job, "Suspended", "Job suspended", source="job-controller")
+
+    def _resume(self, job: dict[str, Any], status: dict[str, Any], now: str) -> None:
+        """Running: startTime set when it starts or resumes; the Suspended condition turns False on resume."""
+        status.setdefault("startTime", now)
+        if (condition(job, "Suspended") or {}).get("status") != "True":
+            return
+        status["conditions"] = set_condition(list(status.get("conditions") or ()), {
+            "type": "Suspended", "status": "False", "reason": "JobResumed", "message": "Job resumed",
+            "lastProbeTime": now, "lastTransitionTime": now})
+        self.store.record_event(job, "Resumed", "Job resumed", source="job-controller")
 
     def _finish(self, job: dict[str, Any], status: dict[str, Any], now: str, outcome: Outcome) -> None:
         cond: dict[str, Any] = {"type": outcome.kind, "status": "True", "lastProbeTime": now,

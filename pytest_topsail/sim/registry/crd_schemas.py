@@ -1,7 +1,7 @@
 """Structural schemas of the CRDs the simulator installs itself (OLM, GPU operator, NFD, OpenShift AI, Kubeflow,
 KServe), written for the fields our controllers, fixtures and users rely on, after the upstream types' documented
 fields (kubeflow training-operator v1, KServe v1beta1/v1alpha1, OLM, NVIDIA gpu-operator v1, NFD, opendatahub-operator
-v1). Where upstream embeds a whole PodSpec or a free-form section, the schema keeps it open
+v1, Kueue v1beta1). Where upstream embeds a whole PodSpec or a free-form section, the schema keeps it open
 (``x-kubernetes-preserve-unknown-fields``) below the fields listed; statuses are open with their known fields typed.
 
 ``openapi_schema(group, kind, version)`` gives the ``openAPIV3Schema`` to put in the CRD (an open one for a kind not
@@ -200,7 +200,47 @@ DSC_INITIALIZATION = _resource(obj({
     "devFlags": OPEN}),
                                obj({"phase": STRING, "conditions": CONDITIONS, "release": OPEN}, open_=True))
 
+# ----------------------------------------------------------------- Kueue (kueue.x-k8s.io/v1beta1)
+KUEUE_RESOURCE = obj({"name": STRING, "nominalQuota": QUANTITY, "borrowingLimit": QUANTITY,
+                      "lendingLimit": QUANTITY}, required=("name", "nominalQuota"))
+KUEUE_FLAVOR_QUOTAS = obj({"name": STRING, "resources": array(KUEUE_RESOURCE, maxItems=64)},
+                          required=("name", "resources"))
+KUEUE_USAGE = array(obj({"name": STRING, "resources": array(obj({"name": STRING, "total": QUANTITY,
+                                                                  "borrowed": QUANTITY}))}))
+KUEUE_COUNTERS = {"pendingWorkloads": INT, "reservingWorkloads": INT, "admittedWorkloads": INT,
+                  "conditions": CONDITIONS}
+RESOURCE_FLAVOR = _resource(obj({"nodeLabels": STRING_MAP, "nodeTaints": array(OPEN), "tolerations": array(OPEN),
+                                 "topologyName": STRING}))
+CLUSTER_QUEUE = _resource(obj({
+    "resourceGroups": array(obj({"coveredResources": STRINGS, "flavors": array(KUEUE_FLAVOR_QUOTAS, maxItems=64)},
+                                required=("coveredResources", "flavors")), maxItems=16),
+    "cohort": STRING, "queueingStrategy": {"type": "string", "enum": ["StrictFIFO", "BestEffortFIFO"],
+                                           "default": "BestEffortFIFO"},
+    "namespaceSelector": OPEN,
+    "preemption": obj({"withinClusterQueue": enum("Never", "LowerPriority", "LowerOrNewerEqualPriority"),
+                       "reclaimWithinCohort": enum("Never", "LowerPriority", "Any"),
+                       "borrowWithinCohort": OPEN}),
+    "flavorFungibility": OPEN, "admissionChecks": STRINGS, "stopPolicy": enum("None", "Hold", "HoldAndDrain")}),
+    obj({**KUEUE_COUNTERS, "flavorsReservation": KUEUE_USAGE, "flavorsUsage": KUEUE_USAGE}, open_=True))
+LOCAL_QUEUE = _resource(obj({"clusterQueue": STRING, "stopPolicy": enum("None", "Hold", "HoldAndDrain")}),
+                        obj({**KUEUE_COUNTERS, "flavorsReservation": KUEUE_USAGE, "flavorUsage": KUEUE_USAGE},
+                            open_=True))
+WORKLOAD = _resource(obj({
+    "podSets": array(obj({"name": STRING, "count": INT, "minCount": INT, "template": POD_TEMPLATE,
+                          "topologyRequest": OPEN}, required=("name", "count", "template")), maxItems=8),
+    "queueName": STRING, "priority": INT, "priorityClassName": STRING, "priorityClassSource": STRING,
+    "active": BOOL, "maximumExecutionTimeSeconds": INT}, required=("podSets",)),
+    obj({"conditions": CONDITIONS, "admission": obj({
+        "clusterQueue": STRING, "podSetAssignments": array(obj({
+            "name": STRING, "flavors": STRING_MAP, "resourceUsage": obj(additionalProperties=QUANTITY),
+            "count": INT}))}), "admissionChecks": array(OPEN), "requeueState": OPEN, "reclaimablePods": array(OPEN)},
+        open_=True))
+
 _SCHEMAS: dict[tuple[str, str], Schema] = {
+    ("kueue.x-k8s.io", "ResourceFlavor"): RESOURCE_FLAVOR,
+    ("kueue.x-k8s.io", "ClusterQueue"): CLUSTER_QUEUE,
+    ("kueue.x-k8s.io", "LocalQueue"): LOCAL_QUEUE,
+    ("kueue.x-k8s.io", "Workload"): WORKLOAD,
     ("kubeflow.org", "PyTorchJob"): PYTORCHJOB,
     ("serving.kserve.io", "InferenceService"): INFERENCE_SERVICE,
     ("serving.kserve.io", "ServingRuntime"): SERVING_RUNTIME,

@@ -103,6 +103,7 @@ class Store(Lifecycle):
     def __init__(self, *, watch_log_size: int = 20_000, seed: int | None = None,
                  clock: Callable[[], float] = time.time, root_ca: str = "") -> None:
         super().__init__(watch_log_size=watch_log_size, seed=seed, clock=clock)
+        self._create_mutators: dict[tuple[str, str], list[Callable[[Obj], Obj]]] = {}
         self._registry = TypeRegistry()
         self._tables.update((rtype.key, Table()) for rtype in self._registry.types())
         self._root_ca = root_ca
@@ -202,6 +203,8 @@ class Store(Lifecycle):
                 managed_by: tuple[str, str] | None = None, validation: FieldValidation | None = None) -> Obj:
         if not isinstance(obj, dict):
             raise apierror.bad_request("the body of the request is not a JSON object")
+        for mutate in self._create_mutators.get(rtype.key, ()):
+            obj = mutate(obj)
         table = self._table(rtype)
         memo_key = content_key(rtype, obj, validation)
         checked = self._checked_bodies.get(memo_key) if memo_key is not None else None
@@ -297,6 +300,18 @@ class Store(Lifecycle):
             "data": {"ca.crt": self._root_ca}}, namespace)
 
     # ----------------------------------------------------------------- update
+
+    def add_create_mutator(self, key: tuple[str, str], mutate: Callable[[Obj], Obj]) -> None:
+        """A mutating admission webhook: every create of the (group, plural) type passes its body through
+        `mutate` (which returns a new dict, or the body unchanged) before defaults and validation."""
+        self._create_mutators[key] = [*self._create_mutators.get(key, ()), mutate]
+
+    def remove_create_mutator(self, key: tuple[str, str], mutate: Callable[[Obj], Obj]) -> None:
+        remaining = [m for m in self._create_mutators.get(key, ()) if m is not mutate]
+        if remaining:
+            self._create_mutators[key] = remaining
+        else:
+            self._create_mutators.pop(key, None)
 
     def update(self, rtype: ResourceType, obj: Obj, subresource: str | None = None, *, dry_run: bool = False,
                manager: str | None = None, field_validation: FieldValidation | None = None) -> Obj:

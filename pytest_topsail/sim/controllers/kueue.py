@@ -1,0 +1,455 @@
+"""Kueue (kueue.x-k8s.io/v1beta1) in the simulator: quota-based admission of batch/v1 Jobs, after Kueue v0.10.
+
+On start it registers the ResourceFlavor, ClusterQueue, LocalQueue and Workload CRDs and Kueue's mutating webhook for
+Jobs: a Job created with the label `kueue.x-k8s.io/queue-name` is stored with `spec.suspend: true` (the Job
+controller then creates no pods). For each such Job it creates a Workload `job-<name>-<5 hex>` owned by the Job
+(one pod set `main`: parallelism pods of the Job's template, the queue name, the priority of the template's
+PriorityClass). A scheduling cycle (kueue_admission.schedule, pure) runs whenever a Workload, queue or flavor changes:
+an admitted Workload gets `status.admission` (ClusterQueue, flavor and usage per pod set) and the conditions
+QuotaReserved then Admitted (True), and its Job is unsuspended with the flavor's nodeLabels in its pod template's
+nodeSelector; one that waits gets QuotaReserved False (reason Pending) once. A preempted Workload gets Evicted and
+Preempted (True, reasons Preempted and InClusterQueue / InCohortReclamation), QuotaReserved / Admitted False and
+Requeued True, its Job is suspended again (its pods deleted) and it waits in its queue again. When the Job completes
+or fails the Workload is Finished (reason Succeeded / Failed) and its quota released. ClusterQueue and LocalQueue
+statuses carry pendingWorkloads, reservingWorkloads, admittedWorkloads and the flavors' usage.
+
+Kueue's metrics (`kueue_*`, names and wait-time buckets of v0.10, the quota gauges as with
+`enableClusterQueueResources`) are kept in `self.metrics` (a prometheus CollectorRegistry); wait times are measured
+on the event loop's clock from the Workload's creation or requeue. With no Kueue object and no labelled Job it does
+nothing. Not simulated: PyTorchJob and other integrations, admission checks, waitForPodsReady, namespaceSelector
+(every namespace is selected), stopPolicy, WorkloadPriorityClass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Hashable
+from typing import Any, cast
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from pytest_topsail.sim.controllers.base import Controller, condition, now_seconds, set_condition, stable_fraction
+from pytest_topsail.sim.controllers.completion import finished
+from pytest_topsail.sim.controllers.kueue_admission import (
+    Admitted,
+    Pending,
+    Queue,
+    cluster_queue,
+    podset_requests,
+    quantity,
+    schedule,
+)
+from pytest_topsail.sim.controllers.workload import owner_reference
+from pytest_topsail.sim.machinery.apierror import ApiError
+from pytest_topsail.sim.registry.crd_schemas import openapi_schema
+
+GROUP = "kueue.x-k8s.io"
+VERSION = "v1beta1"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+JOBS = ("batch", "jobs")
+# plural -> (kind, namespaced, short names)
+KINDS: dict[str, tuple[str, bool, tuple[str, ...]]] = {
+    "resourceflavors": ("ResourceFlavor", False, ("flavor", "flavors", "rf")),
+    "clusterqueues": ("ClusterQueue", False, ("cq",)),
+    "localqueues": ("LocalQueue", True, ("queue", "queues", "lq")),
+    "workloads": ("Workload", True, ("wl",)),
+}
+CYCLE = ("cycle",)
+# v0.10's wait-time buckets: 1 s, then 2.5 x 2^k s up to 10240 s
+WAIT_BUCKETS = (1.0, *(2.5 * 2**k for k in range(13)))
+MANAGER = "kueue-admission"
+
+
+def crd_manifests() -> list[dict[str, Any]]:
+    """Kueue's four CRDs: v1beta1 served and stored, status subresource, structural schemas."""
+    manifests = []
+    for plural, (kind, namespaced, short) in KINDS.items():
+        manifests.append({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{plural}.{GROUP}"},
+            "spec": {"group": GROUP, "scope": "Namespaced" if namespaced else "Cluster",
+                     "names": {"plural": plural, "singular": kind.lower(), "kind": kind, "listKind": f"{kind}List",
+                               "shortNames": list(short), "categories": ["kueue"]},
+                     "versions": [{"name": VERSION, "served": True, "storage": True, "subresources": {"status": {}},
+                                   "schema": {"openAPIV3Schema": openapi_schema(GROUP, kind, VERSION)}}]},
+        })
+    return manifests
+
+
+def queue_name(obj: dict[str, Any]) -> str | None:
+    return ((obj.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL)
+
+
+def suspend_queued_job(job: dict[str, Any]) -> dict[str, Any]:
+    """Kueue's Job webhook: a Job with a queue name is created suspended."""
+    if not queue_name(job) or not isinstance(job.get("spec"), dict) or job["spec"].get("suspend") is True:
+        return job
+    return {**job, "spec": {**job["spec"], "suspend": True}}
+
+
+def is_true(obj: dict[str, Any], kind: str) -> bool:
+    return (condition(obj, kind) or {}).get("status") == "True"
+
+
+def workload_name(job: dict[str, Any]) -> str:
+    """`job-<name>-<5 hex>`, the hex from the Job's uid (Kueue's GetWorkloadNameForOwnerWithGVK)."""
+    digest = f"{int(stable_fraction(0, job['metadata']['uid']) * 16**5):05x}"
+    return f"job-{job['metadata']['name'][:63 - 10]}-{digest}"
+
+
+class KueueMetrics:
+    """Kueue's Prometheus metrics of one simulated Kueue, in their own registry."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        cq = ["cluster_queue"]
+        quota = ["cohort", "cluster_queue", "flavor", "resource"]
+        self.pending = Gauge("kueue_pending_workloads", "The number of pending workloads, per 'cluster_queue' and "
+                             "'status'", ["cluster_queue", "status"], registry=self.registry)
+        self.reserving = Gauge("kueue_reserving_active_workloads", "The number of Workloads that are reserving "
+                               "quota, per 'cluster_queue'", cq, registry=self.registry)
+        self.admitted_active = Gauge("kueue_admitted_active_workloads", "The number of admitted Workloads that are "
+                                     "active (unsuspended and not finished), per 'cluster_queue'", cq,
+                                     registry=self.registry)
+        self.reserved_total = Counter("kueue_quota_reserved_workloads", "The total number of quota reserved "
+                                      "workloads per 'cluster_queue'", cq, registry=self.registry)
+        self.admitted_total = Counter("kueue_admitted_workloads", "The total number of admitted workloads per "
+                                      "'cluster_queue'", cq, registry=self.registry)
+        self.reserved_wait = Histogram("kueue_quota_reserved_wait_time_seconds", "The time between a workload was "
+                                       "created or requeued until it got quota reservation, per 'cluster_queue'",
+                                       cq, buckets=WAIT_BUCKETS, registry=self.registry)
+        self.admission_wait = Histogram("kueue_admission_wait_time_seconds", "The time between a workload was "
+                                        "created or requeued until admission, per 'cluster_queue'", cq,
+                                        buckets=WAIT_BUCKETS, registry=self.registry)
+        self.evicted = Counter("kueue_evicted_workloads", "The number of evicted workloads per 'cluster_queue'",
+                               ["cluster_queue", "reason"], registry=self.registry)
+        self.preempted = Counter("kueue_preempted_workloads", "The number of preempted workloads per "
+                                 "'preempting_cluster_queue'", ["preempting_cluster_queue", "reason"],
+                                 registry=self.registry)
+        self.usage = Gauge("kueue_cluster_queue_resource_usage", "Reports the cluster_queue's total resource usage",
+                           quota, registry=self.registry)
+        self.reservation = Gauge("kueue_cluster_queue_resource_reservation", "Reports the cluster_queue's total "
+                                 "resource reservation", quota, registry=self.registry)
+        self.nominal = Gauge("kueue_cluster_queue_nominal_quota", "Reports the cluster_queue's resource nominal "
+                             "quota", quota, registry=self.registry)
+        self.borrowing = Gauge("kueue_cluster_queue_borrowing_limit", "Reports the cluster_queue's resource "
+                               "borrowing limit", quota, registry=self.registry)
+
+
+class KueueController(Controller):
+    name = "kueue"
+
+    def __init__(self, store: Any, profile: Any) -> None:
+        super().__init__(store, profile)
+        self.metrics = KueueMetrics()
+        self.workloads: dict[tuple[str, str], dict[str, Any]] = {}  # the Workloads, as last committed
+        self._job_workload: dict[tuple[str, str], tuple[str, str]] = {}  # Job key -> its Workload's key
+        self._seen: dict[tuple[str, str], int] = {}  # Workload key -> commit order of its creation
+        self._waiting_since: dict[tuple[str, str], float] = {}  # loop time of creation / requeue
+        self._admissions = 0
+        self._admission_order: dict[tuple[str, str], int] = {}  # newest admitted are preempted first
+
+    async def on_start(self) -> None:
+        for manifest in crd_manifests():
+            self.store.register_crd(manifest)
+        self.types = {plural: self.store.resource_type(plural, GROUP) for plural in KINDS}
+        self.jobs = self.store.resource_type("jobs", "batch")
+        self.store.add_create_mutator(JOBS, suspend_queued_job)
+        self.watch("jobs", "batch", self._on_job)
+        self.watch("workloads", GROUP, self._on_workload)
+        for plural in ("clusterqueues", "localqueues", "resourceflavors"):
+            self.watch(plural, GROUP, lambda _event, _obj: self.enqueue(CYCLE))
+
+    async def stop(self) -> None:
+        self.store.remove_create_mutator(JOBS, suspend_queued_job)
+        await super().stop()
+
+    # events (synchronous, inside the store's commit: look and enqueue only) -----------------------------------
+    def _on_job(self, event_type: str, job: dict[str, Any]) -> None:
+        if event_type != "DELETED" and queue_name(job):
+            self.enqueue(("job", *_key(job)))
+
+    def _on_workload(self, event_type: str, workload: dict[str, Any]) -> None:
+        key = _key(workload)
+        job = _owner_job(workload)
+        if event_type == "DELETED":
+            self.workloads.pop(key, None)
+            self._waiting_since.pop(key, None)
+            self._admission_order.pop(key, None)
+            if job is not None:
+                self._job_workload.pop(job, None)
+        else:
+            if key not in self.workloads:
+                self._seen[key] = len(self._seen)
+                self._waiting_since[key] = asyncio.get_running_loop().time()
+            self.workloads[key] = workload
+            if job is not None:
+                self._job_workload[job] = key
+                self.enqueue(("job", *job))
+        self.enqueue(CYCLE)
+
+    # work ------------------------------------------------------------------------------------------------------
+    async def reconcile(self, key: Hashable) -> None:
+        if key == CYCLE:
+            self._cycle()
+            return
+        _, namespace, name = cast(tuple[str, str, str], key)
+        job = self.store.find(self.jobs, namespace, name)
+        if job is not None and queue_name(job) and not job["metadata"].get("deletionTimestamp"):
+            self._reconcile_job(job)
+
+    def _reconcile_job(self, job: dict[str, Any]) -> None:
+        workload = self.workloads.get(self._job_workload.get(_key(job), ("", "")))
+        outcome = finished(job, ("Complete", "Failed"))
+        if workload is None:
+            if outcome is None:
+                self._create_workload(job)
+            return
+        if outcome is not None:
+            if not is_true(workload, "Finished"):
+                reason = "Succeeded" if outcome == "Complete" else "Failed"
+                self._set_conditions(workload, [("Finished", "True", reason, f"Job finished: {reason}")])
+            return
+        suspend = not is_true(workload, "Admitted")
+        if bool(job["spec"].get("suspend")) != suspend:
+            self._set_suspend(job, workload, suspend)
+
+    def _create_workload(self, job: dict[str, Any]) -> None:
+        spec = job.get("spec") or {}
+        template = spec.get("template") or {}
+        priority_class = (template.get("spec") or {}).get("priorityClassName")
+        workload_spec: dict[str, Any] = {
+            "podSets": [{"name": "main", "count": int(spec.get("parallelism", 1)), "template": template}],
+            "queueName": queue_name(job), "priority": self._priority(priority_class), "active": True}
+        if priority_class:
+            workload_spec.update(priorityClassName=priority_class,
+                                 priorityClassSource="scheduling.k8s.io/priorityclass")
+        metadata = {"name": workload_name(job), "namespace": job["metadata"]["namespace"],
+                    "labels": {"kueue.x-k8s.io/job-uid": job["metadata"]["uid"]},
+                    "ownerReferences": [owner_reference(job)]}
+        try:
+            self.store.create(self.types["workloads"], {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Workload",
+                                                        "metadata": metadata, "spec": workload_spec})
+        except ApiError as exc:
+            if exc.reason != "AlreadyExists":
+                raise
+        self.store.record_event(job, "CreatedWorkload", f"Created Workload: {metadata['namespace']}/"
+                                f"{metadata['name']}", source="kueue-admission")
+
+    def _priority(self, priority_class: str | None) -> int:
+        if not priority_class:
+            return 0
+        found = self.store.find(self.store.resource_type("priorityclasses", "scheduling.k8s.io"), None,
+                                priority_class)
+        return int((found or {}).get("value", 0))
+
+    def _set_suspend(self, job: dict[str, Any], workload: dict[str, Any], suspend: bool) -> None:
+        spec = dict(job["spec"])
+        spec["suspend"] = suspend
+        if not suspend:  # the admitted flavors' node labels go into the pods' nodeSelector
+            node_labels: dict[str, str] = {}
+            for assignment in ((workload.get("status") or {}).get("admission") or {}).get("podSetAssignments") or ():
+                for flavor in set((assignment.get("flavors") or {}).values()):
+                    found = self.store.find(self.types["resourceflavors"], None, flavor)
+                    node_labels.update(((found or {}).get("spec") or {}).get("nodeLabels") or {})
+            if node_labels:
+                template = dict(spec.get("template") or {})
+                pod_spec = dict(template.get("spec") or {})
+                pod_spec["nodeSelector"] = {**(pod_spec.get("nodeSelector") or {}), **node_labels}
+                spec["template"] = {**template, "spec": pod_spec}
+        self.store.update(self.jobs, {**job, "spec": spec})
+
+    # the scheduling cycle --------------------------------------------------------------------------------------
+    def _cycle(self) -> None:
+        queues = {cq["metadata"]["name"]: cluster_queue(cq) for cq in self.store.list(self.types["clusterqueues"])}
+        local = {(lq["metadata"]["namespace"], lq["metadata"]["name"]): (lq.get("spec") or {}).get("clusterQueue")
+                 for lq in self.store.list(self.types["localqueues"])}
+        pending: list[Pending] = []
+        admitted: list[Admitted] = []
+        for key, workload in self.workloads.items():
+            if is_true(workload, "Finished"):
+                continue
+            if is_true(workload, "QuotaReserved"):
+                admitted.append(self._admitted(key, workload))
+                continue
+            target = local.get((key[0], (workload.get("spec") or {}).get("queueName") or ""))
+            if target is not None and target in queues:
+                pending.append(Pending(key, target, _priority(workload),
+                                       (workload["metadata"].get("creationTimestamp") or "", self._seen.get(key, 0)),
+                                       podset_requests(workload)))
+        decision = schedule(queues, pending, admitted)
+        for victim, reason, preemptor in decision.preempt:
+            self._evict(victim, reason, preemptor)
+        admitted_now = set()
+        for candidate, flavors in decision.admit:
+            self._admit(candidate, flavors)
+            admitted_now.add(candidate.key)
+        for candidate in pending:
+            if candidate.key not in admitted_now:
+                self._mark_pending(candidate)
+        self._publish(queues, local)
+
+    def _admitted(self, key: tuple[str, str], workload: dict[str, Any]) -> Admitted:
+        admission = (workload.get("status") or {}).get("admission") or {}
+        usage: dict[tuple[str, str], float] = {}
+        for assignment in admission.get("podSetAssignments") or ():
+            for resource, amount in (assignment.get("resourceUsage") or {}).items():
+                flavor = (assignment.get("flavors") or {}).get(resource, "")
+                usage[(flavor, resource)] = usage.get((flavor, resource), 0.0) + quantity(amount)
+        order = self._admission_order.get(key, 0)
+        return Admitted(key, admission.get("clusterQueue") or "", _priority(workload), ("", order), usage)
+
+    def _admit(self, candidate: Pending, flavors: dict[str, str]) -> None:
+        workload = self.workloads[candidate.key]
+        self._admissions += 1
+        assignments = []
+        for podset in (workload.get("spec") or {}).get("podSets") or ():
+            requests = podset_requests({"spec": {"podSets": [podset]}})
+            assignments.append({"name": podset["name"], "count": podset.get("count", 1),
+                                "flavors": {r: flavors[r] for r in requests},
+                                "resourceUsage": {r: _format(v) for r, v in requests.items()}})
+        now = now_seconds()
+        conditions = list((workload.get("status") or {}).get("conditions") or ())
+        for kind, value, reason, message in [
+                ("QuotaReserved", "True", "QuotaReserved", f"Quota reserved in ClusterQueue {candidate.queue}"),
+                ("Admitted", "True", "Admitted", "The workload is admitted")]:
+            conditions = set_condition(conditions, _condition(kind, value, reason, message, now))
+        for kind in ("Evicted", "Preempted"):
+            previous = condition(workload, kind)
+            if previous is not None:
+                conditions = set_condition(conditions, _condition(
+                    kind, "False", "QuotaReserved", f"Previously: {previous.get('message', '')}", now))
+        status = {**(workload.get("status") or {}), "conditions": conditions,
+                  "admission": {"clusterQueue": candidate.queue, "podSetAssignments": assignments}}
+        self._admission_order[candidate.key] = self._admissions
+        self.store.update(self.types["workloads"], {**workload, "status": status}, subresource="status")
+        waited = asyncio.get_running_loop().time() - self._waiting_since.get(candidate.key, 0.0)
+        for metric in (self.metrics.reserved_wait, self.metrics.admission_wait):
+            metric.labels(candidate.queue).observe(waited)
+        self.metrics.reserved_total.labels(candidate.queue).inc()
+        self.metrics.admitted_total.labels(candidate.queue).inc()
+        self.store.record_event(workload, "QuotaReserved", f"Quota reserved in ClusterQueue {candidate.queue}, wait "
+                                f"time since queued was {waited:.0f}s", source="kueue-admission")
+        self.store.record_event(workload, "Admitted", f"Admitted by ClusterQueue {candidate.queue}",
+                                source="kueue-admission")
+
+    def _evict(self, victim: Admitted, reason: str, preemptor: Pending) -> None:
+        workload = self.workloads.get(victim.key)
+        if workload is None:
+            return
+        cause = "prioritization in the ClusterQueue" if reason == "InClusterQueue" else "reclamation within the cohort"
+        preemptor_uid = self.workloads[preemptor.key]["metadata"]["uid"]
+        message = f"Preempted to accommodate a workload (UID: {preemptor_uid}) due to {cause}"
+        status = {k: v for k, v in (workload.get("status") or {}).items() if k != "admission"}
+        status["conditions"] = (workload.get("status") or {}).get("conditions") or []
+        self._set_conditions({**workload, "status": status}, [
+            ("Evicted", "True", "Preempted", message), ("Preempted", "True", reason, message),
+            ("QuotaReserved", "False", "Preempted", message), ("Admitted", "False", "Preempted", message),
+            ("Requeued", "True", "Preempted", message)])
+        self._waiting_since[victim.key] = asyncio.get_running_loop().time()
+        self.metrics.evicted.labels(victim.queue, "Preempted").inc()
+        self.metrics.preempted.labels(preemptor.queue, reason).inc()
+        self.store.record_event(workload, "Preempted", message, source="kueue-admission")
+
+    def _mark_pending(self, candidate: Pending) -> None:
+        workload = self.workloads[candidate.key]
+        if condition(workload, "QuotaReserved") is None:
+            self._set_conditions(workload, [("QuotaReserved", "False", "Pending",
+                                             f"couldn't assign flavors to pod set main: insufficient unused quota "
+                                             f"in ClusterQueue {candidate.queue}")])
+
+    def _set_conditions(self, workload: dict[str, Any], changes: list[tuple[str, str, str, str]]) -> None:
+        now = now_seconds()
+        status = dict(workload.get("status") or {})
+        conditions = list(status.get("conditions") or ())
+        for kind, value, reason, message in changes:
+            conditions = set_condition(conditions, _condition(kind, value, reason, message, now))
+        status["conditions"] = conditions
+        self.store.update(self.types["workloads"], {**workload, "status": status}, subresource="status")
+
+    # queue statuses and gauges ---------------------------------------------------------------------------------
+    def _publish(self, queues: dict[str, Queue], local: dict[tuple[str, str], str | None]) -> None:
+        counts = {name: {"pendingWorkloads": 0, "reservingWorkloads": 0, "admittedWorkloads": 0} for name in queues}
+        local_counts = {key: {"pendingWorkloads": 0, "reservingWorkloads": 0, "admittedWorkloads": 0}
+                        for key in local}
+        usage: dict[str, dict[tuple[str, str], float]] = {name: {} for name in queues}
+        for key, workload in self.workloads.items():
+            if is_true(workload, "Finished"):
+                continue
+            lq = (key[0], (workload.get("spec") or {}).get("queueName") or "")
+            if is_true(workload, "QuotaReserved"):
+                entry = self._admitted(key, workload)
+                kinds = ["reservingWorkloads", "admittedWorkloads"]
+                for flavor_resource, amount in entry.usage.items():
+                    used = usage.setdefault(entry.queue, {})
+                    used[flavor_resource] = used.get(flavor_resource, 0.0) + amount
+                cq = entry.queue
+            else:
+                kinds = ["pendingWorkloads"]
+                cq = local.get(lq) or ""
+            for kind in kinds:
+                if cq in counts:
+                    counts[cq][kind] += 1
+                if lq in local_counts:
+                    local_counts[lq][kind] += 1
+        for name, queue in queues.items():
+            self._write_queue_status("clusterqueues", None, name, counts[name], queue, usage.get(name, {}))
+            self._gauges(queue, counts[name], usage.get(name, {}))
+        for (namespace, name), values in local_counts.items():
+            self._write_queue_status("localqueues", namespace, name, values, None, {})
+
+    def _write_queue_status(self, plural: str, namespace: str | None, name: str, values: dict[str, int],
+                            queue: Queue | None, usage: dict[tuple[str, str], float]) -> None:
+        obj = self.store.find(self.types[plural], namespace, name)
+        if obj is None:
+            return
+        status: dict[str, Any] = {**(obj.get("status") or {}), **values}
+        if queue is not None:
+            flavors = [{"name": flavor, "resources": [
+                {"name": r, "total": _format(usage.get((flavor, r), 0.0)),
+                 "borrowed": _format(max(0.0, usage.get((flavor, r), 0.0) - queue.nominal.get((flavor, r), 0.0)))}
+                for r in covered]} for flavor, covered in queue.flavors]
+            status["flavorsReservation"] = status["flavorsUsage"] = flavors
+        status["conditions"] = set_condition(list(status.get("conditions") or ()), _condition(
+            "Active", "True", "Ready", "Can admit new workloads", now_seconds()))
+        if status != (obj.get("status") or {}):
+            self.store.update(self.types[plural], {**obj, "status": status}, subresource="status")
+
+    def _gauges(self, queue: Queue, counts: dict[str, int], usage: dict[tuple[str, str], float]) -> None:
+        metrics = self.metrics
+        metrics.pending.labels(queue.name, "active").set(counts["pendingWorkloads"])
+        metrics.pending.labels(queue.name, "inadmissible").set(0)
+        metrics.reserving.labels(queue.name).set(counts["reservingWorkloads"])
+        metrics.admitted_active.labels(queue.name).set(counts["admittedWorkloads"])
+        for (flavor, resource), nominal in queue.nominal.items():
+            labels = (queue.cohort or "", queue.name, flavor, resource)
+            metrics.usage.labels(*labels).set(usage.get((flavor, resource), 0.0))
+            metrics.reservation.labels(*labels).set(usage.get((flavor, resource), 0.0))
+            metrics.nominal.labels(*labels).set(nominal)
+            limit = queue.borrowing_limit.get((flavor, resource))
+            if limit is not None:
+                metrics.borrowing.labels(*labels).set(limit)
+
+
+def _key(obj: dict[str, Any]) -> tuple[str, str]:
+    meta = obj["metadata"]
+    return (meta.get("namespace") or "", meta["name"])
+
+
+def _owner_job(workload: dict[str, Any]) -> tuple[str, str] | None:
+    for ref in workload["metadata"].get("ownerReferences") or ():
+        if ref.get("kind") == "Job" and ref.get("controller"):
+            return (workload["metadata"].get("namespace") or "", ref["name"])
+    return None
+
+
+def _priority(workload: dict[str, Any]) -> int:
+    return int((workload.get("spec") or {}).get("priority") or 0)
+
+
+def _condition(kind: str, status: str, reason: str, message: str, now: str) -> dict[str, Any]:
+    return {"type": kind, "status": status, "reason": reason, "message": message, "lastTransitionTime": now}
+
+
+def _format(value: float) -> str:
+    return str(int(value)) if value == int(value) else f"{value:g}"
