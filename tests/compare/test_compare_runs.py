@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.report.chromium import CHROMIUM, READY, visit_page
+
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.xdist_group("compare_runs")  # -n N: the module-scoped runs once
 HISTORY = "history.sqlite"
@@ -85,6 +87,17 @@ def test_a_slower_itl_is_worse_with_an_interval_excluding_zero_and_ttft_is_not(r
     html = page.read_text(encoding="latin-1")
     assert 'data-exit-code="1"' in html and "itl_median_ms" in html and "itl: " not in html.split("<h2>")[0]
     assert html.count('class="figure"') == 6 * 5  # per item: ttft, tpot, itl, e2e, tt_ack distributions
+    if CHROMIUM is None:
+        return
+    visit = visit_page(page, READY, """(async () => { await window.topsailDrawAll(); const d = document.querySelector(
+      "div[data-figure]"); return {drawn: !!d.querySelector("svg"), traces: d.data.map(t => t.name),
+      errors: JSON.parse(document.body.dataset.errors || "[]"),
+      violations: JSON.parse(document.body.dataset.violations || "[]")}; })()""")
+    assert visit.exceptions == [] and visit.console_errors == []
+    assert [r for r in visit.requests if not r.startswith(("file:", "data:", "blob:"))] == []  # offline
+    result = visit.result
+    assert result["drawn"] and result["errors"] == [] and result["violations"] == []
+    assert [name.split(" (")[0] for name in result["traces"]] == ["a", "slow"]  # one distribution per run
 
 
 def interval(change: str) -> tuple[float, float]:
