@@ -1,9 +1,13 @@
-"""KPI history in OpenSearch (opensearch-py): one document per test, ``_id`` = test uuid.
+"""KPI history in OpenSearch (opensearch-py): one document per test in MatrixBenchmarking's LTS shape
+(``pytest_topsail.lts``), ``_id`` = test uuid, which its loader and dashboards read.
 
-Index naming follows MatrixBenchmarking: ``{index_prefix}{index}``, ``index`` defaulting to the suite name.
-The mapping (created when the index is missing) stores ``metadata``, ``kpis``, ``results`` and
-``regression_results`` as ``flat_object``. Credentials come from the settings, the environment
-(``TOPSAIL_OPENSEARCH_USERNAME`` / ``TOPSAIL_OPENSEARCH_PASSWORD``) or a secret file; they are never logged.
+Index naming follows MatrixBenchmarking: ``{index_prefix}{index}``, ``index`` defaulting to the suite name; with
+``upload_by_kpi: true`` each KPI entry is also stored alone in ``{index}.{kpi}``. The mapping (created when the index
+is missing) keeps KPI values numeric (``double``) and their ``@timestamp`` dates, so that dashboards chart them;
+labels are keywords; ``metadata``, ``results`` and ``regression_results`` are ``flat_object``. Reading takes our
+documents, our documents of before the LTS shape and MatrixBenchmarking's. Credentials come from the settings, the
+environment (``TOPSAIL_OPENSEARCH_USERNAME`` / ``TOPSAIL_OPENSEARCH_PASSWORD``) or a secret file; they are never
+logged.
 """
 
 from __future__ import annotations
@@ -14,7 +18,6 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -24,19 +27,46 @@ import yaml
 from pytest_topsail.config import parse_yaml
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.history.records import check_record
+from pytest_topsail.lts import lts_document, records_of_document
 
-MAPPING = {
+TOTAL_FIELDS_LIMIT = 4000  # as MatrixBenchmarking: a document's labels and KPIs are many fields
+
+
+def labels_as_keywords(path: str) -> list[dict[str, Any]]:
+    """Dynamic templates: a label under `path` is a keyword whatever its JSON type (a number in one run, a text in
+    the next would otherwise be refused)."""
+    return [{f"{path.replace('*', 'x').replace('.', '_')}_{kind}": {
+        "path_match": path, "match_mapping_type": kind, "mapping": {"type": "keyword"}}}
+        for kind in ("string", "long", "double")]
+
+
+KPI_INDEX_BODY = {  # {index}.{kpi}: one KPI entry per document
+    "settings": {"index.mapping.total_fields.limit": TOTAL_FIELDS_LIMIT},
     "mappings": {
+        "properties": {"value": {"type": "double"}, "@timestamp": {"type": "date"}, "test_uuid": {"type": "keyword"},
+                       "lower_better": {"type": "boolean"}, "ignored_for_regression": {"type": "boolean"}},
+        "dynamic_templates": labels_as_keywords("*"),
+    },
+}
+INDEX_BODY = {  # one test per document
+    "settings": {"index.mapping.total_fields.limit": TOTAL_FIELDS_LIMIT},
+    "mappings": {
+        "dynamic_templates": [
+            {"kpi_values": {"path_match": "kpis.*.value", "mapping": {"type": "double"}}},
+            {"kpi_timestamps": {"path_match": "kpis.*.@timestamp", "mapping": {"type": "date"}}},
+            *labels_as_keywords("kpis.*.*"),
+        ],
         "properties": {
-            "@timestamp": {"type": "date"},
-            "suite": {"type": "keyword"},
-            "test_uuid": {"type": "keyword"},
-            "metadata": {"type": "flat_object"},
-            "kpis": {"type": "flat_object"},
+            "metadata": {"properties": {
+                "start": {"type": "date"}, "end": {"type": "date"}, "test_uuid": {"type": "keyword"},
+                "exit_code": {"type": "integer"}, "presets": {"type": "keyword"},
+                "lts_schema_version": {"type": "keyword"}, "settings": {"type": "flat_object"},
+                "config": {"type": "flat_object"}, "topsail": {"type": "flat_object"}}},
+            "kpis": {"type": "object"},
             "results": {"type": "flat_object"},
             "regression_results": {"type": "flat_object"},
-        }
-    }
+        },
+    },
 }
 SEARCH_SIZE = 10000
 
@@ -59,6 +89,7 @@ class OpenSearchSettings:
     password: str | None = None
     verify_certs: bool = True
     timeout: float = 30.0
+    upload_by_kpi: bool = False  # also each KPI entry alone in {index}.{kpi} (MatrixBenchmarking's --upload_by_kpi)
 
     def __repr__(self) -> str:  # never show credentials
         return f"OpenSearchSettings(url={redact_url(self.url)!r}, index_prefix={self.index_prefix!r})"
@@ -83,7 +114,8 @@ class OpenSearchSettings:
         password_env = values.get("password_env")
         password = values.get("password") or (os.environ.get(password_env) if password_env else None) \
             or os.environ.get("TOPSAIL_OPENSEARCH_PASSWORD")
-        known = {"url", "index_prefix", "index", "username", "password", "password_env", "verify_certs", "timeout"}
+        known = {"url", "index_prefix", "index", "username", "password", "password_env", "verify_certs", "timeout",
+                 "upload_by_kpi"}
         unknown = sorted(set(values) - known)
         if unknown:
             raise TopsailError(f"history.opensearch: unknown key(s) {', '.join(unknown)}")
@@ -91,7 +123,7 @@ class OpenSearchSettings:
             url=str(url), index_prefix=str(values.get("index_prefix", "topsail-")),
             index=values.get("index"), username=values.get("username") or os.environ.get("TOPSAIL_OPENSEARCH_USERNAME"),
             password=password, verify_certs=bool(values.get("verify_certs", True)),
-            timeout=float(values.get("timeout", 30.0)))
+            timeout=float(values.get("timeout", 30.0)), upload_by_kpi=values.get("upload_by_kpi") is True)
 
 
 def index_name(settings: OpenSearchSettings, suite: str) -> str:
@@ -100,25 +132,16 @@ def index_name(settings: OpenSearchSettings, suite: str) -> str:
 
 
 def test_documents(records: Iterable[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
-    """Group KPI records into one document per (suite, test uuid)."""
-    documents: dict[tuple[str, str], dict[str, Any]] = defaultdict(dict)
+    """One LTS document per (suite, test uuid) of the KPI records (only passed tests are stored: exit code 0)."""
+    grouped: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for record in records:
-        document = documents[(record["suite"], record["test_uuid"])]
-        if not document:
-            document.update({
-                "@timestamp": datetime.fromtimestamp(float(record["timestamp"]), UTC).isoformat(),
-                "suite": record["suite"], "test_uuid": record["test_uuid"],
-                "metadata": {"nodeid": record.get("nodeid"), "test_id": record.get("test_id"),
-                             "labels": record.get("labels", {})},
-                "kpis": {}, "results": {}, "regression_results": {},
-            })
-        document["kpis"][record["name"]] = record
-        if record.get("verdict"):  # MatrixBenchmarking's place for verdicts, readable from dashboards
-            document["regression_results"][record["name"]] = {
-                "verdict": record["verdict"], "acknowledged": bool(record.get("acknowledged"))}
-        document["metadata"].setdefault("run_id", record.get("run_id"))
-        document["metadata"].setdefault("git_sha", record.get("git_sha"))
-    return documents
+        grouped[(record["suite"], str(record["test_uuid"]))].append(record)
+    return {key: lts_document(kpis, test_uuid=key[1]) for key, kpis in grouped.items()}
+
+
+def suite_of_index(settings: OpenSearchSettings, index: str) -> str:
+    """The suite a document of MatrixBenchmarking's (which does not name one) belongs to: its index name."""
+    return index.removeprefix(settings.index_prefix)
 
 
 class OpenSearchHistory:
@@ -147,12 +170,12 @@ class OpenSearchHistory:
         return TopsailError(f"OpenSearch {redact_url(self.settings.url)}: {action} failed: "
                             f"{type(error).__name__} {status}".rstrip())
 
-    def ensure_index(self, index: str) -> None:
+    def ensure_index(self, index: str, body: dict[str, Any]) -> None:
         if index in self.created:
             return
         try:
             if not self.client.indices.exists(index=index):
-                self.client.indices.create(index=index, body=MAPPING)
+                self.client.indices.create(index=index, body=body)
         except Exception as error:
             raise self._fail(f"creating index {index}", error) from None
         self.created.add(index)
@@ -164,23 +187,39 @@ class OpenSearchHistory:
         actions = []
         for (suite, test_uuid), document in documents.items():
             index = index_name(self.settings, suite)
-            self.ensure_index(index)
+            self.ensure_index(index, INDEX_BODY)
             actions.append({"_op_type": "index", "_index": index, "_id": test_uuid, "_source": document})
+            if self.settings.upload_by_kpi:
+                for name, entry in document["kpis"].items():
+                    self.ensure_index(f"{index}.{name}", KPI_INDEX_BODY)
+                    actions.append({"_op_type": "index", "_index": f"{index}.{name}", "_id": test_uuid,
+                                    "_source": entry})
         try:
             helpers.bulk(self.client, actions, refresh=True)
         except Exception as error:
             raise self._fail("storing KPI documents", error) from None
         return sum(len(d["kpis"]) for d in documents.values())
 
+    def search(self, index: str) -> list[dict[str, Any]]:
+        """The hits of an index (or pattern), up to SEARCH_SIZE documents (MatrixBenchmarking's size too)."""
+        try:
+            answer = self.client.search(index=index, body={"query": {"match_all": {}}, "size": SEARCH_SIZE})
+        except Exception as error:
+            raise self._fail(f"searching {index}", error) from None
+        hits: list[dict[str, Any]] = answer["hits"]["hits"]
+        return hits
+
     def records(self, suite: str | None = None) -> list[dict[str, Any]]:
         index = index_name(self.settings, suite) if suite else f"{self.settings.index_prefix}*"
         try:
             if suite and not self.client.indices.exists(index=index):
                 return []
-            answer = self.client.search(index=index, body={"query": {"match_all": {}}, "size": SEARCH_SIZE})
         except Exception as error:
             raise self._fail(f"searching {index}", error) from None
-        records = [record for hit in answer["hits"]["hits"] for record in hit["_source"].get("kpis", {}).values()]
+        records = []
+        for hit in self.search(index):
+            found, _ = records_of_document(hit["_source"], suite or suite_of_index(self.settings, hit["_index"]))
+            records.extend(found)
         return sorted(records, key=lambda r: float(r["timestamp"]))
 
     def close(self) -> None:

@@ -201,7 +201,8 @@ def test_opensearch_history_stores_one_document_per_test_with_the_mapping(fake_o
     index = fake_opensearch.indices["psap-fine-tuning"]
     assert set(index["docs"]) == {"u1", "u2"}
     assert set(index["docs"]["u1"]["kpis"]) == {"a", "b"}
-    assert index["mapping"]["mappings"]["properties"]["kpis"] == {"type": "flat_object"}
+    assert index["mapping"]["mappings"]["dynamic_templates"][0] == {
+        "kpi_values": {"path_match": "kpis.*.value", "mapping": {"type": "double"}}}
     assert [(r["name"], r["value"]) for r in store.records("fine_tuning")] == [("a", 1), ("b", 2), ("a", 3)]
     assert len(store.records()) == 3
     store.close()
@@ -263,10 +264,11 @@ def test_ack_marks_whole_tests_in_opensearch(fake_opensearch: FakeOpenSearch) ->
     changed = acknowledge(store, "demo", Ack(reason="expected", run="r1"))
     assert [(r["name"], r["test_uuid"]) for r in changed] == [("a", "u1")]
     document = fake_opensearch.indices["topsail-demo"]["docs"]["u1"]
-    assert set(document["kpis"]) == {"a", "b"} and document["kpis"]["a"]["acknowledged"]["reason"] == "expected"
+    own = document["metadata"]["topsail"]
+    assert set(document["kpis"]) == {"a", "b"} and own["kpis"]["a"]["acknowledged"]["reason"] == "expected"
     assert document["regression_results"] == {"a": {"verdict": "regression", "acknowledged": True}}
-    assert document["metadata"]["run_id"] == "r1"
-    assert "acknowledged" not in fake_opensearch.indices["topsail-demo"]["docs"]["u2"]["kpis"]["a"]
+    assert own["kpis"]["a"]["run_id"] == "r1"
+    assert "acknowledged" not in fake_opensearch.indices["topsail-demo"]["docs"]["u2"]["metadata"]["topsail"]
     store.close()
 
 

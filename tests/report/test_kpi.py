@@ -113,10 +113,12 @@ def test_openmetrics_escapes_label_values_and_sanitizes_names() -> None:
 def test_strict_lts_payload_refuses_a_malformed_record() -> None:
     record = {"suite": "ft", "nodeid": "n", "start": 1.0, "end": 2.0, "outcome": "failed", "case": None,
               "kpis": [{"name": "tps", "value": 1.0, "unit": "x", "help": "h", "timestamp": 1.0, "test_uuid": "u",
-                        "higher_better": True, "labels": {"bad": {"nested": 1}}}]}
+                        "higher_better": True, "labels": {"nested": {"label": 1}}}]}
     lenient = build_payload(ItemRecord.from_dict(record), presets=["smoke"], config={})
     assert lenient["metadata"]["exit_code"] == 1 and lenient["metadata"]["presets"] == ["smoke"]
-    with pytest.raises(TopsailError, match=r"LTS payload of n: lts.strict is set: key kpis.tps.labels.bad"):
+    assert lenient["kpis"]["tps"]["nested.label"] == 1  # labels flattened at the top of the entry
+    record["kpis"][0]["unit"] = None
+    with pytest.raises(TopsailError, match=r"LTS payload of n: lts.strict is set: key kpis.tps.unit"):
         build_payload(ItemRecord.from_dict(record), presets=[], config={}, strict=True)
 
 

@@ -52,7 +52,8 @@ def test_strict_lts_payload_validates_against_the_schema(project: Project) -> No
     assert result.ret == 0
     payload = read_json(project.artifacts("s1") / "demo/001__test_train_run-size=1/lts.json")
     validated = LtsPayload.model_validate(payload)
-    assert validated.kpis["latency"].labels["extra"] == "[1, 2]"
+    assert validated.kpis["latency"].model_extra == {"extra": "[1, 2]", "size": 1, "image": "v1",
+                                                     "ocp_version": "4.16"}  # labels at the entry's top
     assert validated.metadata.config["lts"] == {"strict": True}
 
 
