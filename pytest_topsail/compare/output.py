@@ -1,10 +1,12 @@
 """What a comparison writes: the terminal table, the matrix of many runs (items against runs, one table per headline
 KPI), one offline HTML page (the report's look and figure code: ``report.html.write_page``, ``figure_context``) with
 the samples' distributions of each matched item overlaid run by run, and a junit file with one testcase per compared
-KPI (a failure for a significantly worse one)."""
+KPI (a failure for a significantly worse one). The page draws each headline KPI against the setting a suite sweeps
+(throughput against concurrency), run by run, then the distributions."""
 
 from __future__ import annotations
 
+import json
 import xml.etree.ElementTree as ElementTree
 from collections import defaultdict
 from collections.abc import Sequence
@@ -180,6 +182,49 @@ def distribution_figures(runs: Sequence[Run], suites_dir: Path) -> list[tuple[st
     return figures
 
 
+def sweep_figures(runs: Sequence[Run], tables: Sequence[MatrixTable]) -> list[tuple[str, dict[str, Any]]]:
+    """(title, plotly spec): each headline KPI against the numeric case setting its suite's items vary (throughput
+    against concurrency, tokens/s against GPUs), one line per run and per value of the other settings."""
+    figures = []
+    for table in tables:
+        items = [(run.name, item) for run in runs for item in run.items
+                 if item.suite == table.suite and item.settings and table.kpi in item.kpis]
+        swept = swept_setting([item.settings or {} for _, item in items])
+        if swept is None:
+            continue
+        lines: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
+        for name, item in items:
+            settings = item.settings or {}
+            others = ", ".join(f"{k}={v}" for k, v in sorted(settings.items()) if k != swept and varies(items, k))
+            lines[(name, others)].append((float(settings[swept]), float(item.kpis[table.kpi]["value"])))
+        traces = [{"type": "scatter", "mode": "lines+markers", "name": f"{name} {others}".strip(),
+                   "x": [x for x, _ in sorted(points)], "y": [y for _, y in sorted(points)]}
+                  for (name, others), points in lines.items()]
+        unit = f" ({table.unit})" if table.unit else ""
+        figures.append((f"{table.suite}: {table.kpi} against {swept}", {
+            "data": traces, "layout": {"xaxis": {"title": {"text": swept}},
+                                       "yaxis": {"title": {"text": table.kpi + unit}},
+                                       "margin": {"t": 30}, "legend": {"orientation": "h"}}}))
+    return figures
+
+
+def swept_setting(settings: Sequence[dict[str, Any]]) -> str | None:
+    """The first top-level setting every item has as a number and that takes several values."""
+    if not settings:
+        return None
+    for key in settings[0]:
+        values = [s.get(key) for s in settings]
+        numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+        if numeric and len(set(values)) > 1:
+            return key
+    return None
+
+
+def varies(items: Sequence[tuple[str, RunItem]], key: str) -> bool:
+    values = {json.dumps((item.settings or {}).get(key), sort_keys=True, default=str) for _, item in items}
+    return len(values) > 1
+
+
 def cdf_trace(name: str, samples: np.ndarray) -> dict[str, Any]:
     levels = np.linspace(0.0, 1.0, min(CDF_POINTS, len(samples)))
     return {"type": "scatter", "mode": "lines", "name": f"{name} ({len(samples)})",
@@ -192,8 +237,8 @@ def write_html(path: Path, runs: Sequence[Run], comparisons: Sequence[Comparison
     """The comparison as one offline page (the report's template helpers and figure script)."""
     from pytest_topsail.report.html import Figure, figure_context, write_page
 
-    figures = [Figure(title=title, spec=spec, id=f"fig-{index}")
-               for index, (title, spec) in enumerate(distribution_figures(runs, suites_dir))]
+    drawn = [*sweep_figures(runs, tables or build_matrix(runs)), *distribution_figures(runs, suites_dir)]
+    figures = [Figure(title=title, spec=spec, id=f"fig-{index}") for index, (title, spec) in enumerate(drawn)]
     rows = [dict(zip(("item", "kpi", "a", "b", "change", "p", "verdict"), row_cells(c), strict=True))
             | {"color": VERDICT_COLORS[c.verdict], "method": c.method, "reason": c.reason}
             for c in shown(comparisons, everything=True)]

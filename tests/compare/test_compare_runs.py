@@ -86,11 +86,14 @@ def test_a_slower_itl_is_worse_with_an_interval_excluding_zero_and_ttft_is_not(r
     assert "worse" in result.stdout and "exit code 1" in result.stdout.splitlines()[-1]
     html = page.read_text(encoding="latin-1")
     assert 'data-exit-code="1"' in html and "itl_median_ms" in html and "itl: " not in html.split("<h2>")[0]
-    assert html.count('class="figure"') == 6 * 5  # per item: ttft, tpot, itl, e2e, tt_ack distributions
+    # the 6 headline KPIs against concurrency, then per item the ttft, tpot, itl, e2e and tt_ack distributions
+    assert html.count('class="figure"') == 6 + 6 * 5
+    assert "llm_load: throughput against concurrency" in html
     if CHROMIUM is None:
         return
-    visit = visit_page(page, READY, """(async () => { await window.topsailDrawAll(); const d = document.querySelector(
-      "div[data-figure]"); return {drawn: !!d.querySelector("svg"), traces: d.data.map(t => t.name),
+    visit = visit_page(page, READY, """(async () => { await window.topsailDrawAll(); const d = Array.from(
+      document.querySelectorAll("div[data-figure]")).pop();
+      return {drawn: !!d.querySelector("svg"), traces: d.data.map(t => t.name),
       errors: JSON.parse(document.body.dataset.errors || "[]"),
       violations: JSON.parse(document.body.dataset.violations || "[]")}; })()""")
     assert visit.exceptions == [] and visit.console_errors == []
