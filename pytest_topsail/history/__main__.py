@@ -2,7 +2,11 @@
 list the regressions waiting for an acknowledgement, acknowledge them (the change becomes the new level).
 
     python -m pytest_topsail.history export --history .topsail/history.sqlite [--suite S] [-o FILE]
-    python -m pytest_topsail.history import --history .topsail/history.sqlite FILE [FILE ...]
+    python -m pytest_topsail.history import --history .topsail/history.sqlite [FILE ...]
+        [--from-opensearch URL INDEX] [--from-json PATH] [--suite S] [--map-label THEIRS=OURS ...]
+        [--set-label NAME=VALUE ...] [--dry-run]
+        (FILE: JSON lines of our export; --from-opensearch, --from-json: LTS documents, MatrixBenchmarking's and
+        TOPSAIL's or ours, their settings mapped to the suite's labels; --dry-run: what would be imported)
     python -m pytest_topsail.history pending --history .topsail/history.sqlite --suite S
     python -m pytest_topsail.history ack --history .topsail/history.sqlite --suite S [--run RUN_ID]
         [--test-uuid UUID] [--kpi GLOB ...] --reason TEXT
@@ -18,13 +22,25 @@ from __future__ import annotations
 import argparse
 import sqlite3
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pytest_topsail.config import load_yaml
+from pytest_topsail.config import load_yaml, parse_yaml
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.history import export_jsonl, open_history, read_jsonl
 from pytest_topsail.history.acks import Ack, acknowledge, pending
+from pytest_topsail.history.importer import (
+    Imported,
+    KnownLabels,
+    LabelMap,
+    convert,
+    history_labels,
+    json_documents,
+    model_labels,
+    opensearch_documents,
+)
+from pytest_topsail.kpi import load_suite_kpis
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -38,7 +54,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              help="YAML file with the OpenSearch settings (url, index_prefix, index, secret_file, ...)")
     commands.choices["export"].add_argument("--suite", help="only the records of this suite")
     commands.choices["export"].add_argument("-o", "--output", type=Path, help="output file (default: stdout)")
-    commands.choices["import"].add_argument("files", nargs="+", type=Path, metavar="FILE")
+    add_import_arguments(commands.choices["import"])
     commands.choices["pending"].add_argument("--suite", required=True, help="the suite whose regressions to list")
     report = commands.choices["report"]
     report.add_argument("--suite", required=True, help="the suite whose KPI history to draw")
@@ -53,6 +69,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                      help="only these KPIs (name or glob pattern; repeatable)")
     ack.add_argument("--reason", required=True, help="why the change is accepted (kept with the records)")
     return parser.parse_args(argv)
+
+
+def add_import_arguments(command: argparse.ArgumentParser) -> None:
+    command.add_argument("files", nargs="*", type=Path, metavar="FILE", help="JSON lines of KPI records (export)")
+    command.add_argument("--from-opensearch", nargs=2, metavar=("URL", "INDEX"),
+                         help="LTS documents of this index (or pattern) of this OpenSearch; credentials as for "
+                              "--opensearch-config / TOPSAIL_OPENSEARCH_*")
+    command.add_argument("--from-json", type=Path, metavar="PATH",
+                         help="LTS documents dumped as JSON: a file or a directory of *.json files")
+    command.add_argument("--suite", help="the suite of the documents that name none (MatrixBenchmarking's)")
+    command.add_argument("--map-label", action="append", default=[], metavar="THEIRS=OURS",
+                         help="rename a label (THEIRS= drops it); repeatable")
+    command.add_argument("--set-label", action="append", default=[], metavar="NAME=VALUE",
+                         help="a label every imported record gets (VALUE read as YAML); repeatable")
+    command.add_argument("--suites-dir", type=Path, default=Path("suites"), metavar="DIR",
+                         help="where the suites are (their kpis.py Labels models check the labels when the history "
+                              "holds no record of a suite; default: suites)")
+    command.add_argument("--dry-run", action="store_true",
+                         help="show the records per suite and KPI and the labels that did not map; store nothing")
 
 
 def opensearch_settings(path: Path | None) -> dict[str, Any]:
@@ -70,10 +105,9 @@ def run(args: argparse.Namespace) -> str:
         raise TopsailError(f"{args.command}: KPI history {args.history} does not exist")
     records: list[dict[str, Any]] = []
     if args.command == "import":  # every file read and checked before the history is opened (or created)
-        missing = [str(path) for path in args.files if not path.is_file()]
-        if missing:
-            raise TopsailError(f"not found: {', '.join(missing)}")
-        records = [record for path in args.files for record in read_jsonl(path)]
+        records, message = import_records(args)
+        if args.dry_run:
+            return message
     store = open_history(args.history, opensearch_settings(args.opensearch_config))
     try:
         if args.command == "export":
@@ -90,9 +124,72 @@ def run(args: argparse.Namespace) -> str:
         if args.command == "report":
             return report_text(store, args)
         count = store.add(records)
-        return f"imported {count} KPI record(s) into {args.history}"
+        return f"{message}\nimported {count} KPI record(s) into {args.history}"
     finally:
         store.close()
+
+
+def import_records(args: argparse.Namespace) -> tuple[list[dict[str, Any]], str]:
+    """The records to import and what to say of them (the dry run's whole answer)."""
+    if not (args.files or args.from_opensearch or args.from_json):
+        raise TopsailError("import: nothing to import: give FILE (JSON lines), --from-opensearch URL INDEX or "
+                           "--from-json PATH")
+    missing = [str(path) for path in [*args.files, *([args.from_json] if args.from_json else [])]
+               if not path.exists()]
+    if missing:
+        raise TopsailError(f"not found: {', '.join(missing)}")
+    imported = Imported(records=[record for path in args.files for record in read_jsonl(path)])
+    if args.from_opensearch or args.from_json:
+        target = None if args.history != "opensearch" and not Path(args.history).is_file() else \
+            open_history(args.history, opensearch_settings(args.opensearch_config))
+
+        def known(suite: str) -> KnownLabels | None:
+            found = history_labels(target.records(suite)) if target is not None else None
+            kpis_file = args.suites_dir / suite / "kpis.py"
+            return found or (model_labels(load_suite_kpis(kpis_file).labels_model) if kpis_file.is_file() else None)
+
+        try:
+            found = convert(documents(args), suite=args.suite, labels=label_map(args), known_labels=known)
+        finally:
+            if target is not None:
+                target.close()
+        found.records[:0] = imported.records
+        imported = found
+    if not imported.records:
+        raise TopsailError("import: no KPI record found\n" + "\n".join(imported.summary()))
+    verb = "would import" if args.dry_run else "read"
+    return imported.records, f"{verb} " + "\n".join(imported.summary())
+
+
+def documents(args: argparse.Namespace) -> Iterator[tuple[str, Any, str | None]]:
+    from pytest_topsail.history.opensearch import OpenSearchHistory, OpenSearchSettings
+
+    if args.from_json:
+        yield from json_documents(args.from_json)
+    if args.from_opensearch:
+        url, index = args.from_opensearch
+        source = OpenSearchHistory(OpenSearchSettings.from_settings(
+            {**opensearch_settings(args.opensearch_config), "url": url}))
+        try:
+            yield from opensearch_documents(source, index)
+        finally:
+            source.close()
+
+
+def label_map(args: argparse.Namespace) -> LabelMap:
+    renames: dict[str, str | None] = {}
+    for text in args.map_label:
+        theirs, sign, ours = text.partition("=")
+        if not sign or not theirs.strip():
+            raise TopsailError(f"--map-label {text!r}: THEIRS=OURS expected (THEIRS= drops the label)")
+        renames[theirs.strip()] = ours.strip() or None
+    fixed: dict[str, Any] = {}
+    for text in args.set_label:
+        name, sign, value = text.partition("=")
+        if not sign or not name.strip():
+            raise TopsailError(f"--set-label {text!r}: NAME=VALUE expected")
+        fixed[name.strip()] = parse_yaml(value) if value.strip() else None
+    return LabelMap(renames=renames, fixed=fixed)
 
 
 def suite_records(store: Any, suite: str, command: str) -> list[dict[str, Any]]:

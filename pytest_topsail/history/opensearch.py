@@ -131,7 +131,7 @@ def index_name(settings: OpenSearchSettings, suite: str) -> str:
     return f"{settings.index_prefix}{name}"
 
 
-def test_documents(records: Iterable[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+def documents_by_test(records: Iterable[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
     """One LTS document per (suite, test uuid) of the KPI records (only passed tests are stored: exit code 0)."""
     grouped: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for record in records:
@@ -183,7 +183,7 @@ class OpenSearchHistory:
     def add(self, records: Iterable[dict[str, Any]]) -> int:
         from opensearchpy import helpers
 
-        documents = test_documents(check_record(r, "OpenSearch history") for r in records)
+        documents = documents_by_test(check_record(r, "OpenSearch history") for r in records)
         actions = []
         for (suite, test_uuid), document in documents.items():
             index = index_name(self.settings, suite)
