@@ -8,7 +8,7 @@ here (as pytest registers ``terminal``, ``junitxml``...):
 - ``item_context``: around each suite item, its directory, record and configuration; the record on its report;
 - ``xdist_hooks``: what each xdist role adds (``xdist_role``: the role of this process);
 - ``engine_fixtures``, ``cluster.plugin``, ``metrics.fixture``, ``report.plugin``: fixtures, cluster, metrics,
-  reporting.
+  reporting; ``compare.plugin``: ``--topsail-baseline``.
 
 Kept tiny: importing it, and the plugin modules it registers, costs nothing measurable when no suite is collected
 (each imports what it needs inside its hooks).
@@ -31,13 +31,14 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
         xdist_hooks,
     )
     from pytest_topsail.cluster import plugin as cluster_plugin
+    from pytest_topsail.compare import plugin as compare_plugin
     from pytest_topsail.metrics import fixture as metrics_plugin
     from pytest_topsail.report import plugin as report_plugin
 
     pluginmanager.add_hookspecs(hookspec)
     # pluggy calls the plugins registered last first: the engine's hooks run before the cluster's, the reporting's
     # and the metrics' (pytest_configure: the suites are validated before the cluster checks them), presets first
-    for name, plugin in (("engine-fixtures", engine_fixtures), ("cluster", cluster_plugin),
+    for name, plugin in (("compare", compare_plugin), ("engine-fixtures", engine_fixtures), ("cluster", cluster_plugin),
                          ("report", report_plugin), ("metrics", metrics_plugin), ("xdist", xdist_hooks),
                          ("item-context", item_context), ("show-config", show_config), ("collection", collection),
                          ("resume", resume), ("presets", presets)):

@@ -22,26 +22,30 @@ pytestmark = pytest.mark.xdist_group("compare_runs")  # -n N: the module-scoped 
 HISTORY = "history.sqlite"
 
 
-def run_suite(root: Path, name: str, presets: str, history: str = HISTORY) -> Path:
+def run_suite(root: Path, name: str, presets: str, history: str = HISTORY, *options: str) -> Path:
+    """The run's artifacts; its terminal output in ``<name>.out`` beside them."""
     artifacts = root / name
     command = [sys.executable, "-m", "pytest", "suites/llm_load", "--preset", presets, f"--artifacts={artifacts}",
                f"--topsail-history={root / history}", "--var", "metrics.enabled=false", "-q",
-               "-p", "no:cacheprovider", "-p", "no:randomly"]
+               "-p", "no:cacheprovider", "-p", "no:randomly", *options]
     environment = {key: value for key, value in os.environ.items() if key != "ARTIFACT_DIR"}
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=240, env=environment)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (root / f"{name}.out").write_text(result.stdout)
     return artifacts
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Smoke runs a and again, two more in their history (the noise between runs: the samples of one run cannot show
-    it), and a slow-itl run (kept out of that history: its doubled ITL is no noise)."""
+    it), and a slow-itl run (kept out of that history: its doubled ITL is no noise) judged against a with
+    --topsail-baseline."""
     root = tmp_path_factory.mktemp("compare")
     for earlier in ("earlier-1", "earlier-2"):
         run_suite(root, earlier, "smoke")
-    return {"a": run_suite(root, "a", "smoke"), "again": run_suite(root, "again", "smoke"),
-            "slow": run_suite(root, "slow", "smoke,slow-itl", history="slow.sqlite")}
+    a, again = run_suite(root, "a", "smoke"), run_suite(root, "again", "smoke")
+    return {"a": a, "again": again,
+            "slow": run_suite(root, "slow", "smoke,slow-itl", "slow.sqlite", f"--topsail-baseline={a}")}
 
 
 def history(runs: dict[str, Path]) -> tuple[str, Path]:
@@ -184,6 +188,18 @@ def test_bad_input_is_one_message_naming_the_path_and_exit_3(arguments: list[str
     assert result.returncode == 3
     assert message.format(tmp=tmp_path) in result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_topsail_baseline_judges_the_run_against_the_one_named(runs: dict[str, Path]) -> None:
+    """The slow-itl run was started with --topsail-baseline=<a>: its terminal summary says which KPIs are worse than
+    in a, the page is written, and the outcome is the tests' (the run passed)."""
+    output = (runs["slow"].parent / "slow.out").read_text()
+    section = output[output.index("topsail: against the baseline a"):]
+    lines = section.splitlines()
+    worse = {line.split()[2] for line in lines if line.rstrip().endswith("worse")}
+    assert {"itl_median_ms", "tpot_median_ms"} <= worse and not any(name.startswith("ttft") for name in worse)
+    assert any(line.startswith("topsail baseline compare: ") and " worse" in line for line in lines)
+    assert (runs["slow"] / "baseline.html").is_file()
 
 
 def test_an_unknown_option_is_exit_3_not_2() -> None:
