@@ -3,6 +3,8 @@ phase (each with its own timeout), classify a failure (the taxonomy below), save
 what it created and check that nothing is left.
 
 Failure taxonomy, in the failure message:
+- gpu_xid, gpu_lost, node_lost, evicted, preempted: the cluster ended a pod (pytest_topsail.kube.faults: its
+  DisruptionTarget condition, status reason, GPU Events); names the pod, the node and the GPU.
 - Unschedulable: a pod cannot be placed; names the request and the node with the most free GPUs.
 - image pull: ErrImagePull / ImagePullBackOff / InvalidImageName, with the image.
 - OOMKilled: the container hit its memory limit (host memory).
@@ -29,7 +31,8 @@ from pytest_topsail.fine_tuning.settings import SuiteSettings
 from pytest_topsail.fine_tuning.trainer_log import last_exception, tail
 from pytest_topsail.kube.capture import capture, write_manifests
 from pytest_topsail.kube.client import Kube, KubeError, ObjectRef
-from pytest_topsail.kube.events import pod_logs
+from pytest_topsail.kube.events import events_in, pod_logs
+from pytest_topsail.kube.faults import pod_fault
 from pytest_topsail.kube.quantity import parse_cpu_millis, parse_memory_bytes
 from pytest_topsail.kube.wait import DeleteTimeout, condition_status, delete_and_wait
 from pytest_topsail.leftovers import report_leftover
@@ -190,11 +193,17 @@ class PointRun:
 
     def _failure(self, job: dict[str, Any] | None, pods: list[dict[str, Any]]) -> PointFailure:
         ordered = sorted(pods, key=lambda p: not p["metadata"]["name"].endswith("-master-0"))
+        events = self._events()
+        for pod in ordered:
+            fault = pod_fault(pod, events)
+            if fault is not None:
+                return PointFailure(fault.kind, fault.message)
         for pod in ordered:
             terminated = _terminated(pod)
             if terminated and terminated.get("reason") == "OOMKilled":
-                return PointFailure("OOMKilled", f"container pytorch of pod {pod['metadata']['name']} was killed at "
-                                    f"its memory limit ({_limit(pod)}){self._estimate_text()}")
+                where = "at its memory limit" if _limit(pod) != "no memory limit" else "by the node's OOM killer"
+                return PointFailure("OOMKilled", f"container pytorch of pod {pod['metadata']['name']} was killed "
+                                    f"{where} ({_limit(pod)}){self._estimate_text()}")
         for pod in ordered:
             log = self._log_of(pod["metadata"]["name"])
             if "CUDA out of memory" in log:
@@ -209,6 +218,12 @@ class PointRun:
         message = next((c.get("message") for c in (job or {}).get("status", {}).get("conditions") or ()
                         if c.get("type") == "Failed"), "")
         return PointFailure("job failed", f"{message}; {self._state(job, pods)}")
+
+    def _events(self) -> list[dict[str, Any]]:
+        try:
+            return events_in(self.kube, self.namespace)
+        except KubeError:
+            return []
 
     def _estimate_text(self) -> str:
         parts = []

@@ -23,6 +23,9 @@ class LogsOnly:
     def request(self, method: str, path: str, **kwargs: Any) -> str:
         return self.logs.get(path.split("/pods/")[1].split("/")[0], "")
 
+    def list(self, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        return []  # no Event names a cluster fault
+
 
 def pod(name: str, state: dict[str, Any], limits: dict[str, str] | None = None) -> dict[str, Any]:
     return {"metadata": {"name": name},

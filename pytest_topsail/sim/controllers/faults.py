@@ -6,7 +6,8 @@ showing as it does on a real cluster (docs/simulator-profile.md "Fault events", 
   the node; unless the Xid is an application error the device plugin withdraws the GPU (node allocatable drops).
 - gpu_lost: Xid 79 (fallen off the bus), the GPU withdrawn, the pod's container exits 1, a `GPULost` Event.
 - ecc: the ECC counters move; an uncorrectable error raises Xid 48 and goes on as gpu_xid.
-- node_lost: Ready=Unknown (NodeStatusUnknown) with the `node.kubernetes.io/unreachable` taints; after the pods'
+- node_lost: Ready=Unknown (NodeStatusUnknown) with the `node.kubernetes.io/unreachable` taints, the statuses of
+  its pods frozen (their kubelet reports nothing more); after the pods'
   tolerationSeconds of that taint (300 s by default admission; the fault's `toleration_s` instead when set) they are
   Failed (reason NodeLost, condition DisruptionTarget/DeletionByTaintManager, a `TaintManagerEviction` Event).
 - evicted: the kubelet evicts the pod under node pressure: Failed, reason Evicted, DisruptionTarget/
@@ -52,6 +53,7 @@ class KubeletHooks:
 
     terminate: Terminate | None = None
     pull_failures: list[tuple[PodSelector | None, str]] = field(default_factory=list)
+    lost_nodes: set[str] = field(default_factory=set)  # their kubelets report nothing more
 
     def pull_failure(self, pod: dict[str, Any]) -> str | None:
         """Why the pod's images cannot be pulled, or None."""
@@ -345,6 +347,7 @@ class FaultInjector(Controller):
         taints = [t for t in (node.get("spec") or {}).get("taints") or () if t.get("key") != UNREACHABLE]
         taints += [{"key": UNREACHABLE, "effect": effect, "timeAdded": now} for effect in ("NoSchedule", "NoExecute")]
         node = self.store.update(self.nodes, {**node, "spec": {**(node.get("spec") or {}), "taints": taints}})
+        kubelet_hooks(self.store).lost_nodes.add(node["metadata"]["name"])
         conditions = [dict(c, status="Unknown", reason="NodeStatusUnknown", lastTransitionTime=now,
                            message="Kubelet stopped posting node status.") for c in node["status"].get("conditions")
                       or ()]

@@ -140,7 +140,7 @@ class PodLifecycle(Controller):
         if run is None or pod is None:
             return
         status = dict(pod.get("status") or {})
-        if status.get("phase") in TERMINAL:
+        if status.get("phase") in TERMINAL or self._node_lost(pod):
             return
         if action == "log":
             self._write_due_logs(namespace, name, run)
@@ -217,6 +217,10 @@ class PodLifecycle(Controller):
             if run.real:  # the processes' exits complete the pod; nothing modelled about it
                 run.run_seconds, run.exit_code, run.reason, run.workload = math.inf, 0, "", ""
                 run.timed_logs, run.usage, run.fault_message = [], [], ""
+
+    def _node_lost(self, pod: dict[str, Any]) -> bool:
+        """On a node a fault made unreachable: its kubelet reports nothing more about the pod."""
+        return bool(self.profile.faults.events) and pod["spec"].get("nodeName") in kubelet_hooks(self.store).lost_nodes
 
     def _pull_failed(self, pod: dict[str, Any], status: dict[str, Any]) -> bool:
         """An injected image pull fault: the containers wait in ErrImagePull, a Failed Event names the image."""
