@@ -42,6 +42,8 @@ def row_cells(comparison: Comparison) -> tuple[str, ...]:
     verdict = comparison.verdict
     if comparison.verdict in (NOT_COMPARABLE, INFORMATIONAL) and comparison.reason:
         verdict = f"{verdict}: {comparison.reason}"
+    elif comparison.note:
+        verdict = f"{verdict}: {comparison.note}"
     return (f"{comparison.suite} {comparison.item}", comparison.kpi, comparison.value_text(comparison.value_a),
             comparison.value_text(comparison.value_b), comparison.change_text(),
             "" if pvalue is None else f"{pvalue:.2g}", verdict)
@@ -141,7 +143,7 @@ def write_junit(path: Path, comparisons: Sequence[Comparison]) -> Path:
         for name, value in (("A", comparison.value_text(comparison.value_a)),
                             ("B", comparison.value_text(comparison.value_b)), ("change", comparison.change_text()),
                             ("verdict", comparison.verdict), ("method", comparison.method),
-                            ("reason", comparison.reason)):
+                            ("reason", comparison.reason), ("note", comparison.note)):
             ElementTree.SubElement(properties, "property", name=name, value=value)
         message = f"{comparison.kpi} {comparison.verdict}: {comparison.change_text()} ({comparison.reason})"
         if comparison.verdict == WORSE:

@@ -52,6 +52,7 @@ class Comparison:
     difference: Difference | None = None
     method: str = ""
     reason: str = ""
+    note: str = ""  # why a change beyond the floor is not significant, shown beside the verdict
 
     @property
     def significant(self) -> bool:
@@ -79,7 +80,8 @@ class Comparison:
                 "relative": difference.relative if difference else None,
                 "low": difference.low if difference else None, "high": difference.high if difference else None,
                 "confidence": difference.confidence if difference else None,
-                "pvalue": difference.pvalue if difference else None, "method": self.method, "reason": self.reason}
+                "pvalue": difference.pvalue if difference else None, "method": self.method, "reason": self.reason,
+                "note": self.note}
 
 
 def compare_runs(runs: Sequence[Run], suites_dir: Path, confidence: float = CONFIDENCE,
@@ -171,6 +173,10 @@ class Pending:
             assert comparison.value_a is not None and comparison.value_b is not None
             comparison.verdict = judge(comparison.value_a, comparison.value_b, comparison.higher_better, self.floor,
                                        difference)
+            beyond = abs(comparison.value_b - comparison.value_a) > self.floor
+            if comparison.verdict == SAME and beyond and difference.excludes_zero and difference.pvalue is not None:
+                comparison.note = (f"the ranks of {len(self.samples_a)} vs {len(self.samples_b)} samples do not "
+                                   f"tell them apart (Mann-Whitney p={difference.pvalue:.2g})")
 
 
 def compare_pair(a: Run, b: Run, suites_dir: Path, context: Context) -> None:
