@@ -2,7 +2,9 @@
 labels, timestamp, test_uuid, suite, ...), which the backends (``sqlite``: default, embedded; ``opensearch``) store
 and return unchanged behind one protocol, ``HistoryStore`` (``add``, ``records``, ``close``), opened by
 ``open_history(location, opensearch_settings)``; ``records`` holds the protocol, the record check and the JSON-lines
-export/import (to seed or migrate), ``acks`` the acknowledged regressions, ``__main__`` the command line.
+export/import (to seed or migrate), ``importer`` the import of LTS documents (MatrixBenchmarking's, TOPSAIL's, ours:
+``pytest_topsail.lts``) with their settings mapped to our labels, ``acks`` the acknowledged regressions,
+``__main__`` the command line.
 """
 
 from __future__ import annotations

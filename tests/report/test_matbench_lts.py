@@ -71,6 +71,10 @@ def test_our_documents_are_matrixbenchmarking_documents_and_round_trip_through_t
         capsys: pytest.CaptureFixture[str]) -> None:
     records = history_after_two_sessions(project)
     assert len(records) == 12 and {r["verdict"] for r in records} >= {"no_history"}
+    for path in project.artifacts("s2").rglob("lts.json"):  # each item's lts.json: the same shape
+        document = read_json(path)
+        assert matbench_loader_settings(document) == {"size": document["kpis"]["latency"]["size"]}
+        assert all(MatbenchKPI.model_validate(entry) for entry in document["kpis"].values())
     # written to OpenSearch as MatrixBenchmarking writes them (one document per test, and one per KPI entry)
     store = OpenSearchHistory.from_settings({"url": fake_opensearch.url, "timeout": 5, "upload_by_kpi": True})
     assert store.add(records) == 12
