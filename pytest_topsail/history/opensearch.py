@@ -37,7 +37,7 @@ def labels_as_keywords(path: str) -> list[dict[str, Any]]:
     the next would otherwise be refused)."""
     return [{f"{path.replace('*', 'x').replace('.', '_')}_{kind}": {
         "path_match": path, "match_mapping_type": kind, "mapping": {"type": "keyword"}}}
-        for kind in ("string", "long", "double")]
+        for kind in ("string", "long", "double", "boolean")]
 
 
 KPI_INDEX_BODY = {  # {index}.{kpi}: one KPI entry per document
@@ -54,6 +54,8 @@ INDEX_BODY = {  # one test per document
         "dynamic_templates": [
             {"kpi_values": {"path_match": "kpis.*.value", "mapping": {"type": "double"}}},
             {"kpi_timestamps": {"path_match": "kpis.*.@timestamp", "mapping": {"type": "date"}}},
+            *[{f"kpi_{flag}": {"path_match": f"kpis.*.{flag}", "mapping": {"type": "boolean"}}}
+              for flag in ("lower_better", "ignored_for_regression")],
             *labels_as_keywords("kpis.*.*"),
         ],
         "properties": {
