@@ -21,6 +21,7 @@ from pytest_topsail.kube.client import Kube
 from pytest_topsail.kube.namespaces import KEPT, create_namespace, delete_namespaces
 from pytest_topsail.leftovers import report_leftover
 from pytest_topsail.scale.latency import StepStats, Threshold, all_stats, check_thresholds, write_tables
+from pytest_topsail.scale.queueing import QueueSettings
 from pytest_topsail.scale.sampler import Sampler, read_sampled, write_sampled
 from pytest_topsail.scale.submitter import JobToSubmit, Pacing, SubmitResult, Submitter
 from pytest_topsail.scale.timelines import (
@@ -60,6 +61,7 @@ class ScaleCase(pydantic.BaseModel):
     timeout_s: float = pydantic.Field(120.0, gt=0)
     cpu: str = "50m"
     memory: str = "1Mi"
+    queue: QueueSettings | None = None  # Kueue: queues, teams (one namespace each); docs/scale.md
 
     @classmethod
     def from_settings(cls, settings: dict[str, Any], where: str) -> ScaleCase:
@@ -133,9 +135,18 @@ def submit_and_sample(
     """Watch, submit, wait for every job to reach its target; write submitted.json and sampled.json."""
     sampler = Sampler(api, namespaces, run_id, case.workload_spec().kind)
     sampler.start()
+    jobs = build_jobs(case, namespaces, run_id, prefix)
+    workload_watch = None
+    if case.queue is not None:
+        from pytest_topsail.scale.queueing import WorkloadWatch, queue_job
+
+        for job in jobs:
+            queue_job(job.objects, case.queue.teams[namespaces.index(job.namespace)], run_id)
+        workload_watch = WorkloadWatch(api, namespaces)
+        workload_watch.start()
     try:
         submitter = Submitter(api, case.pacing_spec(), progress_stream=progress, label=run_id)
-        result = submitter.submit(build_jobs(case, namespaces, run_id, prefix))
+        result = submitter.submit(jobs)
         result.extra["run_id"] = run_id
         result.extra["target"] = case.target()
         result.write(directory / "submitted.json")
@@ -147,7 +158,13 @@ def submit_and_sample(
         reached = sampler.wait_for_jobs(submitted["jobs"], case.target(), case.timeout_s, progress_stream=progress)
     finally:
         sampler.stop()
+        if workload_watch is not None:
+            workload_watch.stop()
     sampled = sampler.snapshot()
+    if workload_watch is not None and case.queue is not None:
+        from pytest_topsail.scale.queueing import sampled_queue
+
+        sampled["queue"] = sampled_queue(case.queue, run_id, namespaces, workload_watch)
     sampled["timed_out"] = not reached and not sampled.get("unschedulable") and not sampled.get("lost")
     write_sampled(sampled, directory / "sampled.json")
     return result, sampled, reached
@@ -192,6 +209,16 @@ def analyse(
         figures = {"general": general_figure(jobs), "detailed": detailed_figure(jobs)}
         for name, figure in figures.items():
             save_html(figure, directory / f"{name}.html", include_plotlyjs, plotly_js)
+    if sampled.get("queue"):
+        from pytest_topsail.scale.queueing import analyse_queues, job_times, queue_figure
+
+        summary["queue"] = analyse_queues(sampled["queue"], job_times(jobs))
+        (directory / "queue.json").write_text(json.dumps(summary["queue"], indent=1))
+        if plots:
+            from pytest_topsail.scale.plots import save_html
+
+            figures["queue"] = queue_figure(summary["queue"])
+            save_html(figures["queue"], directory / "queue.html", include_plotlyjs, plotly_js)
     violations = check_thresholds(stats, thresholds or [])
     summary["threshold_violations"] = violations
     (directory / "summary.json").write_text(json.dumps(summary, indent=1))
@@ -240,11 +267,17 @@ def run_case(
     Namespaces are ``<prefix>-<run id>-<n>`` so that concurrent runs (xdist workers) never share one.
     """
     run_id = run_id or new_run_id()
-    namespaces = [f"{options.namespace_prefix}-{run_id}-{n}" for n in range(case.namespaces)]
+    count = len(case.queue.teams) if case.queue is not None else case.namespaces  # a namespace per team
+    namespaces = [f"{options.namespace_prefix}-{run_id}-{n}" for n in range(count)]
     for namespace in namespaces:
         # kept ones are labelled so from the start: a run killed later must not lose them (docs/reliability.md)
         create_namespace(api, namespace, {RUN_LABEL: run_id, **(KEPT if options.keep else {})})
+    queue_refs: list[Any] = []
     try:
+        if case.queue is not None:
+            from pytest_topsail.scale.queueing import create_queue_objects
+
+            create_queue_objects(api, case.queue, run_id, namespaces, queue_refs)
         result, sampled, _ = submit_and_sample(api, case, namespaces, run_id, directory, progress)
         analysis = analyse(
             result.to_dict(), sampled, directory, list(options.thresholds), options.plots, options.include_plotlyjs,
@@ -252,6 +285,10 @@ def run_case(
         )
     finally:
         cleanup = cleanup_namespaces(api, namespaces, options, progress)
+        if queue_refs and not options.keep:
+            from pytest_topsail.scale.queueing import delete_queue_objects
+
+            delete_queue_objects(api, queue_refs)
         (directory / "cleanup.json").write_text(json.dumps(cleanup, indent=1))
     analysis.summary["cleanup"] = cleanup
     return analysis

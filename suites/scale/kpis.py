@@ -5,6 +5,8 @@
   errors (missing or negative deltas) records nothing either, and its thresholds fail instead.
 - ``pod_<step>_object_p99_ms``: kube-burner's podLatency P99 (object timestamps, from each pod's creationTimestamp).
 - ``submission_jobs_per_s``, ``scheduling_pods_per_s``: throughputs; ``failed_jobs``: submit + runtime + unfinished.
+- ``queue_*`` (cases with ``queue:``, Kueue): submission -> QuotaReserved P50/P95/P99, preemptions, quota utilisation,
+  the smallest team fairness ratio (pytest_topsail.scale.queueing; per queue and priority in queue.json).
 
 Judged for what they are (docs/kpis-and-regressions.md): ``max`` is informational (one slow job moves it); P95, P99
 and the throughputs carry their sample size (jobs, pods); the throughputs are judged from 100 samples on
@@ -94,6 +96,46 @@ def scheduling_pods_per_s(result: ScaleResult) -> float:
 def failed_jobs(result: ScaleResult) -> float:
     return result.summary["failed_jobs"]["total"]
 
+
+def queue_wait(metric: str) -> Callable[[ScaleResult], float | None]:
+    def value(result: ScaleResult) -> float | None:
+        wait = ((result.summary.get("queue") or {}).get("latency_ms") or {}).get("all", {}).get("QuotaReserved")
+        return None if not wait else wait.get(metric)
+
+    return value
+
+
+def queue_value(key: str) -> Callable[[ScaleResult], float | None]:
+    def value(result: ScaleResult) -> float | None:
+        queue = result.summary.get("queue")
+        return None if not queue else queue.get(key)
+
+    return value
+
+
+def workload_count(result: ScaleResult) -> float | None:
+    queue = result.summary.get("queue")
+    return None if not queue else float(queue["workloads"])
+
+
+# Kueue (cases with `queue:`, docs/scale.md): nothing is recorded for a case without queues.
+for _metric in ("P50", "P95", "P99"):
+    declare(f"queue_quota_reserved_{_metric.lower()}_ms", queue_wait(_metric),
+            f"{_metric} of the delay from job submission to its Workload's QuotaReserved (watch times)", _metric,
+            workload_count, machine_bound=True)
+def declare_queue(name: str, key: str, **spec: Any) -> None:
+    function = queue_value(key)
+    function.__name__ = name
+    globals()[name] = kpi(**spec)(function)
+
+
+declare_queue("queue_preemptions", "preemptions", unit="workloads", lower_better=True, format="{:.0f}",
+              help="Workloads evicted to make room for others (Kueue preemption)")
+declare_queue("queue_quota_utilisation_pct", "total_quota_utilisation_pct", unit="%", higher_better=True,
+              format="{:.1f}", help="GPU-seconds held by admitted Workloads over the ClusterQueues' nominal GPUs x "
+              "the run's span (above 100: borrowed quota)")
+declare_queue("queue_fairness_min_ratio", "fairness_min_ratio", unit="ratio", higher_better=True, format="{:.3f}",
+              help="Smallest team ratio of admitted GPU-seconds share to nominal quota share (1: fair)")
 
 def samples(artifact_dir: Path) -> dict[str, list[float]]:
     """The raw samples (ms) of the ``job_<step>_*`` KPIs: per job, the delay from its submission to the step

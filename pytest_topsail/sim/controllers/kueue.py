@@ -38,6 +38,7 @@ from pytest_topsail.sim.controllers.kueue_admission import (
     podset_requests,
     quantity,
     schedule,
+    uncovered,
 )
 from pytest_topsail.sim.controllers.workload import owner_reference
 from pytest_topsail.sim.machinery.apierror import ApiError
@@ -286,7 +287,7 @@ class KueueController(Controller):
             admitted_now.add(candidate.key)
         for candidate in pending:
             if candidate.key not in admitted_now:
-                self._mark_pending(candidate)
+                self._mark_pending(candidate, queues[candidate.queue])
         self._publish(queues, local)
 
     def _admitted(self, key: tuple[str, str], workload: dict[str, Any]) -> Admitted:
@@ -351,12 +352,16 @@ class KueueController(Controller):
         self.metrics.preempted.labels(preemptor.queue, reason).inc()
         self.store.record_event(workload, "Preempted", message, source="kueue-admission")
 
-    def _mark_pending(self, candidate: Pending) -> None:
+    def _mark_pending(self, candidate: Pending, queue: Queue) -> None:
+        """QuotaReserved False with Kueue's message, once (not rewritten at every cycle)."""
         workload = self.workloads[candidate.key]
-        if condition(workload, "QuotaReserved") is None:
-            self._set_conditions(workload, [("QuotaReserved", "False", "Pending",
-                                             f"couldn't assign flavors to pod set main: insufficient unused quota "
-                                             f"in ClusterQueue {candidate.queue}")])
+        if condition(workload, "QuotaReserved") is not None:
+            return
+        missing = uncovered(queue, candidate.requests)
+        why = (f"resource {', '.join(missing)} unavailable in ClusterQueue" if missing
+               else f"insufficient unused quota in ClusterQueue {candidate.queue}")
+        self._set_conditions(workload, [("QuotaReserved", "False", "Pending",
+                                         f"couldn't assign flavors to pod set main: {why}")])
 
     def _set_conditions(self, workload: dict[str, Any], changes: list[tuple[str, str, str, str]]) -> None:
         now = now_seconds()

@@ -161,6 +161,12 @@ class _Usage:
         return any(self.used[queue.name].get(key, 0.0) > queue.nominal.get(key, 0.0) for key in usage)
 
 
+def uncovered(queue: Queue, requests: dict[str, float]) -> list[str]:
+    """Requested resources no resource group of the queue covers: such a workload is never admitted there."""
+    covered = {resource for _, resources in queue.flavors for resource in resources}
+    return sorted(resource for resource in requests if resource not in covered)
+
+
 def usage_of(requests: dict[str, float], flavors: dict[str, str]) -> dict[FlavorResource, float]:
     return {(flavors[resource], resource): amount for resource, amount in requests.items()}
 
