@@ -59,6 +59,7 @@ class Imported:
     undeclared: dict[str, set[str]] = field(default_factory=dict)  # suite -> labels its Labels model does not declare
     lacking: dict[str, set[str]] = field(default_factory=dict)  # suite -> labels of the history the records lack
     unchecked: set[str] = field(default_factory=set)  # suites known by neither: labels not checked
+    labels: dict[str, set[str]] = field(default_factory=dict)  # suite -> the labels of its imported records
 
     def counts(self) -> Counter[tuple[str, str]]:
         return Counter((str(record["suite"]), str(record["name"])) for record in self.records)
@@ -80,7 +81,8 @@ class Imported:
             lines.append(f"  suite {suite}: labels its Labels model does not declare (kept; the history holds no "
                          f"record of the suite to check them against): {', '.join(sorted(labels))}")
         for suite in sorted(self.unchecked):
-            lines.append(f"  suite {suite}: neither the history nor a Labels model knows it: labels not checked")
+            lines.append(f"  suite {suite}: neither the history nor a Labels model knows it: labels not checked "
+                         f"({', '.join(sorted(self.labels.get(suite, ())))})")
         lines += [f"  skipped: {problem}" for problem in self.problems]
         return lines
 
@@ -141,6 +143,7 @@ def convert(documents: Iterable[Document], *, suite: str | None, labels: LabelMa
             if name not in known:
                 known[name] = known_labels(name)
             record["labels"] = _checked(labels.apply(record.get("labels") or {}), known[name], name, imported)
+            imported.labels.setdefault(name, set()).update(record["labels"])
             imported.records.append(record)
     return imported
 
