@@ -233,3 +233,20 @@ def test_our_opensearch_history_reads_matrixbenchmarkings_documents(fake_opensea
     assert first["timestamp"] == datetime.datetime(2026, 6, 1, tzinfo=datetime.UTC).timestamp()
     assert first["labels"]["container_image"] == "v1" and first["suite"] == "demo"
     assert {r["higher_better"] for r in records if r["name"] == "latency"} == {False}
+
+
+def test_their_history_imports_into_an_opensearch_history(
+        matbench_dump: Path, fake_opensearch: FakeOpenSearch, tmp_path: Path) -> None:
+    """Into OpenSearch: their documents come back in our shape in the suite's index, settings mapped."""
+    settings = tmp_path / "opensearch.yaml"
+    settings.write_text(f"url: {fake_opensearch.url}\nindex_prefix: psap-\ntimeout: 5\n")
+    assert history_cli(["import", "--history", "opensearch", "--opensearch-config", str(settings),
+                        "--from-json", str(matbench_dump), "--suite", "fine_tuning",
+                        "--map-label", "container_image=image", "--map-label", "accelerator_type="]) == 0
+    documents = fake_opensearch.indices["psap-fine-tuning"]["docs"]
+    assert len(documents) == 6
+    document = documents["00000000-0000-4000-8000-000000000000"]
+    assert document["metadata"]["settings"] == {"size": 1, "image": "v1", "ocp_version": "4.15"}
+    assert document["metadata"]["topsail"]["suite"] == "fine_tuning"
+    assert document["kpis"]["throughput"]["@timestamp"] == "2026-06-01T00:00:00.000000Z"
+    assert all(MatbenchKPI.model_validate(entry) for entry in document["kpis"].values())
