@@ -70,7 +70,8 @@ INDEX_BODY = {  # one test per document
         },
     },
 }
-SEARCH_SIZE = 10000
+SCROLL_PAGE = 1000  # documents per page when reading an index
+SCROLL_KEEP = "2m"  # how long OpenSearch keeps a scroll between pages
 
 
 def redact_url(url: str) -> str:
@@ -203,13 +204,15 @@ class OpenSearchHistory:
         return sum(len(d["kpis"]) for d in documents.values())
 
     def search(self, index: str) -> list[dict[str, Any]]:
-        """The hits of an index (or pattern), up to SEARCH_SIZE documents (MatrixBenchmarking's size too)."""
+        """Every hit of an index (or pattern), read by scrolling pages of SCROLL_PAGE documents (MatrixBenchmarking
+        reads one search of 10,000: years of history hold more)."""
+        from opensearchpy import helpers
+
         try:
-            answer = self.client.search(index=index, body={"query": {"match_all": {}}, "size": SEARCH_SIZE})
+            return list(helpers.scan(self.client, index=index, query={"query": {"match_all": {}}},
+                                     size=SCROLL_PAGE, scroll=SCROLL_KEEP))
         except Exception as error:
             raise self._fail(f"searching {index}", error) from None
-        hits: list[dict[str, Any]] = answer["hits"]["hits"]
-        return hits
 
     def records(self, suite: str | None = None) -> list[dict[str, Any]]:
         index = index_name(self.settings, suite) if suite else f"{self.settings.index_prefix}*"

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs
 
 import pytest
 import yaml
@@ -121,13 +122,16 @@ def test_history_cli_exports_and_imports(project: Project, capsys: pytest.Captur
 
 
 class FakeOpenSearch(ThreadingHTTPServer):
-    """Just enough of the OpenSearch REST API for the history backend: index exists/create, _bulk, _search."""
+    """Just enough of the OpenSearch REST API for the history backend: index exists/create, _bulk, _search with
+    its scroll (pages of ``size`` hits)."""
 
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), FakeHandler)
         self.indices: dict[str, dict[str, Any]] = {}  # name -> {"mapping": ..., "docs": {id: source}}
         self.auth_headers: list[str | None] = []
         self.requests: list[str] = []
+        self.scrolls: dict[str, list[dict[str, Any]]] = {}  # scroll id -> the hits not returned yet
+        self.page_sizes: dict[str, int] = {}
 
     @property
     def url(self) -> str:
@@ -171,14 +175,33 @@ class FakeHandler(BaseHTTPRequestHandler):
                 indices.setdefault(meta["_index"], {"mapping": None, "docs": {}})["docs"][meta["_id"]] = source
                 items.append({"index": {"_index": meta["_index"], "_id": meta["_id"], "status": 201}})
             return self._answer(200, {"took": 1, "errors": False, "items": items})
+        if path == "_search/scroll":
+            if self.command == "DELETE":
+                return self._answer(200, {"succeeded": True})
+            scroll_id = json.loads(body)["scroll_id"]
+            return self._page(scroll_id)
         if path.endswith("/_search"):
             pattern = path.rsplit("/", 1)[0]
             names = [n for n in indices if n == pattern or (pattern.endswith("*") and n.startswith(pattern[:-1]))]
             hits = [{"_index": n, "_id": i, "_source": s} for n in names for i, s in indices[n]["docs"].items()]
+            query = parse_qs(self.path.partition("?")[2])
+            if "scroll" in query:
+                scroll_id = f"scroll-{len(self.server.scrolls)}"
+                self.server.scrolls[scroll_id] = hits
+                self.server.page_sizes[scroll_id] = int(query.get("size", ["10"])[0])
+                return self._page(scroll_id)
             return self._answer(200, {"hits": {"total": {"value": len(hits)}, "hits": hits}})
         return self._answer(400, {"error": f"fake OpenSearch: {self.command} /{path} not supported"})
 
-    do_HEAD = do_GET = do_PUT = do_POST = _route
+    def _page(self, scroll_id: str) -> None:
+        """The next page of a scroll: ``size`` hits, the rest kept for the next request."""
+        hits, size = self.server.scrolls[scroll_id], self.server.page_sizes[scroll_id]
+        page, self.server.scrolls[scroll_id] = hits[:size], hits[size:]
+        return self._answer(200, {"_scroll_id": scroll_id, "_shards": {"total": 1, "successful": 1, "skipped": 0,
+                                                                        "failed": 0},
+                                  "hits": {"total": {"value": len(hits)}, "hits": page}})
+
+    do_HEAD = do_GET = do_PUT = do_POST = do_DELETE = _route
 
 
 @pytest.fixture

@@ -220,8 +220,11 @@ def test_an_import_without_a_suite_or_source_is_one_clear_error(
     assert not Path(history).exists()
 
 
-def test_our_opensearch_history_reads_matrixbenchmarkings_documents(fake_opensearch: FakeOpenSearch) -> None:
-    """Their documents in the suite's index (no ``timestamp`` field: @timestamp ISO) are history records."""
+def test_our_opensearch_history_reads_matrixbenchmarkings_documents(
+        fake_opensearch: FakeOpenSearch, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Their documents in the suite's index (no ``timestamp`` field: @timestamp ISO) are history records, every
+    one of them however many pages the index takes."""
+    monkeypatch.setattr("pytest_topsail.history.opensearch.SCROLL_PAGE", 2)
     documents = {str(n): matbench_document(n, 100.0 + n, 10.0) for n in range(3)}
     fake_opensearch.indices["topsail-demo"] = {"mapping": None, "docs": documents}
     store = OpenSearchHistory.from_settings({"url": fake_opensearch.url, "timeout": 5})
@@ -233,6 +236,7 @@ def test_our_opensearch_history_reads_matrixbenchmarkings_documents(fake_opensea
     assert first["timestamp"] == datetime.datetime(2026, 6, 1, tzinfo=datetime.UTC).timestamp()
     assert first["labels"]["container_image"] == "v1" and first["suite"] == "demo"
     assert {r["higher_better"] for r in records if r["name"] == "latency"} == {False}
+    assert fake_opensearch.requests.count("POST /_search/scroll") == 2  # pages of 2 and 1, then an empty one
 
 
 def test_their_history_imports_into_an_opensearch_history(
