@@ -104,3 +104,9 @@ def test_a_queued_run_on_the_simulator_stays_within_quota_and_reports_the_queue(
     assert 0 < queue["total_quota_utilisation_pct"] <= 100 and (tmp_path / "queue.html").is_file()
     assert "queue" in result.figures
     assert not api.list("kueue.x-k8s.io/v1beta1", "ClusterQueue")  # the run's cluster objects are deleted
+    metrics = api.request("GET", "/metrics/kueue", raw=True)  # Kueue's metrics, served by the simulator
+    assert 'kueue_admission_wait_time_seconds_count{cluster_queue="cq-a-kq0001"}' in metrics
+    admitted = sum(float(line.split()[-1]) for line in metrics.splitlines()
+                   if line.startswith("kueue_admitted_workloads_total{"))
+    assert admitted == 30 + queue["preemptions"]  # readmissions after preemption count again
+    assert 'kueue_cluster_queue_nominal_quota{cluster_queue="cq-b-kq0001",cohort="lab-kq0001"' in metrics

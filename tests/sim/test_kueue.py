@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller_harness import CORE, condition_status, now, phase, profile, run, running_sim, wait_for
+from controller_harness import CORE, Sim, condition_status, now, phase, profile, run, running_sim, wait_for
 
 KUEUE = [*CORE, "pytest_topsail.sim.controllers.kueue:KueueController"]
 GROUP = "kueue.x-k8s.io"
@@ -200,3 +200,39 @@ def test_jobs_without_a_queue_name_are_not_managed():
 
     job, workloads = run(scenario, virtual_time=True)
     assert job["spec"]["suspend"] is False and not workloads
+
+
+def test_kueue_metrics_count_admissions_and_time_the_wait_in_kueue_buckets():
+    from prometheus_client import generate_latest
+
+    from pytest_topsail.sim.controllers import start_controllers
+    from pytest_topsail.sim.registry.store import Store
+
+    async def scenario():
+        prof = profile()
+        store = Store(seed=prof.seed)
+        controllers = await start_controllers(store, prof, KUEUE)
+        try:
+            sim = Sim(store)
+            kinds = _setup(sim, [cluster_queue("cq", 2)], [local_queue("queue", "team", "cq")])
+            for index in range(4):
+                store.create(sim.jobs, gpu_job(f"job-{index}", "team", "queue", 3))
+            await wait_for(lambda: sum(condition_status(w, "Finished") == "True"
+                                       for w in store.list(kinds["workloads"])) == 4, "4 workloads finished")
+            await wait_for(lambda: store.get(kinds["clusterqueues"], None, "cq")["status"]["admittedWorkloads"] == 0,
+                           "the queue's status updated")
+            return generate_latest(controllers["kueue"].metrics.registry).decode()
+        finally:
+            await controllers.stop()
+
+    text = run(scenario, virtual_time=True)
+    samples = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line and not line.startswith("#")}
+    assert samples['kueue_admitted_workloads_total{cluster_queue="cq"}'] == 4
+    assert samples['kueue_admission_wait_time_seconds_bucket{cluster_queue="cq",le="1.0"}'] == 2  # at once
+    assert samples['kueue_admission_wait_time_seconds_bucket{cluster_queue="cq",le="5.0"}'] == 4  # after a 3 s job
+    assert samples['kueue_admission_wait_time_seconds_bucket{cluster_queue="cq",le="10240.0"}'] == 4
+    assert samples['kueue_pending_workloads{cluster_queue="cq",status="active"}'] == 0
+    labels = 'cluster_queue="cq",cohort="",flavor="default-flavor",resource="nvidia.com/gpu"'
+    assert samples[f"kueue_cluster_queue_nominal_quota{{{labels}}}"] == 2
+    assert samples[f"kueue_cluster_queue_resource_usage{{{labels}}}"] == 0

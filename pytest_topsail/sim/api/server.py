@@ -111,6 +111,8 @@ class ApiServer:
         self._token = token
         self.metrics = ApiMetrics(store.object_counts)
         self.exporters = exporters.Exporters(store)  # dcgm-exporter and cAdvisor series (sim/node/exporters.py)
+        # path -> Prometheus text of a simulated component (e.g. /metrics/kueue), plugged in by the run layer
+        self.component_metrics: dict[str, Callable[[], bytes]] = {}
         self._faults = list(api_faults)
         self._random = random.Random(seed)
         self._audit = open(audit_log, "a", encoding="utf-8", buffering=1) if audit_log else None  # noqa: SIM115
@@ -283,6 +285,8 @@ class ApiServer:
             return web.Response(body=self.metrics.exposition(), headers={"Content-Type": METRICS_CONTENT_TYPE})
         if path in exporters.PATHS:
             return web.Response(body=self.exporters.render(path), headers={"Content-Type": exporters.CONTENT_TYPE})
+        if path in self.component_metrics:
+            return web.Response(body=self.component_metrics[path](), headers={"Content-Type": METRICS_CONTENT_TYPE})
         if path == "/version":
             return json_response(discovery.version_info())
         if path == openapi.V2_PATH and "protobuf" in request.headers.get("Accept", ""):

@@ -14,8 +14,9 @@ or fails the Workload is Finished (reason Succeeded / Failed) and its quota rele
 statuses carry pendingWorkloads, reservingWorkloads, admittedWorkloads and the flavors' usage.
 
 Kueue's metrics (`kueue_*`, names and wait-time buckets of v0.10, the quota gauges as with
-`enableClusterQueueResources`) are kept in `self.metrics` (a prometheus CollectorRegistry); wait times are measured
-on the event loop's clock from the Workload's creation or requeue. With no Kueue object and no labelled Job it does
+`enableClusterQueueResources`) are kept in `self.metrics` (a prometheus CollectorRegistry) and served by the
+simulator at `/metrics/kueue`; wait times are measured on the event loop's clock from the Workload's creation or
+requeue. With no Kueue object and no labelled Job it does
 nothing. Not simulated: PyTorchJob and other integrations, admission checks, waitForPodsReady, namespaceSelector
 (every namespace is selected), stopPolicy, WorkloadPriorityClass.
 """
@@ -23,10 +24,10 @@ nothing. Not simulated: PyTorchJob and other integrations, admission checks, wai
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any, cast
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from pytest_topsail.sim.controllers.base import Controller, condition, now_seconds, set_condition, stable_fraction
 from pytest_topsail.sim.controllers.completion import finished
@@ -58,7 +59,7 @@ KINDS: dict[str, tuple[str, bool, tuple[str, ...]]] = {
 CYCLE = ("cycle",)
 # v0.10's wait-time buckets: 1 s, then 2.5 x 2^k s up to 10240 s
 WAIT_BUCKETS = (1.0, *(2.5 * 2**k for k in range(13)))
-MANAGER = "kueue-admission"
+METRICS_PATH = "/metrics/kueue"
 
 
 def crd_manifests() -> list[dict[str, Any]]:
@@ -149,6 +150,11 @@ class KueueController(Controller):
         self._waiting_since: dict[tuple[str, str], float] = {}  # loop time of creation / requeue
         self._admissions = 0
         self._admission_order: dict[tuple[str, str], int] = {}  # newest admitted are preempted first
+
+    @property
+    def metrics_endpoints(self) -> dict[str, Callable[[], bytes]]:
+        """Served by the simulator's API server (Kueue's manager serves them on its own :8080/metrics)."""
+        return {METRICS_PATH: lambda: generate_latest(self.metrics.registry)}
 
     async def on_start(self) -> None:
         for manifest in crd_manifests():

@@ -149,6 +149,8 @@ async def serve(options: Options, stop: asyncio.Event | None = None) -> int:
     try:
         await web.SockSite(runner, sock, ssl_context=certificates.server_context()).start()
         controllers = await start_run_controllers(store, options.profile, options.controllers)
+        for controller in controllers.running:  # components with metrics of their own (Kueue: /metrics/kueue)
+            server.component_metrics.update(getattr(controller, "metrics_endpoints", {}))
         write_kubeconfig(options.kubeconfig, url, certificates.ca_pem, token)
         print(f"topsail-sim: serving {url} (kubeconfig {options.kubeconfig}, pid {os.getpid()})", flush=True)
         _signal_ready(options.ready_fd)
