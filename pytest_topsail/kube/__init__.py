@@ -6,7 +6,8 @@ The front: its everyday names are ``topsail.*`` (``topsail.Kube``, ``connect``, 
 the names of ``__all__`` here are the rest a suite or fixture module may use (``from pytest_topsail.kube import
 pod_logs``): a pod's logs (``pod_logs``), polling any state (``poll``) or a pod phase (``wait_phase``), deleting
 objects and waiting until they are gone (``delete_and_wait``), a port-forward (``PortForward``), secrets taken out
-of text (``redact``), why a pod can never be scheduled (``never_schedulable``). Never a module of the package. Names
+of text (``redact``), why a pod can never be scheduled (``never_schedulable``), which cluster fault ended a pod
+(``cluster_fault``). Never a module of the package. Names
 load on first use.
 """
 
@@ -19,6 +20,7 @@ from pytest_topsail.fronts import lazy_front
 # public name -> module defining it
 _EXPORTS = {
     "redact": "pytest_topsail.kube.capture",
+    "cluster_fault": "pytest_topsail.kube.faults",
     "pod_logs": "pytest_topsail.kube.events",
     "PortForward": "pytest_topsail.kube.portforward",
     "never_schedulable": "pytest_topsail.kube.scheduling",
@@ -27,12 +29,14 @@ _EXPORTS = {
     "wait_phase": "pytest_topsail.kube.wait",
 }
 __all__ = [
-    "PortForward", "delete_and_wait", "never_schedulable", "pod_logs", "poll", "redact", "wait_phase",
+    "PortForward", "cluster_fault", "delete_and_wait", "never_schedulable", "pod_logs", "poll", "redact",
+    "wait_phase",
 ]
 
 if TYPE_CHECKING:
     from pytest_topsail.kube.capture import redact
     from pytest_topsail.kube.events import pod_logs
+    from pytest_topsail.kube.faults import cluster_fault
     from pytest_topsail.kube.portforward import PortForward
     from pytest_topsail.kube.scheduling import never_schedulable
     from pytest_topsail.kube.wait import delete_and_wait, poll, wait_phase

@@ -6,12 +6,19 @@ the scheduler preempted it for a higher-priority pod) and the Warning Events abo
 (`XidError`: gpu_xid, `GPULost`: gpu_lost; on a real cluster a GPU health monitor such as Node Problem Detector with
 an Xid rule writes them, the simulator's fault injector does). None when nothing says the cluster ended the pod:
 the suite's own taxonomy (OOMKilled, image pull, exit code, ...) applies. Pure: the caller lists the events.
+`cluster_fault(kube, namespace, pod)` reads them from the cluster (one pod GET, one Event list).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from pytest_topsail.kube.client import KubeError, ObjectRef
+from pytest_topsail.kube.events import events_for
+
+if TYPE_CHECKING:
+    from pytest_topsail.kube.client import Kube
 
 GPU_EVENTS = {"XidError": "gpu_xid", "GPULost": "gpu_lost"}
 DISRUPTIONS = {"DeletionByTaintManager": "node_lost", "TerminationByKubelet": "evicted",
@@ -50,3 +57,14 @@ def pod_fault(pod: dict[str, Any], events: list[dict[str, Any]]) -> ClusterFault
     if kind == "preempted":
         said = next((e.get("message") for e in reversed(about) if e.get("reason") == "Preempted"), None) or said
     return ClusterFault(kind, f"pod {name} on node {node}: {said}")
+
+
+def cluster_fault(kube: Kube, namespace: str, pod: str) -> ClusterFault | None:
+    """`pod_fault` of the pod as the cluster has it now; None without a fault, when the pod is gone or the cluster
+    does not answer (the caller's own checks go on)."""
+    ref = ObjectRef("v1", "Pod", pod, namespace)
+    try:
+        found = kube.get(ref)
+        return pod_fault(found, events_for(kube, ref)) if found is not None else None
+    except KubeError:
+        return None
