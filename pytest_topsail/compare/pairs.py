@@ -226,17 +226,19 @@ def compare_items(item_a: RunItem, item_b: RunItem, names: tuple[str, str], sett
             comparison.reason = f"KPI not measured in {comparison.run_a if kpi_a is None else comparison.run_b}"
             continue
         stddev, runs = context.noise.stddev(kpi_a, settings, own_runs)
-        job = compare_kpi(kpi_a, kpi_b, comparison, (samples_a, samples_b), settings.rule(name), (stddev, runs))
+        job = compare_kpi(kpi_a, kpi_b, comparison, (samples_a, samples_b), settings.rule(name), (stddev, runs),
+                          settings.min_history)
         if job is not None:
             context.pending.append(job)
 
 
 def compare_kpi(kpi_a: Mapping[str, Any], kpi_b: Mapping[str, Any], comparison: Comparison,
                 samples: tuple[Mapping[str, np.ndarray], Mapping[str, np.ndarray]], rule: KpiRule,
-                noise: tuple[float, int]) -> Pending | None:
+                noise: tuple[float, int], min_history: int) -> Pending | None:
     """Fill `comparison` (NOT_COMPARABLE so far) for one KPI present in A and B: values, whether it is judged and,
     without samples, the verdict; with samples, the work left for ``Pending.finish``. `noise`: the standard
-    deviation of the KPI between runs and the runs it is taken from (the history's; (0, 0) without one)."""
+    deviation of the KPI between runs and the runs it is taken from (the history's; (0, 0) without one); a KPI
+    without samples is judged from `min_history` such runs on (the suite's ``regression.min_history``)."""
     value_a, value_b = float(kpi_a["value"]), float(kpi_b["value"])
     comparison.value_a, comparison.value_b = value_a, value_b
     comparison.unit, comparison.format = str(kpi_b.get("unit") or ""), str(kpi_b.get("format") or "{}")
@@ -257,12 +259,12 @@ def compare_kpi(kpi_a: Mapping[str, Any], kpi_b: Mapping[str, Any], comparison: 
     comparison.method = "values only: the runs kept no raw samples of this KPI"
     if comparison.verdict == INFORMATIONAL:
         return None
-    if runs > 1:
+    if runs >= min_history:
         comparison.verdict = judge(value_a, value_b, comparison.higher_better, floor)
     else:
         comparison.verdict = INFORMATIONAL
-        comparison.reason = ("informational: no raw samples and no history of this KPI to tell its change from the "
-                             "noise between runs")
+        comparison.reason = (f"informational: no raw samples, and {runs} of the {min_history} comparable runs in the "
+                             "history needed to tell its change from the noise between runs")
     return None
 
 
