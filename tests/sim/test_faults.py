@@ -255,3 +255,27 @@ def test_pods_leave_a_lost_node_after_their_own_toleration_unless_the_fault_says
     forever = {"spec": {"tolerations": [{"operator": "Exists"}]}}
     assert toleration_seconds(own, None) == 300 and toleration_seconds(own, 5) == 5
     assert toleration_seconds(forever, None) == float("inf") and toleration_seconds({"spec": {}}, None) == 0
+
+
+def test_a_restarted_container_on_a_lost_gpu_fails_again_one_after_an_application_xid_runs_again():
+    events = [{"kind": "gpu_lost", "after_s": 1, "pod": {"name_prefix": "lost"}},
+              {"kind": "gpu_xid", "xid": 13, "after_s": 1, "pod": {"name_prefix": "app"}}]
+    always = {**GPU_POD, "restart_policy": "Always"}
+
+    async def scenario(sim):
+        sim.create_pod("lost", **always)
+        sim.create_pod("app", **always)
+
+        def restarts(name: str) -> int:
+            statuses = sim.pod(name)["status"].get("containerStatuses") or [{}]
+            return statuses[0].get("restartCount", 0)
+
+        await wait_for(lambda: restarts("lost") >= 3 and restarts("app") >= 1, "restarts")
+        await wait_for(lambda: now() > 20, "a while")
+        return sim.pod("lost"), sim.pod("app")
+
+    lost, app = fault_run(events, scenario)
+    status = lost["status"]["containerStatuses"][0]
+    assert status["restartCount"] >= 3 and status["lastState"]["terminated"]["exitCode"] == 1
+    app_status = app["status"]["containerStatuses"][0]
+    assert app_status["restartCount"] == 1 and "running" in app_status["state"] and phase(app) == "Running"

@@ -43,7 +43,8 @@ GPU_KINDS = ("gpu_xid", "gpu_lost", "ecc")
 PRESSURE = {"memory": "The node was low on resource: memory.", "pid": "The node was low on resource: pids.",
             "ephemeral-storage": "The node was low on resource: ephemeral-storage."}
 
-Terminate = Callable[[str, str, int, str, str], bool]  # namespace, pod, exit code, reason, message -> ended
+# namespace, pod, exit code, reason, message, lasting (every restart ends the same way at once) -> ended
+Terminate = Callable[[str, str, int, str, str, bool], bool]
 Record = Callable[[Devices, str, int], object]  # what a GPU fault records of (node, GPU index)
 
 
@@ -268,7 +269,7 @@ class FaultInjector(Controller):
         self.store.record_event(holder, reason, f"{what} used by pod {name}; the GPU is {outcome}", type="Warning",
                                 source="nvidia-dcgm")
         self._terminate(holder, 1, "Error", f"RuntimeError: CUDA error: {xid_text(health.xid)} on GPU {index} "
-                        f"of node {node}")
+                        f"of node {node}", lasting=bool(health.withdrawn))
 
     def _set_allocatable(self, node: dict[str, Any], registry: Devices) -> None:
         name = node["metadata"]["name"]
@@ -278,11 +279,12 @@ class FaultInjector(Controller):
         self.store.update(self.nodes, {**node, "status": {**status, "allocatable": allocatable}},
                           subresource="status")
 
-    def _terminate(self, pod: dict[str, Any], code: int, reason: str, message: str) -> None:
+    def _terminate(self, pod: dict[str, Any], code: int, reason: str, message: str, lasting: bool = False) -> None:
+        """End the pod's running containers; `lasting`: a restart on the same (withdrawn) GPU fails at once again."""
         hooks = kubelet_hooks(self.store)
         meta = pod["metadata"]
         if hooks.terminate is None or not hooks.terminate(meta.get("namespace") or "", meta["name"], code, reason,
-                                                          message):
+                                                          message, lasting):
             log.warning("sim faults: pod %s has no running container to end", meta["name"])
 
     # pod faults ----------------------------------------------------------------------------------------------------

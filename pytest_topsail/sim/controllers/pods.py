@@ -66,6 +66,7 @@ class PodRun:
     real: set[str] = field(default_factory=set)  # containers run as real processes (the profile's runtime table)
     real_exits: dict[str, Exit] = field(default_factory=dict)
     killed: bool = False  # ended by an injected fault: every container gets `exit_code`
+    lasting: bool = False  # the fault stays (a withdrawn GPU): every restart ends at once the same way
 
 
 def _owned_by_job(pod: dict[str, Any]) -> bool:
@@ -151,13 +152,15 @@ class PodLifecycle(Controller):
             self._advance(pod, run, status)
         self.store.update(self.pods, {**pod, "status": status}, subresource="status")
 
-    def terminate(self, namespace: str, name: str, exit_code: int, reason: str, message: str) -> bool:
+    def terminate(self, namespace: str, name: str, exit_code: int, reason: str, message: str, lasting: bool) -> bool:
         """End the running containers of a pod now, with `exit_code` and `reason` ("Error", "OOMKilled"), `message`
-        appended to the log; False when the pod has no running container."""
+        appended to the log; a restart runs the pod's plan again, or, when the cause is `lasting`, ends the same way
+        at once (CrashLoopBackOff). False when the pod has no running container."""
         run = self.runs.get((namespace, name))
         if run is None or run.next_stage in ("initialize", "start") or not run.started_at:
             return False
         run.exit_code, run.reason, run.fault_message, run.killed = exit_code, reason, message, True
+        run.lasting = run.lasting or lasting
         self.cancel_timer(("complete", namespace, name))
         self.enqueue(("complete", namespace, name))
         return True
@@ -383,6 +386,11 @@ class PodLifecycle(Controller):
         status["conditions"] = conditions
         backoff = self.delay(self.profile.stages.restart_backoff, *key, "restart", run.restarts)
         backoff = min(MAX_BACKOFF, max(0.01, backoff) * 2 ** (run.restarts - 1))
+        if run.killed and run.lasting:
+            run.run_seconds = 0.0
+        elif run.killed:  # the fault is over: the containers do again what they were planned to
+            self._plan(pod, run)
+            run.killed = False
         run.next_stage = "start"
         self.enqueue_after(backoff, ("stage", *key))
 
