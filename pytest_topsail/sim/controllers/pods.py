@@ -67,6 +67,7 @@ class PodRun:
     real_exits: dict[str, Exit] = field(default_factory=dict)
     killed: bool = False  # ended by an injected fault: every container gets `exit_code`
     lasting: bool = False  # the fault stays (a withdrawn GPU): every restart ends at once the same way
+    pulls: int = 0  # failed image pulls (an injected image_pull fault)
 
 
 def _owned_by_job(pod: dict[str, Any]) -> bool:
@@ -170,8 +171,7 @@ class PodLifecycle(Controller):
         key = (pod["metadata"].get("namespace") or "", pod["metadata"]["name"])
         stage = run.next_stage
         while stage:
-            if stage == "start" and self._pull_failed(pod, status):
-                run.next_stage = ""
+            if stage == "start" and self._pull_failed(pod, run, status):
                 break
             following = {"initialize": "start", "start": "ready", "ready": ""}[stage]
             getattr(self, f"_{stage}")(pod, run, status)
@@ -225,19 +225,29 @@ class PodLifecycle(Controller):
         """On a node a fault made unreachable: its kubelet reports nothing more about the pod."""
         return bool(self.profile.faults.events) and pod["spec"].get("nodeName") in kubelet_hooks(self.store).lost_nodes
 
-    def _pull_failed(self, pod: dict[str, Any], status: dict[str, Any]) -> bool:
-        """An injected image pull fault: the containers wait in ErrImagePull, a Failed Event names the image."""
+    def _pull_failed(self, pod: dict[str, Any], run: PodRun, status: dict[str, Any]) -> bool:
+        """An injected image pull fault: the containers wait in ErrImagePull (a Failed Event names the image), then
+        in ImagePullBackOff until the next pull, after the restart back-off (doubling, capped)."""
         message = kubelet_hooks(self.store).pull_failure(pod) if self.profile.faults.events else None
         if message is None:
             return False
+        key = (pod["metadata"].get("namespace") or "", pod["metadata"]["name"])
         images = {c.get("name"): c.get("image") or "" for c in pod["spec"].get("containers") or ()}
-        status["containerStatuses"] = [
-            {**s, "state": {"waiting": {"reason": "ErrImagePull",
-                                        "message": f"failed to pull image {images.get(s['name'])!r}: {message}"}}}
-            for s in status.get("containerStatuses") or ()]
+        backing_off = run.pulls % 2 == 1
+        reason = "ImagePullBackOff" if backing_off else "ErrImagePull"
+        said = {name: f"Back-off pulling image {image!r}" if backing_off else
+                f"failed to pull image {image!r}: {message}" for name, image in images.items()}
+        status["containerStatuses"] = [{**s, "state": {"waiting": {"reason": reason, "message": said[s["name"]]}}}
+                                       for s in status.get("containerStatuses") or ()]
         for image in dict.fromkeys(images.values()):
-            self.store.record_event(pod, "Failed", f"Failed to pull image {image!r}: {message}", type="Warning",
-                                    source="kubelet")
+            if backing_off:
+                self.store.record_event(pod, "BackOff", f"Back-off pulling image {image!r}", source="kubelet")
+            else:
+                self.store.record_event(pod, "Failed", f"Failed to pull image {image!r}: {message}", type="Warning",
+                                        source="kubelet")
+        run.pulls += 1
+        backoff = self.delay(self.profile.stages.restart_backoff, *key, "pull", run.pulls)
+        self.enqueue_after(min(MAX_BACKOFF, max(0.01, backoff) * 2 ** (run.pulls // 2)), ("stage", *key))
         return True
 
     def _start(self, pod: dict[str, Any], run: PodRun, status: dict[str, Any]) -> None:

@@ -202,10 +202,15 @@ def test_image_pull_fault_keeps_later_pods_waiting_in_err_image_pull():
         await wait_for(lambda: phase(sim.pod("other")) == "Running", "other Running")
         await wait_for(lambda: sim.pod("late-1")["status"]["containerStatuses"][0]["state"].get("waiting", {}).get(
             "reason") == "ErrImagePull", "ErrImagePull")
-        return sim.pod("late-1"), sim.events_about("late-1", "Failed"), sim.pod("late-early")
+        late, events_, early = sim.pod("late-1"), sim.events_about("late-1", "Failed"), sim.pod("late-early")
 
-    late, events_, early = fault_run(events, scenario)
+        await wait_for(lambda: sim.pod("late-1")["status"]["containerStatuses"][0]["state"].get("waiting", {}).get(
+            "reason") == "ImagePullBackOff", "ImagePullBackOff")
+        return late, events_, early, sim.events_about("late-1", "BackOff")
+
+    late, events_, early, backoff = fault_run(events, scenario)
     assert phase(late) == "Pending"
+    assert backoff[0]["message"] == "Back-off pulling image 'registry.example/app:1'"
     assert "failed to pull image 'registry.example/app:1'" in \
         late["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
     assert events_[0]["message"].startswith("Failed to pull image 'registry.example/app:1'")

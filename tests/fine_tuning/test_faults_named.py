@@ -64,7 +64,8 @@ def test_each_fault_kind_fails_its_point_naming_it_and_the_next_points_pass(tmp_
         "evicted": rf"evicted: pod ft-\w+-master-0 on node ({node_name}): The node was low on resource: memory",
         "preempted": rf"preempted: pod ft-\w+-master-0 on node ({node_name}): Preempted by a higher-priority pod",
         "oom": r"OOMKilled: container pytorch of pod ft-\w+-master-0 was killed by the node's OOM killer",
-        "pull": r"image pull: pod ft-\w+-master-0 cannot pull image '[^']+': ErrImagePull failed to pull image",
+        "pull": (r"image pull: pod ft-\w+-master-0 cannot pull image '[^']+': "
+                 r"(ErrImagePull failed to pull image|ImagePullBackOff Back-off pulling image)"),
     }
     for name, pattern in expected.items():
         assert re.search(pattern, failed[name]), (name, failed[name])
