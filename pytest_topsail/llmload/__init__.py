@@ -7,7 +7,8 @@ one load test in this process (``run_load_test``) or spread over generator pods 
 ``run_distributed``, ``CA_FILE``), sweeps (``AutoSweep``), and the analysis of a load test's records into
 per-point statistics and figures (``analyse_directory``, ``merge_directories``, ``summarize_point``, ``STATISTICS``,
 ``figures``) and their raw samples (``measured_successes``, ``latency_samples``: what a comparison of runs
-bootstraps). Names load on first use.
+bootstraps), and the serving pod's own view of a point (``ServerSampler``: its /metrics scraped during the point,
+saved as ``SERVER_METRICS``). Names load on first use.
 """
 
 from __future__ import annotations
@@ -30,15 +31,17 @@ _EXPORTS = {
     "analyse_directory": "pytest_topsail.llmload.run",
     "merge_directories": "pytest_topsail.llmload.run",
     "run_load_test": "pytest_topsail.llmload.run",
+    "SERVER_METRICS": "pytest_topsail.llmload.server_metrics",
+    "ServerSampler": "pytest_topsail.llmload.server_metrics",
     "SERVER_KEY": "pytest_topsail.llmload.settings",
     "LoadSettings": "pytest_topsail.llmload.settings",
     "case_load_settings": "pytest_topsail.llmload.settings",
     "check_server": "pytest_topsail.llmload.settings",
 }
 __all__ = [
-    "AutoSweep", "CA_FILE", "GeneratorPool", "LoadSettings", "SERVER_KEY", "STATISTICS", "analyse_directory",
-    "case_load_settings", "check_server", "figures", "latency_samples", "measured_successes", "merge_directories",
-    "run_distributed", "run_load_test", "summarize_point",
+    "AutoSweep", "CA_FILE", "GeneratorPool", "LoadSettings", "SERVER_KEY", "SERVER_METRICS", "STATISTICS",
+    "ServerSampler", "analyse_directory", "case_load_settings", "check_server", "figures", "latency_samples",
+    "measured_successes", "merge_directories", "run_distributed", "run_load_test", "summarize_point",
 ]
 
 if TYPE_CHECKING:
@@ -47,6 +50,7 @@ if TYPE_CHECKING:
     from pytest_topsail.llmload.metrics import STATISTICS, latency_samples, measured_successes, summarize_point
     from pytest_topsail.llmload.plots import figures
     from pytest_topsail.llmload.run import analyse_directory, merge_directories, run_load_test
+    from pytest_topsail.llmload.server_metrics import SERVER_METRICS, ServerSampler
     from pytest_topsail.llmload.settings import SERVER_KEY, LoadSettings, case_load_settings, check_server
 
 __getattr__, __dir__ = lazy_front(__name__, _EXPORTS)

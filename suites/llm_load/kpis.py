@@ -27,6 +27,7 @@ from typing import Any
 
 from pytest_topsail import kpi
 from pytest_topsail.llmload import (
+    SERVER_METRICS,
     STATISTICS,
     analyse_directory,
     latency_samples,
@@ -35,7 +36,6 @@ from pytest_topsail.llmload import (
     summarize_point,
 )
 from pytest_topsail.llmload import figures as sweep_figures
-from pytest_topsail.llmload.server_metrics import SERVER_METRICS
 
 IGNORED_STATISTICS = ("mean", "p80", "p90", "p95")
 EXTREME_WHY = "an extreme (min or max) moves with a single fast or slow token or scheduling hiccup"

@@ -15,14 +15,15 @@ import pytest_topsail as topsail
 from pytest_topsail.llmload import (
     CA_FILE,
     SERVER_KEY,
+    SERVER_METRICS,
     AutoSweep,
     GeneratorPool,
     LoadSettings,
+    ServerSampler,
     case_load_settings,
     run_distributed,
     run_load_test,
 )
-from pytest_topsail.llmload.server_metrics import SERVER_METRICS, ServerSampler
 
 
 def test_llm_load(case: topsail.Case, llm_endpoint: Any, llm_settings: Any, artifact_dir: Path,
