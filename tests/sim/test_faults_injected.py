@@ -10,8 +10,9 @@ import pytest
 from controller_harness import CORE, condition_status, now, phase, profile, run, running_sim, wait_for
 
 from pytest_topsail.errors import TopsailError
-from pytest_topsail.sim.controllers.faults import target_gpu, target_pod, toleration_seconds
+from pytest_topsail.sim.controllers.faults import kubelet_hooks, target_gpu, target_pod, toleration_seconds
 from pytest_topsail.sim.controllers.profile import FaultEvent, Profile
+from pytest_topsail.sim.node.devices import devices
 from pytest_topsail.sim.node.exporters import DCGM_PATH, Exporters
 
 SPECS = [*CORE, "pytest_topsail.sim.controllers.faults:FaultInjector"]
@@ -252,6 +253,21 @@ def test_fault_events_are_checked_with_the_profile():
     assert "faults.events[0].kind" in str(error.value)
     with pytest.raises(TopsailError, match="faults.events names pool 'nope'"):
         Profile.from_dict({"faults": {"events": [{"kind": "gpu_xid", "pool": "nope"}]}})
+    with pytest.raises(TopsailError, match="faults.events names node 'gpu-0002', not a node of the pools"):
+        Profile.from_dict({"faults": {"events": [{"kind": "node_lost", "node": "gpu-0002"}]}})  # 2 nodes: 0000, 0001
+    assert Profile.from_dict({"faults": {"events": [{"kind": "node_lost", "node": "gpu-0001"}]}}).faults.events
+
+
+def test_without_fault_events_nothing_is_hooked_or_watched():
+    async def scenario():
+        async with running_sim(profile(), SPECS) as sim:
+            sim.create_pod("p", **GPU_POD)
+            await wait_for(lambda: phase(sim.pod("p")) == "Running", "Running")
+            return kubelet_hooks(sim.store), devices(sim.store).health_of
+
+    hooks, health = run(scenario, virtual_time=True)
+    assert hooks.terminate is None and not hooks.pull_failures and not hooks.lost_nodes
+    assert health == {}
 
 
 def test_pods_leave_a_lost_node_after_their_own_toleration_unless_the_fault_says_otherwise():

@@ -243,7 +243,17 @@ class Profile(_Model):
         for event in self.faults.events:
             if event.pool is not None and event.pool not in known:
                 raise ValueError(f"faults.events names pool {event.pool!r}, not one of: {', '.join(names)}")
+            if event.node is not None and not self._has_node(event.node):
+                raise ValueError(f"faults.events names node {event.node!r}, not a node of the pools (<pool>-0000)")
         return self
+
+    def _has_node(self, name: str) -> bool:
+        """Whether a pool makes a node of that name (`<pool>-0000`, 6 digits from 10,000 nodes)."""
+        pool_name, _, index = name.rpartition("-")
+        pool = next((p for p in self.node_pools if p.name == pool_name), None)
+        if pool is None or not index.isdigit():
+            return False
+        return len(index) == (4 if pool.count < 10_000 else 6) and int(index) < pool.count
 
     @property
     def total_nodes(self) -> int:
