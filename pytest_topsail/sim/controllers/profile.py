@@ -175,9 +175,9 @@ FaultKind = Literal["gpu_xid", "gpu_lost", "ecc", "node_lost", "evicted", "preem
 
 class FaultEvent(_Model):
     """One fault a real GPU cluster has, at a chosen time on a chosen object (sim/controllers/faults.py): `after_s`
-    seconds after the simulator started, or after the `nth` pod matching `when_running` started running; it hits the
-    pod(s) matching `pod` (default: the pod that started), the node `node` (or one of `pool`, by the seed) and GPU
-    `gpu` (default: one of the hit pod's GPUs, else one chosen by the seed)."""
+    seconds after the simulator started, or after the `nth` pod matching `when_running` started running; it hits one
+    running pod matching `pod` (default: the pod that started, else any; several: chosen by the seed), the node `node`
+    (or one of `pool`, by the seed) and GPU `gpu` (default: the hit pod's first GPU, else one chosen by the seed)."""
 
     kind: FaultKind
     after_s: float = Field(0.0, ge=0.0)
