@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Hashable
+from dataclasses import replace
 from typing import Any, cast
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -147,6 +148,9 @@ class KueueController(Controller):
         self.workloads: dict[tuple[str, str], dict[str, Any]] = {}  # the Workloads, as last committed
         self._job_workload: dict[tuple[str, str], tuple[str, str]] = {}  # Job key -> its Workload's key
         self._seen: dict[tuple[str, str], int] = {}  # Workload key -> commit order of its creation
+        self._sequence = 0
+        # the Workloads not finished, as the scheduler sees them: holding quota, or waiting (with queue name)
+        self._open: dict[tuple[str, str], Admitted | tuple[str, Pending]] = {}
         self._waiting_since: dict[tuple[str, str], float] = {}  # loop time of creation / requeue
         self._admissions = 0
         self._admission_order: dict[tuple[str, str], int] = {}  # newest admitted are preempted first
@@ -183,13 +187,17 @@ class KueueController(Controller):
             self.workloads.pop(key, None)
             self._waiting_since.pop(key, None)
             self._admission_order.pop(key, None)
+            self._seen.pop(key, None)
+            self._open.pop(key, None)
             if job is not None:
                 self._job_workload.pop(job, None)
         else:
             if key not in self.workloads:
-                self._seen[key] = len(self._seen)
+                self._sequence += 1
+                self._seen[key] = self._sequence
                 self._waiting_since[key] = asyncio.get_running_loop().time()
             self.workloads[key] = workload
+            self._classify(key, workload)
             if job is not None:
                 self._job_workload[job] = key
                 self.enqueue(("job", *job))
@@ -273,17 +281,13 @@ class KueueController(Controller):
                  for lq in self.store.list(self.types["localqueues"])}
         pending: list[Pending] = []
         admitted: list[Admitted] = []
-        for key, workload in self.workloads.items():
-            if is_true(workload, "Finished"):
+        for key, entry in self._open.items():
+            if isinstance(entry, Admitted):
+                admitted.append(entry)
                 continue
-            if is_true(workload, "QuotaReserved"):
-                admitted.append(self._admitted(key, workload))
-                continue
-            target = local.get((key[0], (workload.get("spec") or {}).get("queueName") or ""))
+            target = local.get((key[0], entry[0]))
             if target is not None and target in queues:
-                pending.append(Pending(key, target, _priority(workload),
-                                       (workload["metadata"].get("creationTimestamp") or "", self._seen.get(key, 0)),
-                                       podset_requests(workload)))
+                pending.append(replace(entry[1], queue=target))
         decision = schedule(queues, pending, admitted)
         for victim, reason, preemptor in decision.preempt:
             self._evict(victim, reason, preemptor)
@@ -295,6 +299,17 @@ class KueueController(Controller):
             if candidate.key not in admitted_now:
                 self._mark_pending(candidate, queues[candidate.queue])
         self._publish(queues, local)
+
+    def _classify(self, key: tuple[str, str], workload: dict[str, Any]) -> None:
+        """Keep the scheduler's view of one Workload (computed once per change, not at every cycle)."""
+        if is_true(workload, "Finished"):
+            self._open.pop(key, None)
+        elif is_true(workload, "QuotaReserved"):
+            self._open[key] = self._admitted(key, workload)
+        else:
+            order = (workload["metadata"].get("creationTimestamp") or "", self._seen.get(key, 0))
+            self._open[key] = ((workload.get("spec") or {}).get("queueName") or "",
+                               Pending(key, "", _priority(workload), order, podset_requests(workload)))
 
     def _admitted(self, key: tuple[str, str], workload: dict[str, Any]) -> Admitted:
         admission = (workload.get("status") or {}).get("admission") or {}
@@ -384,18 +399,16 @@ class KueueController(Controller):
         local_counts = {key: {"pendingWorkloads": 0, "reservingWorkloads": 0, "admittedWorkloads": 0}
                         for key in local}
         usage: dict[str, dict[tuple[str, str], float]] = {name: {} for name in queues}
-        for key, workload in self.workloads.items():
-            if is_true(workload, "Finished"):
-                continue
-            lq = (key[0], (workload.get("spec") or {}).get("queueName") or "")
-            if is_true(workload, "QuotaReserved"):
-                entry = self._admitted(key, workload)
+        for key, entry in self._open.items():
+            if isinstance(entry, Admitted):
+                lq = (key[0], (self.workloads[key].get("spec") or {}).get("queueName") or "")
                 kinds = ["reservingWorkloads", "admittedWorkloads"]
                 for flavor_resource, amount in entry.usage.items():
                     used = usage.setdefault(entry.queue, {})
                     used[flavor_resource] = used.get(flavor_resource, 0.0) + amount
                 cq = entry.queue
             else:
+                lq = (key[0], entry[0])
                 kinds = ["pendingWorkloads"]
                 cq = local.get(lq) or ""
             for kind in kinds:

@@ -175,24 +175,34 @@ def schedule(queues: dict[str, Queue], pending: Iterable[Pending], admitted: lis
     usage = _Usage(queues, admitted)
     decision = Decision()
     blocked: set[str] = set()  # StrictFIFO queues whose head waits, queues waiting for their victims to leave
+    # per queue, requests that found neither quota nor victims this cycle: usage only grows within a cycle and the
+    # order goes down in priority, so a request asking at least as much of each resource cannot fit either
+    failed: dict[str, list[dict[str, float]]] = {}
     preempted: set[tuple[str, str]] = set()
     for workload in sorted(pending, key=lambda w: (-w.priority, w.order)):
         queue = queues.get(workload.queue)
-        if queue is None or queue.name in blocked:
+        if queue is None or queue.name in blocked or _dominates_failed(workload.requests, failed.get(queue.name)):
             continue
         flavors = usage.assign(queue, workload.requests)
         if flavors is not None:
             usage.add(queue.name, usage_of(workload.requests, flavors), 1)
             decision.admit.append((workload, flavors))
             continue
-        victims = preemption_victims(queue, workload, usage,
-                                     [a for a in admitted if a.key not in preempted])
+        victims = []
+        if queue.within_queue != "Never" or queue.reclaim_within_cohort != "Never":
+            victims = preemption_victims(queue, workload, usage, [a for a in admitted if a.key not in preempted])
         for victim, reason in victims:
             preempted.add(victim.key)
             decision.preempt.append((victim, reason, workload))
         if victims or queue.strategy == STRICT_FIFO:
             blocked.add(queue.name)
+        else:
+            failed.setdefault(queue.name, []).append(workload.requests)
     return decision
+
+
+def _dominates_failed(requests: dict[str, float], failed: list[dict[str, float]] | None) -> bool:
+    return any(all(requests.get(name, 0.0) >= amount for name, amount in smaller.items()) for smaller in failed or ())
 
 
 def preemption_victims(queue: Queue, workload: Pending, usage: _Usage,
