@@ -69,7 +69,7 @@ class QuotaWatch:
         reserved = condition_status(obj, "QuotaReserved") == "True" and condition_status(obj, "Finished") != "True"
         if reserved and event_type != "DELETED":
             admission = obj["status"]["admission"]
-            gpus = float(admission["podSetAssignments"][0]["resourceUsage"]["nvidia.com/gpu"])
+            gpus = sum(float(a["resourceUsage"]["nvidia.com/gpu"]) for a in admission["podSetAssignments"])
             if key not in self.holding:
                 job = obj["metadata"]["ownerReferences"][0]["name"]
                 self.admitted.append((now(), key[0], job))
@@ -236,3 +236,43 @@ def test_kueue_metrics_count_admissions_and_time_the_wait_in_kueue_buckets():
     labels = 'cluster_queue="cq",cohort="",flavor="default-flavor",resource="nvidia.com/gpu"'
     assert samples[f"kueue_cluster_queue_nominal_quota{{{labels}}}"] == 2
     assert samples[f"kueue_cluster_queue_resource_usage{{{labels}}}"] == 0
+
+
+def pytorchjob(name: str, namespace: str, seconds: float) -> dict:
+    template = {"metadata": {"annotations": {"sim.topsail.io/duration-seconds": str(seconds)}},
+                "spec": {"containers": [{"name": "pytorch", "image": "registry.example/train:1", "resources": {
+                    "requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}}]}}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": "queue"}},
+            "spec": {"pytorchReplicaSpecs": {
+                "Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": template},
+                "Worker": {"replicas": 2, "restartPolicy": "OnFailure", "template": template}}}}
+
+
+def test_pytorchjobs_wait_suspended_and_are_admitted_as_one_workload_of_their_replicas():
+    async def scenario():
+        specs = [*KUEUE[:-1], "pytest_topsail.sim.controllers.pytorchjob:PyTorchJobController", KUEUE[-1]]
+        async with running_sim(profile(), specs) as sim:
+            kinds = _setup(sim, [cluster_queue("cq", 4)], [local_queue("queue", "team", "cq")])
+            jobs = sim.store.resource_type("pytorchjobs", "kubeflow.org")
+            watch = QuotaWatch(sim.store)
+            for name in ("first", "second"):  # 3 GPUs each: the second waits for the first
+                sim.store.create(jobs, pytorchjob(name, "team", 5))
+            second = sim.store.get(jobs, "team", "second")
+            done = await wait_for(lambda: all(condition_status(j, "Succeeded") == "True"
+                                              for j in sim.store.list(jobs, "team")) and sim.store.list(jobs, "team"),
+                                  "both PyTorchJobs succeeded")
+            return watch, second, done, sim.store.list(kinds["workloads"], "team")
+
+    watch, second, done, workloads = run(scenario, virtual_time=True)
+    assert second["spec"]["runPolicy"]["suspend"] is True
+    assert watch.peak["cq"] == 3  # never both at once
+    first_admitted, second_admitted = (when for when, _, _ in watch.admitted)
+    assert second_admitted - first_admitted > 4.9  # the second started once the first finished (5 s)
+    workload = next(w for w in workloads if w["metadata"]["ownerReferences"][0]["name"] == "first")
+    assert workload["metadata"]["name"].startswith("pytorchjob-first-")
+    assert [(p["name"], p["count"]) for p in workload["spec"]["podSets"]] == [("master", 1), ("worker", 2)]
+    assert {p["name"]: p["resourceUsage"] for p in workload["status"]["admission"]["podSetAssignments"]} == {
+        "master": {"nvidia.com/gpu": "1"}, "worker": {"nvidia.com/gpu": "2"}}
+    assert all(condition_status(w, "Finished") == "True" for w in workloads)
+    assert all(j["spec"]["runPolicy"]["suspend"] is False for j in done)

@@ -1,29 +1,31 @@
-"""Kueue (kueue.x-k8s.io/v1beta1) in the simulator: quota-based admission of batch/v1 Jobs, after Kueue v0.10.
+"""Kueue (kueue.x-k8s.io/v1beta1) in the simulator: quota-based admission of batch/v1 Jobs and Kubeflow PyTorchJobs,
+after Kueue v0.10.
 
 On start it registers the ResourceFlavor, ClusterQueue, LocalQueue and Workload CRDs and Kueue's mutating webhook for
-Jobs: a Job created with the label `kueue.x-k8s.io/queue-name` is stored with `spec.suspend: true` (the Job
-controller then creates no pods). For each such Job it creates a Workload `job-<name>-<5 hex>` owned by the Job
-(one pod set `main`: parallelism pods of the Job's template, the queue name, the priority of the template's
-PriorityClass). A scheduling cycle (kueue_admission.schedule, pure) runs whenever a Workload, queue or flavor changes:
-an admitted Workload gets `status.admission` (ClusterQueue, flavor and usage per pod set) and the conditions
-QuotaReserved then Admitted (True), and its Job is unsuspended with the flavor's nodeLabels in its pod template's
-nodeSelector; one that waits gets QuotaReserved False (reason Pending) once. A preempted Workload gets Evicted and
-Preempted (True, reasons Preempted and InClusterQueue / InCohortReclamation), QuotaReserved / Admitted False and
-Requeued True, its Job is suspended again (its pods deleted) and it waits in its queue again. When the Job completes
-or fails the Workload is Finished (reason Succeeded / Failed) and its quota released. ClusterQueue and LocalQueue
-statuses carry pendingWorkloads, reservingWorkloads, admittedWorkloads and the flavors' usage.
+the job kinds of kueue_jobs.py: a job created with the label `kueue.x-k8s.io/queue-name` is stored suspended (Job
+`spec.suspend`, PyTorchJob `spec.runPolicy.suspend`; their controllers then create no pods). For each such job it
+creates a Workload `<lowercase kind>-<name>-<5 hex>` owned by the job (its pod sets, the queue name, the priority of
+the pods' PriorityClass). A scheduling cycle (kueue_admission.schedule, pure) runs whenever a Workload, queue or
+flavor changes: an admitted Workload gets `status.admission` (ClusterQueue, flavor and usage per pod set) and the
+conditions QuotaReserved then Admitted (True), and its job is unsuspended with the flavor's nodeLabels in its pod
+templates' nodeSelector; one that waits gets QuotaReserved False (reason Pending) once. A preempted Workload gets
+Evicted and Preempted (True, reasons Preempted and InClusterQueue / InCohortReclamation), QuotaReserved / Admitted
+False and Requeued True, its job is suspended again (its pods deleted) and it waits in its queue again. When the job
+succeeds or fails the Workload is Finished (reason Succeeded / Failed) and its quota released. ClusterQueue and
+LocalQueue statuses carry pendingWorkloads, reservingWorkloads, admittedWorkloads and the flavors' usage.
 
 Kueue's metrics (`kueue_*`, names and wait-time buckets of v0.10, the quota gauges as with
 `enableClusterQueueResources`) are kept in `self.metrics` (a prometheus CollectorRegistry) and served by the
 simulator at `/metrics/kueue`; wait times are measured on the event loop's clock from the Workload's creation or
-requeue. With no Kueue object and no labelled Job it does
-nothing. Not simulated: PyTorchJob and other integrations, admission checks, waitForPodsReady, namespaceSelector
-(every namespace is selected), stopPolicy, WorkloadPriorityClass.
+requeue. With no Kueue object and no labelled job it does nothing. Not simulated: the other integrations (RayJob,
+JobSet, plain pods...), admission checks, waitForPodsReady, namespaceSelector (every namespace is selected),
+stopPolicy, WorkloadPriorityClass.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Hashable
 from dataclasses import replace
 from typing import Any, cast
@@ -31,7 +33,6 @@ from typing import Any, cast
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from pytest_topsail.sim.controllers.base import Controller, condition, now_seconds, set_condition, stable_fraction
-from pytest_topsail.sim.controllers.completion import finished
 from pytest_topsail.sim.controllers.kueue_admission import (
     Admitted,
     Pending,
@@ -42,14 +43,13 @@ from pytest_topsail.sim.controllers.kueue_admission import (
     schedule,
     uncovered,
 )
+from pytest_topsail.sim.controllers.kueue_jobs import BY_KIND, INTEGRATIONS, Integration, queue_name
 from pytest_topsail.sim.controllers.workload import owner_reference
 from pytest_topsail.sim.machinery.apierror import ApiError
 from pytest_topsail.sim.registry.crd_schemas import openapi_schema
 
 GROUP = "kueue.x-k8s.io"
 VERSION = "v1beta1"
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-JOBS = ("batch", "jobs")
 # plural -> (kind, namespaced, short names)
 KINDS: dict[str, tuple[str, bool, tuple[str, ...]]] = {
     "resourceflavors": ("ResourceFlavor", False, ("flavor", "flavors", "rf")),
@@ -79,25 +79,15 @@ def crd_manifests() -> list[dict[str, Any]]:
     return manifests
 
 
-def queue_name(obj: dict[str, Any]) -> str | None:
-    return ((obj.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL)
-
-
-def suspend_queued_job(job: dict[str, Any]) -> dict[str, Any]:
-    """Kueue's Job webhook: a Job with a queue name is created suspended."""
-    if not queue_name(job) or not isinstance(job.get("spec"), dict) or job["spec"].get("suspend") is True:
-        return job
-    return {**job, "spec": {**job["spec"], "suspend": True}}
-
-
 def is_true(obj: dict[str, Any], kind: str) -> bool:
     return (condition(obj, kind) or {}).get("status") == "True"
 
 
 def workload_name(job: dict[str, Any]) -> str:
-    """`job-<name>-<5 hex>`, the hex from the Job's uid (Kueue's GetWorkloadNameForOwnerWithGVK)."""
+    """`<lowercase kind>-<name>-<5 hex>`, the hex from the job's uid (Kueue's GetWorkloadNameForOwnerWithGVK)."""
     digest = f"{int(stable_fraction(0, job['metadata']['uid']) * 16**5):05x}"
-    return f"job-{job['metadata']['name'][:63 - 10]}-{digest}"
+    prefix = job["kind"].lower()
+    return f"{prefix}-{job['metadata']['name'][:63 - 7 - len(prefix)]}-{digest}"
 
 
 class KueueMetrics:
@@ -146,7 +136,7 @@ class KueueController(Controller):
         super().__init__(store, profile)
         self.metrics = KueueMetrics()
         self.workloads: dict[tuple[str, str], dict[str, Any]] = {}  # the Workloads, as last committed
-        self._job_workload: dict[tuple[str, str], tuple[str, str]] = {}  # Job key -> its Workload's key
+        self._job_workload: dict[tuple[str, str, str], tuple[str, str]] = {}  # (kind, ns, name) -> Workload key
         self._seen: dict[tuple[str, str], int] = {}  # Workload key -> commit order of its creation
         self._sequence = 0
         # the Workloads not finished, as the scheduler sees them: holding quota, or waiting (with queue name)
@@ -164,21 +154,22 @@ class KueueController(Controller):
         for manifest in crd_manifests():
             self.store.register_crd(manifest)
         self.types = {plural: self.store.resource_type(plural, GROUP) for plural in KINDS}
-        self.jobs = self.store.resource_type("jobs", "batch")
-        self.store.add_create_mutator(JOBS, suspend_queued_job)
-        self.watch("jobs", "batch", self._on_job)
+        for integration in INTEGRATIONS:  # PyTorchJob's type may only be registered later: watch by key
+            self.store.add_create_mutator(integration.resource, integration.mutate)
+            self.watch_key(integration.resource, functools.partial(self._on_job, integration.kind))
         self.watch("workloads", GROUP, self._on_workload)
         for plural in ("clusterqueues", "localqueues", "resourceflavors"):
             self.watch(plural, GROUP, lambda _event, _obj: self.enqueue(CYCLE))
 
     async def stop(self) -> None:
-        self.store.remove_create_mutator(JOBS, suspend_queued_job)
+        for integration in INTEGRATIONS:
+            self.store.remove_create_mutator(integration.resource, integration.mutate)
         await super().stop()
 
     # events (synchronous, inside the store's commit: look and enqueue only) -----------------------------------
-    def _on_job(self, event_type: str, job: dict[str, Any]) -> None:
+    def _on_job(self, kind: str, event_type: str, job: dict[str, Any]) -> None:
         if event_type != "DELETED" and queue_name(job):
-            self.enqueue(("job", *_key(job)))
+            self.enqueue((kind, *_key(job)))
 
     def _on_workload(self, event_type: str, workload: dict[str, Any]) -> None:
         key = _key(workload)
@@ -200,7 +191,7 @@ class KueueController(Controller):
             self._classify(key, workload)
             if job is not None:
                 self._job_workload[job] = key
-                self.enqueue(("job", *job))
+                self.enqueue(job)
         self.enqueue(CYCLE)
 
     # work ------------------------------------------------------------------------------------------------------
@@ -208,34 +199,35 @@ class KueueController(Controller):
         if key == CYCLE:
             self._cycle()
             return
-        _, namespace, name = cast(tuple[str, str, str], key)
-        job = self.store.find(self.jobs, namespace, name)
+        kind, namespace, name = cast(tuple[str, str, str], key)
+        integration = BY_KIND[kind]
+        job = self.store.find(self.store.resource_type(integration.resource[1], integration.resource[0]), namespace,
+                              name)
         if job is not None and queue_name(job) and not job["metadata"].get("deletionTimestamp"):
-            self._reconcile_job(job)
+            self._reconcile_job(integration, job)
 
-    def _reconcile_job(self, job: dict[str, Any]) -> None:
-        workload = self.workloads.get(self._job_workload.get(_key(job), ("", "")))
-        outcome = finished(job, ("Complete", "Failed"))
+    def _reconcile_job(self, integration: Integration, job: dict[str, Any]) -> None:
+        workload = self.workloads.get(self._job_workload.get((integration.kind, *_key(job)), ("", "")))
+        outcome = integration.outcome(job)
         if workload is None:
             if outcome is None:
-                self._create_workload(job)
+                self._create_workload(integration, job)
             return
         if outcome is not None:
             if not is_true(workload, "Finished"):
-                reason = "Succeeded" if outcome == "Complete" else "Failed"
-                self._set_conditions(workload, [("Finished", "True", reason, f"Job finished: {reason}")])
+                self._set_conditions(workload, [("Finished", "True", outcome, f"Job finished: {outcome}")])
             return
         suspend = not is_true(workload, "Admitted")
-        if bool(job["spec"].get("suspend")) != suspend:
-            self._set_suspend(job, workload, suspend)
+        if integration.suspended(job) != suspend:
+            self._set_suspend(integration, job, workload, suspend)
 
-    def _create_workload(self, job: dict[str, Any]) -> None:
-        spec = job.get("spec") or {}
-        template = spec.get("template") or {}
-        priority_class = (template.get("spec") or {}).get("priorityClassName")
+    def _create_workload(self, integration: Integration, job: dict[str, Any]) -> None:
+        podsets = integration.podsets(job)
+        priority_class = next((p["template"].get("spec", {}).get("priorityClassName") for p in podsets
+                               if p["template"].get("spec", {}).get("priorityClassName")), None)
         workload_spec: dict[str, Any] = {
-            "podSets": [{"name": "main", "count": int(spec.get("parallelism", 1)), "template": template}],
-            "queueName": queue_name(job), "priority": self._priority(priority_class), "active": True}
+            "podSets": podsets, "queueName": queue_name(job), "priority": self._priority(priority_class),
+            "active": True}
         if priority_class:
             workload_spec.update(priorityClassName=priority_class,
                                  priorityClassSource="scheduling.k8s.io/priorityclass")
@@ -258,21 +250,16 @@ class KueueController(Controller):
                                 priority_class)
         return int((found or {}).get("value", 0))
 
-    def _set_suspend(self, job: dict[str, Any], workload: dict[str, Any], suspend: bool) -> None:
-        spec = dict(job["spec"])
-        spec["suspend"] = suspend
+    def _set_suspend(self, integration: Integration, job: dict[str, Any], workload: dict[str, Any],
+                     suspend: bool) -> None:
+        node_labels: dict[str, str] = {}
         if not suspend:  # the admitted flavors' node labels go into the pods' nodeSelector
-            node_labels: dict[str, str] = {}
             for assignment in ((workload.get("status") or {}).get("admission") or {}).get("podSetAssignments") or ():
                 for flavor in set((assignment.get("flavors") or {}).values()):
                     found = self.store.find(self.types["resourceflavors"], None, flavor)
                     node_labels.update(((found or {}).get("spec") or {}).get("nodeLabels") or {})
-            if node_labels:
-                template = dict(spec.get("template") or {})
-                pod_spec = dict(template.get("spec") or {})
-                pod_spec["nodeSelector"] = {**(pod_spec.get("nodeSelector") or {}), **node_labels}
-                spec["template"] = {**template, "spec": pod_spec}
-        self.store.update(self.jobs, {**job, "spec": spec})
+        jobs = self.store.resource_type(integration.resource[1], integration.resource[0])
+        self.store.update(jobs, integration.with_suspend(job, suspend, node_labels))
 
     # the scheduling cycle --------------------------------------------------------------------------------------
     def _cycle(self) -> None:
@@ -460,10 +447,11 @@ def _key(obj: dict[str, Any]) -> tuple[str, str]:
     return (meta.get("namespace") or "", meta["name"])
 
 
-def _owner_job(workload: dict[str, Any]) -> tuple[str, str] | None:
+def _owner_job(workload: dict[str, Any]) -> tuple[str, str, str] | None:
+    """(kind, namespace, name) of the job that owns the Workload."""
     for ref in workload["metadata"].get("ownerReferences") or ():
-        if ref.get("kind") == "Job" and ref.get("controller"):
-            return (workload["metadata"].get("namespace") or "", ref["name"])
+        if ref.get("kind") in BY_KIND and ref.get("controller"):
+            return (ref["kind"], workload["metadata"].get("namespace") or "", ref["name"])
     return None
 
 

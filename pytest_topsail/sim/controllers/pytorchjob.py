@@ -12,7 +12,9 @@ Created -> Running (all pods running) -> Succeeded (the master succeeded) or Fai
 restarted: restartPolicy Never, or the containers' restarts reached `runPolicy.backoffLimit`, where 0 means the first
 restart fails the job, as in the training operator). On completion, `runPolicy.cleanPodPolicy` All/Running deletes
 pods; None (the default) keeps them.
-Not simulated: per-replica Services, elastic policy, gang scheduling, activeDeadlineSeconds, suspend.
+A suspended PyTorchJob (`runPolicy.suspend`, as Kueue keeps it until admitted) has no pods (they are deleted) and no
+startTime, with Suspended True (Running False); resumed, Suspended turns False and its pods are created.
+Not simulated: per-replica Services, elastic policy, gang scheduling, activeDeadlineSeconds.
 The decisions are pure functions of completion.py; this module writes them.
 """
 
@@ -152,6 +154,15 @@ class PyTorchJobController(WorkloadController):
         wanted = replica_pods(job)
         pods = self.pods_of(job)
         done = finished(job, ("Succeeded", "Failed"))
+        if not done and ((job.get("spec") or {}).get("runPolicy") or {}).get("suspend"):
+            status["conditions"] = self._suspend(job, pods, conditions, status, now)
+            if status != (job.get("status") or {}):
+                self.store.update(self.owners, {**job, "status": status}, subresource="status")
+            return
+        if (condition(job, "Suspended") or {}).get("status") == "True":
+            conditions = self._set(conditions, "Suspended", "PyTorchJobResumed", "PyTorchJob is resumed.", now,
+                                   "False")
+            status.pop("startTime", None)
         if not done:
             for rank, (rtype, index, rspec) in enumerate(wanted):
                 pod_name = replica_pod_name(name, rtype, index)
@@ -168,6 +179,22 @@ class PyTorchJobController(WorkloadController):
         status["conditions"] = conditions
         if status != (job.get("status") or {}):
             self.store.update(self.owners, {**job, "status": status}, subresource="status")
+
+    def _suspend(self, job: dict[str, Any], pods: dict[str, dict[str, Any]], conditions: list[dict[str, Any]],
+                 status: dict[str, Any], now: str) -> list[dict[str, Any]]:
+        """Suspended (`runPolicy.suspend`, as Kueue keeps it until admitted): pods deleted, no startTime,
+        Suspended True and Running False, as the training operator does."""
+        for pod in pods.values():
+            try:
+                self.store.delete(self.pods, pod["metadata"]["namespace"], pod["metadata"]["name"])
+            except ApiError:
+                pass
+        status.pop("startTime", None)
+        status["replicaStatuses"] = replica_statuses(job["metadata"]["name"], replica_pods(job), {})
+        if condition(job, "Running") is not None:
+            conditions = self._set(conditions, "Running", "PyTorchJobSuspended", "PyTorchJob is suspended.", now,
+                                   "False")
+        return self._set(conditions, "Suspended", "PyTorchJobSuspended", "PyTorchJob is suspended.", now)
 
     def _apply(self, job: dict[str, Any], pods: dict[str, dict[str, Any]], outcome: Outcome,
                conditions: list[dict[str, Any]], status: dict[str, Any], now: str) -> list[dict[str, Any]]:
