@@ -142,10 +142,15 @@ def delete_queue_objects(api: Kube, refs: list[ObjectRef]) -> None:
 
 
 def queue_job(objects: list[dict[str, Any]], team: TeamSpec, run_id: str) -> None:
-    """Label the job (the last object) for the team's LocalQueue and give its pods the team's PriorityClass."""
+    """Label the job (the last object: a Job or a PyTorchJob) for the team's LocalQueue and give its pods the team's
+    PriorityClass."""
     job = objects[-1]
     job["metadata"]["labels"][QUEUE_LABEL] = LOCAL_QUEUE
-    job["spec"]["template"]["spec"]["priorityClassName"] = run_name(team.name, run_id)
+    spec = job["spec"]
+    templates = [spec["template"]] if "template" in spec else [
+        replica["template"] for replica in spec["pytorchReplicaSpecs"].values()]
+    for template in templates:
+        template["spec"] = {**template["spec"], "priorityClassName": run_name(team.name, run_id)}
 
 
 @dataclass

@@ -63,6 +63,13 @@ class ScaleCase(pydantic.BaseModel):
     memory: str = "1Mi"
     queue: QueueSettings | None = None  # Kueue: queues, teams (one namespace each); docs/scale.md
 
+    @pydantic.model_validator(mode="after")
+    def queue_needs_jobs(self) -> ScaleCase:
+        if self.queue is not None and self.workload == "interactive":
+            raise ValueError("queue: Kueue admits training Jobs and distributed PyTorchJobs, not interactive "
+                             "Deployments")
+        return self
+
     @classmethod
     def from_settings(cls, settings: dict[str, Any], where: str) -> ScaleCase:
         values = {k: v for k, v in settings.items() if k not in META_KEYS}

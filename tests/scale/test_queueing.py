@@ -35,6 +35,11 @@ def test_queue_settings_are_checked_naming_the_key():
                                            "teams": [{"name": "t", "cluster_queue": "a"}]}}, "case")
 
 
+def test_interactive_deployments_cannot_be_queued():
+    with pytest.raises(TopsailError, match="not interactive"):
+        ScaleCase.from_settings({"workload": "interactive", "queue": QUEUES}, "case")
+
+
 def test_queue_objects_carry_the_run_id_and_one_local_queue_per_team_namespace():
     objects = queue_objects(QueueSettings.model_validate(QUEUES), "r1", ["ns-0", "ns-1", "ns-2"])
     kinds = [(o["kind"], o["metadata"]["name"], o["metadata"].get("namespace")) for o in objects]
@@ -110,3 +115,12 @@ def test_a_queued_run_on_the_simulator_stays_within_quota_and_reports_the_queue(
                    if line.startswith("kueue_admitted_workloads_total{"))
     assert admitted == 30 + queue["preemptions"]  # readmissions after preemption count again
     assert 'kueue_cluster_queue_nominal_quota{cluster_queue="cq-b-kq0001",cohort="lab-kq0001"' in metrics
+
+
+def test_queued_pytorchjobs_are_admitted_as_one_workload_each(api, tmp_path):
+    case = ScaleCase(workload="distributed", jobs=6, workers=1, gpus=1, duration_s=0.5, timeout_s=120, queue=QUEUES)
+    result = run_case(api, case, tmp_path, RunOptions(namespace_prefix="qd", plots=False), run_id="kq0002")
+    assert result.summary["failed_jobs"]["total"] == 0 and not result.summary["timed_out"]
+    workloads = json.loads((tmp_path / "sampled.json").read_text())["queue"]["workloads"]
+    assert len(workloads) == 6 and {w["gpus"] for w in workloads} == {2.0}  # master + worker
+    assert result.summary["queue"]["latency_ms"]["all"]["Finished"]["count"] == 6
