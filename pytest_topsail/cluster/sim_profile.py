@@ -86,12 +86,15 @@ def build_run_profile(config: pytest.Config) -> tuple[Profile, dict[str, Any] | 
 
 def _merge(into: dict[str, Any], new: dict[str, Any], path: tuple[str, ...], source: str,
            sources: dict[tuple[str, ...], str]) -> None:
-    """`new` merged into `into`: mappings key by key (a key holding dots, such as a model name, stays one key), a
-    value two suites set differently is a TopsailError naming the key and both files."""
+    """`new` merged into `into`: mappings key by key (a key holding dots, such as a model name, stays one key), the
+    `runtime` tables joined (each suite's real workloads: its own images), a value two suites set differently is a
+    TopsailError naming the key and both files."""
     for key, value in new.items():
         here = (*path, key)
         current = into.get(key)
-        if isinstance(value, dict) and (key not in into or isinstance(current, dict)):
+        if here == ("runtime",) and isinstance(value, list) and isinstance(current, list):
+            into[key] = current + [entry for entry in value if entry not in current]
+        elif isinstance(value, dict) and (key not in into or isinstance(current, dict)):
             _merge(into.setdefault(key, {}), value, here, source, sources)
         elif key in into and current != value:
             raise TopsailError(f"cluster.sim.{'.'.join(here)}: the suites of this run share one simulated cluster and "

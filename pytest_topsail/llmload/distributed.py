@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_topsail.errors import TopsailError
-from pytest_topsail.kube.client import Kube, ObjectRef
+from pytest_topsail.kube.client import Kube, KubeError, ObjectRef
+from pytest_topsail.kube.events import pod_logs
 from pytest_topsail.kube.wait import poll
 from pytest_topsail.llmload.collect import PORT, PORT_ENV, Collector
 from pytest_topsail.llmload.dataset import Prompt
@@ -91,22 +92,46 @@ def run_distributed(kube: Kube, namespace: str, name: str, settings: dict[str, A
             collector.thread.start()
         last = point.warmup_s + (point.duration_s or 0) + point.cooldown_s + point.drain_timeout_s + point.timeout_s
         wait_ended(kube, namespace, generators, start_at + last + 30.0)
+        stop_collectors(collectors)
+        for generator, collector in zip(generators, collectors, strict=True):
+            if generator.state == "Succeeded" and not collector.done:  # ended without giving every record: named
+                generator.state = "NotCollected"
+                generator.message = ", ".join(part for part in (generator.message, (
+                    f"its records were not all collected through pods/portforward to port {PORT}"
+                    + (f": {collector.error}" if collector.error else ""))) if part)
+        add_last_log_lines(kube, namespace, [g for g in generators if g.state not in ("Succeeded", "Deleted")])
     finally:
-        for collector in collectors:
-            collector.stop.set()
-        for collector in collectors:
-            collector.thread.join(timeout=15)
+        stop_collectors(collectors)
         kube.delete(ObjectRef.of(job), propagation="Background")
         kube.delete(ObjectRef.of(configmap))
         if secret is not None:
             kube.delete(ObjectRef.of(secret))
-    for generator, collector in zip(generators, collectors, strict=True):
-        if generator.state == "Succeeded" and not collector.done:  # ended without giving every record: named
-            generator.state = "NotCollected"
-            generator.message = ("its records were not all collected through pods/portforward to port "
-                                 f"{PORT}" + (f": {collector.error}" if collector.error else ""))
     summary = merge(directory, records_dir, generators, point, slo or {})
     return summary, generators
+
+
+def stop_collectors(collectors: list[Collector]) -> None:
+    for collector in collectors:
+        collector.stop.set()
+    for collector in collectors:
+        collector.thread.join(timeout=15)
+
+
+def add_last_log_lines(kube: Kube, namespace: str, generators: list[Generator]) -> None:
+    """Each failing generator's message ends with its log's last line: the pod's own cause (read before the Job,
+    and its pods, are deleted)."""
+    for generator in generators:
+        try:
+            lines = pod_logs(kube, namespace, generator.name, tail_lines=5).strip().splitlines()
+        except KubeError as error:
+            lines = [f"(its log could not be read: {error})"]
+        last = lines[-1].strip() if lines else "(its log is empty)"
+        generator.message = ", ".join(part for part in (generator.message, f"last log line: {last}") if part)
+
+
+def failure_message(generators: list[Generator]) -> str:
+    """One line per generator pod, each named once with its state and cause."""
+    return "; ".join(f"{g.name}: {g.state}" + (f" ({g.message})" if g.message else "") for g in generators)
 
 
 def api_key_secret(name: str, namespace: str, api_key: str) -> dict[str, Any]:
@@ -143,6 +168,9 @@ def pod_state(pod: dict[str, Any]) -> tuple[str, str]:
     status = pod.get("status") or {}
     message = ""
     for container in status.get("containerStatuses") or ():
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason"):  # e.g. ImagePullBackOff: the image is not on the cluster
+            message = waiting["reason"] + (f": {waiting['message'].strip()}" if waiting.get("message") else "")
         terminated = (container.get("state") or {}).get("terminated")
         if terminated:
             message = (f"exit code {terminated.get('exitCode')} ({terminated.get('reason', '')})"
@@ -216,8 +244,7 @@ def merge(directory: Path, records_dir: Path, generators: list[Generator], point
     read = {g.name: read_generator(records_dir, g) for g in generators}
     started = [doc["started_epoch"] for doc, _ in read.values() if "started_epoch" in doc]
     if not started:
-        raise TopsailError("no load generator started: " + "; ".join(
-            f"{g.name}: {g.state} {g.message}" for g in generators))
+        raise TopsailError("no load generator started: " + failure_message(generators))
     base = min(started)
     merged: list[dict[str, Any]] = []
     measure_start, stops, measure_ends, ended = 0.0, [], [], 0.0

@@ -4,6 +4,7 @@ the sweep figures are the suite figures of kpis.py."""
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import json
 import re
 from pathlib import Path
@@ -24,6 +25,7 @@ from pytest_topsail.llmload import (
     run_distributed,
     run_load_test,
 )
+from pytest_topsail.llmload.distributed import failure_message
 
 
 def test_llm_load(case: topsail.Case, llm_endpoint: Any, llm_settings: Any, artifact_dir: Path,
@@ -31,6 +33,7 @@ def test_llm_load(case: topsail.Case, llm_endpoint: Any, llm_settings: Any, arti
     options = llm_settings
     settings = case_settings(case, options)
     load_dir = artifact_dir / "load"
+    failure = None
     try:
         prompts = settings.prompts(request.config.rootpath)
         backend = settings.make_backend(http_url=llm_endpoint.http_url, grpc_target=llm_endpoint.grpc_target,
@@ -53,7 +56,9 @@ def test_llm_load(case: topsail.Case, llm_endpoint: Any, llm_settings: Any, arti
         if server:
             progress(server_line(case, server))
     except topsail.TopsailError as error:
-        pytest.fail(str(error), pytrace=False)
+        failure = str(error)
+    if failure is not None:  # outside the except: the message once, not chained on itself
+        pytest.fail(failure, pytrace=False)
     serving = {"load_duration_s": llm_endpoint.load_duration_s, "accelerator": llm_endpoint.accelerator,
                "replicas": llm_endpoint.replicas}
     (artifact_dir / "serving.json").write_text(json.dumps(serving, indent=1), encoding="utf-8")
@@ -110,6 +115,8 @@ def distributed(case: topsail.Case, settings: LoadSettings, prompts: Any, endpoi
     cluster = request.getfixturevalue("cluster")
     namespace = request.getfixturevalue("namespace")
     pool = options.generator_pool
+    if cluster.mode == "sim":
+        check_sim_runs_generators(request.config, pool.image, options.generators)
     values = settings.model_dump(exclude_defaults=True)
     files = {}
     if settings.grpc_ca_file:  # a CA bundle is public: it travels in the ConfigMap, beside load.json
@@ -123,9 +130,21 @@ def distributed(case: topsail.Case, settings: LoadSettings, prompts: Any, endpoi
         GeneratorPool(options.generators, pool.image, pool.node_selector, pool.tolerations, pool.start_delay_s,
                       pool.late_s), load_dir, progress, slo=slo_targets(options), files=files,
         api_key=options.api_key.value())
-    dead = [f"{g.name} {g.state}" + (f" ({g.message})" if g.message else "") + f", {g.requests} records kept"
-            for g in generators if g.state != "Succeeded"]
+    dead = [f"{failure_message([g])}, {g.requests} records kept" for g in generators if g.state != "Succeeded"]
     return summary, dead
+
+
+def check_sim_runs_generators(config: pytest.Config, image: str, count: int) -> None:
+    """On the simulator the generator pods run only as real workloads: a ``cluster.sim.runtime`` entry must match
+    their image (the suite's config.yaml has one for the default image)."""
+    from pytest_topsail.cluster.sim_profile import run_sim_profile
+
+    if not any(fnmatch.fnmatchcase(image, entry.image) for entry in run_sim_profile(config)[0].runtime):
+        raise topsail.TopsailError(
+            f"tests.llm_load.generators={count} on the simulator: no cluster.sim.runtime entry runs the generator "
+            f"image {image!r} (tests.llm_load.generator_pool.image); set tests.llm_load.generator_pool.image to "
+            "topsail.local/llm-load-generator:latest, or add to cluster.sim.runtime an entry "
+            f"{{image: {image!r}, env: {{PYTHONPATH: '{{source}}'}}, max_seconds: 900}}")
 
 
 def result_summary(summaries: list[dict[str, Any]]) -> dict[str, Any]:

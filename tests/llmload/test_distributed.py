@@ -130,7 +130,9 @@ def test_a_deleted_generator_pod_is_named_and_every_pods_records_kept(tmp_path: 
         killer.join(timeout=10)
     assert deleted, f"no generator pod was deleted (last seen: {seen[-3:]}):\n" + output[-3000:]
     assert process.returncode == 1, output[-3000:]
-    assert f"load generator pod(s) died during the run: {deleted[0]} Deleted" in output
+    assert (f"load generator pod(s) died during the run: {deleted[0]}: Deleted (the pod was deleted while "
+            "generating load), ") in output
+    assert output.count(f"{deleted[0]}: Deleted") == 1, output[-3000:]  # named once, not chained
     directory = load_dir(tmp_path)
     generators = {g["name"]: g for g in json.loads((directory / "generators.json").read_text())}
     assert generators[deleted[0]]["state"] == "Deleted" and generators[deleted[0]]["requests"] >= 3
