@@ -139,12 +139,15 @@ def check_sim_runs_generators(config: pytest.Config, image: str, count: int) -> 
     their image (the suite's config.yaml has one for the default image)."""
     from pytest_topsail.cluster.sim_profile import run_sim_profile
 
-    if not any(fnmatch.fnmatchcase(image, entry.image) for entry in run_sim_profile(config)[0].runtime):
+    patterns = [entry.image for entry in run_sim_profile(config)[0].runtime]
+    if not any(fnmatch.fnmatchcase(image, pattern) for pattern in patterns):
+        runnable = [pattern for pattern in patterns if "llm-load-generator" in pattern]
         raise topsail.TopsailError(
             f"tests.llm_load.generators={count} on the simulator: no cluster.sim.runtime entry runs the generator "
-            f"image {image!r} (tests.llm_load.generator_pool.image); set tests.llm_load.generator_pool.image to "
-            "topsail.local/llm-load-generator:latest, or add to cluster.sim.runtime an entry "
-            f"{{image: {image!r}, env: {{PYTHONPATH: '{{source}}'}}, max_seconds: 900}}")
+            f"image {image!r} (tests.llm_load.generator_pool.image); "
+            + (f"set tests.llm_load.generator_pool.image to match {runnable[0]!r}, or " if runnable else "")
+            + f"add to cluster.sim.runtime an entry {{image: {image!r}, env: {{PYTHONPATH: '{{source}}'}}, "
+            "max_seconds: 900}")
 
 
 def result_summary(summaries: list[dict[str, Any]]) -> dict[str, Any]:
