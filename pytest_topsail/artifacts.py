@@ -67,11 +67,11 @@ def _next_number(parent: Path) -> int:
     with FileLock(str(parent / LOCK_FILE), timeout=60):
         counter = parent / COUNTER_FILE
         try:
-            last = int(counter.read_text().strip() or 0)
-        except FileNotFoundError:
+            last = int(counter.read_text().strip())
+        except (FileNotFoundError, ValueError):  # none yet, or an empty one left by a process killed mid-write
             last = _highest_existing_number(parent)
         number = last + 1
-        counter.write_text(str(number))
+        write_text_atomic(counter, str(number))  # never empty: a SIGKILLed run's counter resumes where it was
         return number
 
 

@@ -187,3 +187,14 @@ def test_numbers_are_unique_across_xdist_workers(make_project) -> None:
         assert (item_dir / "exit_code").read_text().strip() == "0"
     result.stdout.fnmatch_lines([f"topsail artifacts: {pytester.path / 'out'}"])
     assert yaml.safe_load((suite_dir / "config.yaml").read_text())["presets_applied"] == ["smoke"]
+
+
+
+def test_an_empty_counter_left_by_a_killed_process_numbers_after_the_existing_directories(tmp_path: Path) -> None:
+    # the counter is written atomically now; an older run SIGKILLed while truncating it left it empty, and its
+    # resumed run numbered its new items from 001 again, beside the finished items' directories
+    for name in ("a", "b", "c"):
+        next_artifact_dir(name, tmp_path)
+    (tmp_path / ".topsail-counter").write_text("")
+    assert next_artifact_dir("d", tmp_path).name == "004__d"
+    assert (tmp_path / ".topsail-counter").read_text() == "4"
