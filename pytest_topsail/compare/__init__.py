@@ -6,6 +6,7 @@ difference, not comparable, informational); ``stats`` holds the statistics (pure
 reads the runs, ``pairs`` matches and judges them, ``output`` writes the terminal table, the HTML page, the matrix of
 many runs and the junit file, ``__main__`` is the command (exit codes 0 no significant regression, 1 a significant
 regression, 2 not comparable or no baseline, 3 bad input), ``plugin`` the pytest option ``--topsail-baseline RUN``
-(this run against RUN, in the terminal summary and ``baseline.html``). docs/kpis-and-regressions.md, "Comparing
+(this run against RUN, judged by the report before it stores the run: in the terminal summary, a section of
+report.html, junit properties ``baseline.<kpi>`` and ``baseline.html``). docs/kpis-and-regressions.md, "Comparing
 runs".
 """

@@ -121,6 +121,7 @@ class ReportInput:
     suite_settings: dict[str, dict[str, Any]] = field(default_factory=dict)  # suite -> its report: settings
     interrupted: str | None = None  # why the run stopped before every item ran
     expected: int = 0  # items selected
+    baseline: dict[str, Any] | None = None  # --topsail-baseline: compare.plugin.BaselineJudgement.report_context
 
 
 def relative_link(target: str | None, report_dir: Path) -> str | None:
@@ -242,7 +243,7 @@ def build_context(report: ReportInput, report_dir: Path) -> dict[str, Any]:
         "banner": banner(report.summary, outcomes), "failed": failed, "changes": changes,
         "change_counts": {state: sum(len(g["rows"]) for g in groups) for state, groups in changes.items()},
         "interrupted": _interrupted(report), "outcomes": dict(sorted(outcomes.items())), "problems": problems,
-        "colors": VERDICT_COLORS, "states": list(State),
+        "colors": VERDICT_COLORS, "states": list(State), "baseline": report.baseline,
     }
 
 

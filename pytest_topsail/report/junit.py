@@ -8,6 +8,9 @@
 - ``xunit1`` / ``legacy``: the same per testcase (``kpi.<name>``, ``kpi.<name>.unit``, ...), added to the teardown
   report's ``user_properties`` on the controller, so ``record_property``'s xunit2 warning is never triggered.
 Values are plain numbers; units are separate properties.
+With ``--topsail-baseline``, each KPI compared with the baseline run gets ``baseline.<name>`` (per testcase, or
+``<nodeid>::baseline.<name>``) = ``<verdict> <change [interval]>``, e.g. ``worse +12.3% [+8.1%, +16.0%]``, and the
+session ``topsail.baseline`` = the baseline's name and the comparison's verdict line.
 
 Every family also gets, in each testcase's ``<system-out>`` (what Jenkins and GitLab show per test), one line per
 KPI in a stable format (docs/kpis-and-regressions.md):
@@ -23,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from pytest_topsail.compare.plugin import BaselineJudgement
     from pytest_topsail.items import ItemRecord
     from pytest_topsail.regression import Verdict
 
@@ -90,12 +94,16 @@ def logxml(config: pytest.Config) -> Any | None:
     return config.stash.get(xml_key, None)
 
 
+TESTCASES = pytest.StashKey[dict[str, Any]]()  # node id -> pytest's reporter of its testcase (add_baseline)
+
+
 def add_item(config: pytest.Config, report: pytest.TestReport, record: ItemRecord,
              verdicts: list[Verdict]) -> None:
     """An item's KPIs and verdicts, where its junit family allows them."""
     writer = logxml(config)
     if writer is not None:
         add_system_out(writer, report, kpi_lines(record.kpis, verdicts))
+        config.stash.setdefault(TESTCASES, {})[record.nodeid] = writer.node_reporter(report)
     if per_testcase(config):
         report.user_properties.extend(kpi_properties(record.kpis))
         report.user_properties.extend(verdict_properties(verdicts))
@@ -114,3 +122,32 @@ def add_session(config: pytest.Config, line: str, report: str | None) -> None:
     writer.add_global_property("topsail.verdict", line)
     if report:
         writer.add_global_property("topsail.report", report)
+
+
+def add_baseline(config: pytest.Config, judgement: BaselineJudgement, nodeids: dict[tuple[str, str], str]) -> None:
+    """The comparison with ``--topsail-baseline``: a property per compared KPI of an item of this run (`nodeids`:
+    (suite, test id) -> node id), in its testcase's ``<properties>`` where the family allows it (pytest has
+    serialised the testcase by now: the property goes into that element), else (xunit2, or items replotted with
+    ``--topsail-replot``: no testcases) as testsuite properties ``<nodeid>::baseline.<kpi>``."""
+    from xml.etree import ElementTree
+
+    writer = logxml(config)
+    if writer is None:
+        return
+    writer.add_global_property("topsail.baseline", f"{judgement.name or judgement.option}: {judgement.summary()}")
+    testcases = config.stash.get(TESTCASES, {})
+    for comparison in judgement.comparisons:
+        nodeid = nodeids.get((comparison.suite, comparison.item))
+        if nodeid is None or comparison.kpi == "*":
+            continue
+        name, value = f"baseline.{comparison.kpi}", " ".join(filter(None, (comparison.verdict,
+                                                                             comparison.change_text())))
+        if not per_testcase(config) or nodeid not in testcases:  # xunit2, or a replot (no testcases)
+            writer.add_global_property(f"{nodeid}::{name}", value)
+        else:
+            testcase = testcases[nodeid].to_xml()
+            properties = testcase.find("properties")
+            if properties is None:
+                properties = ElementTree.Element("properties")
+                testcase.insert(0, properties)
+            ElementTree.SubElement(properties, "property", name=name, value=value)

@@ -18,6 +18,7 @@ from pytest_topsail.report.results import Results
 from pytest_topsail.verdict_states import State
 
 if TYPE_CHECKING:
+    from pytest_topsail.compare.plugin import BaselineJudgement
     from pytest_topsail.items import ItemRecord
 
 REPORT_FILE = "report.html"
@@ -48,25 +49,29 @@ class SessionOutputs:
     def write_all(self) -> None:
         import yaml
 
+        from pytest_topsail.compare.plugin import judge_baseline
         from pytest_topsail.regression import summarize
-        from pytest_topsail.report.junit import add_session
+        from pytest_topsail.report.junit import add_baseline, add_session
         from pytest_topsail.report.openmetrics import render
 
         results = self.results
         kpis = [k for r in results.records for k in r.kpis]
+        root = self.artifacts_root()
+        baseline = judge_baseline(self.config, root)  # before this run is stored: never its own noise
         self.history.store_run(results.records, results.verdicts)
         results.summary = summarize(results.verdicts, total_points=len(kpis))
         self.add_history_note(results.summary)
         if results.interrupted:
             results.summary["interrupted"] = results.interrupted
-        root = self.artifacts_root()
         if results.write(root / "kpis.prom", render(kpis)):
             results.outputs["KPIs"] = str(root / "kpis.prom")
         if results.write(root / "regression_summary.yaml", yaml.safe_dump(results.summary, sort_keys=False)):
             results.outputs["regression summary"] = str(root / "regression_summary.yaml")
         results.write(root / "verdicts.json", json.dumps([v.as_dict() for v in results.verdicts], indent=1))
-        self.write_report(root)
+        self.write_report(root, baseline)
         add_session(self.config, results.summary["message"], results.outputs.get("report"))
+        if baseline is not None:
+            add_baseline(self.config, baseline, {(r.suite, r.test_id): r.nodeid for r in results.records})
         for verdict in results.verdicts:
             if verdict.status == State.REGRESSION and self.context.suite(verdict.suite).regression.fail_on_regression:
                 results.failing.append(verdict.describe())
@@ -85,7 +90,7 @@ class SessionOutputs:
         if summary["message"] == NO_VERDICT:
             summary["message"] = f"{NO_VERDICT} ({found} of {needed} comparable runs)"
 
-    def write_report(self, root: Path) -> None:
+    def write_report(self, root: Path, baseline: BaselineJudgement | None = None) -> None:
         from pytest_topsail.report.html import ReportInput, render_report
 
         path = self.report_path()
@@ -97,7 +102,7 @@ class SessionOutputs:
                 summary=results.summary, run_info=self.run_info(root), problems=results.all_problems(),
                 suite_figures=suite_figures, needed_history=self.needed_history(),
                 suite_settings=self.suite_settings(), interrupted=results.interrupted,
-                expected=results.expected), path)
+                expected=results.expected, baseline=baseline.report_context() if baseline else None), path)
         except OSError as error:
             results.errors.append(f"report {path}: cannot be written ({error})")
             return

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -45,14 +46,15 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         run_suite(root, earlier, "smoke")
     a, again = run_suite(root, "a", "smoke"), run_suite(root, "again", "smoke")
     return {"a": a, "again": again,
-            "slow": run_suite(root, "slow", "smoke,slow-itl", "slow.sqlite", f"--topsail-baseline={a}")}
+            "slow": run_suite(root, "slow", "smoke,slow-itl", "slow.sqlite", f"--topsail-baseline={a}",
+                              f"--junitxml={root / 'slow.xml'}", "-o", "junit_family=xunit1")}
 
 
 def history(runs: dict[str, Path]) -> tuple[str, Path]:
     return "--history", runs["a"].parent / HISTORY
 
 
-def compare(*arguments: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+def compare(*arguments: str | Path, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "pytest_topsail.compare", *map(str, arguments)], cwd=cwd,
                           capture_output=True, text=True, timeout=120)
 
@@ -201,6 +203,22 @@ def test_topsail_baseline_judges_the_run_against_the_one_named(runs: dict[str, P
     assert {"itl_median_ms", "tpot_median_ms"} <= worse and not any(name.startswith("ttft") for name in worse)
     assert any(line.startswith("topsail baseline compare: ") and " worse" in line for line in lines)
     assert (runs["slow"] / "baseline.html").is_file()
+
+
+def test_topsail_baseline_verdicts_are_in_the_report_and_junit(runs: dict[str, Path]) -> None:
+    """Beside the history verdicts: report.html's section names the baseline run and lists the KPIs worse with their
+    interval; each testcase (junit_family xunit1) has a ``baseline.<kpi>`` property per compared KPI."""
+    report = (runs["slow"] / "report.html").read_text(encoding="latin-1")  # cp1252 with plotly.js as raw bytes
+    section = report[report.index('<section id="baseline">'):]
+    section = section[:section.index("</section>")]
+    assert "Against the baseline a<" in section and "itl_median_ms" in section and "ttft_median_ms" not in section
+    found = verdicts(runs["slow"].parent / "slow.xml")
+    assert len(found) == 6
+    for properties in found.values():
+        assert properties["baseline.ttft_median_ms"].startswith("no significant difference ")
+        assert properties["baseline.itl_median_ms"].split()[0] in ("worse", "no")  # worse where the samples tell
+    itl = [p["baseline.itl_median_ms"] for p in found.values() if p["baseline.itl_median_ms"].startswith("worse")]
+    assert itl and all(re.fullmatch(r"worse \+\d+\.\d% \[\+\d+\.\d%, \+\d+\.\d%\]", value) for value in itl)
 
 
 def test_an_unknown_option_is_exit_3_not_2() -> None:
