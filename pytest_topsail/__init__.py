@@ -65,6 +65,7 @@ _EXPORTS = {
     "add_cleanup": "pytest_topsail.cluster.state",
     "shared_dir": "pytest_topsail.cluster.state",
     "opened_cluster": "pytest_topsail.cluster.state",
+    "sim_runtime_images": "pytest_topsail.cluster.sim_profile",
     "ComponentSettings": "pytest_topsail.cluster.settings",
     "Prep": "pytest_topsail.cluster.components",
     "prepare_component": "pytest_topsail.cluster.components",
@@ -84,7 +85,7 @@ __all__ = [
     "parametrize_cases", "prepare_component", "report_leftover", "resolve_case_files", "rollback", "run_coroutine",
     "run_once", "shared_dir", "shared_plotly_js", "step", "suite_of_item", "validate", "wait_condition",
     "wait_deleted", "wait_for",
-    "ClusterClock", "command_args", "fixture_command_args",
+    "ClusterClock", "command_args", "fixture_command_args", "sim_runtime_images",
 ]
 
 if TYPE_CHECKING:
@@ -94,6 +95,7 @@ if TYPE_CHECKING:
     from pytest_topsail.cluster.clock import ClusterClock
     from pytest_topsail.cluster.components import Prep, prepare_component
     from pytest_topsail.cluster.settings import ComponentSettings
+    from pytest_topsail.cluster.sim_profile import sim_runtime_images
     from pytest_topsail.cluster.state import Cluster, add_cleanup, opened_cluster, run_once, shared_dir
     from pytest_topsail.cluster.steps import KubeStep, Ownership, delete_refs, kube_step, or_fail, rollback
     from pytest_topsail.conditions import condition_status, find_condition

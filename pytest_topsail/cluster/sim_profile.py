@@ -55,6 +55,12 @@ def run_sim_profile(config: pytest.Config) -> tuple[Profile, dict[str, Any] | No
     return built
 
 
+def sim_runtime_images(config: pytest.Config) -> list[str]:
+    """The image patterns (fnmatch) whose containers the run's simulated cluster runs as real local processes: the
+    ``cluster.sim.runtime`` entries of the suites in scope, joined. A suite checks its own images against them."""
+    return [entry.image for entry in run_sim_profile(config)[0].runtime]
+
+
 def build_run_profile(config: pytest.Config) -> tuple[Profile, dict[str, Any] | None]:
     """The profile of the one simulator of the run. With one suite declaring ``cluster.sim``, its profile. With
     several, each suite's shape becomes its own node pools (named ``<suite>-<pool>``) and the other keys they set

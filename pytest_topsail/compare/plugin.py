@@ -70,8 +70,10 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 def judge_baseline(config: pytest.Config, root: Path | None = None) -> BaselineJudgement | None:
     """The run at `root` (this session's artifacts root by default; the run replotted with ``--topsail-replot``)
     against ``--topsail-baseline``: None without the option, and on an xdist worker; computed once per session."""
+    from pytest_topsail.xdist_role import role_of
+
     baseline = config.getoption("topsail_baseline", None)
-    if not baseline or hasattr(config, "workerinput"):
+    if not baseline or role_of(config).is_worker:
         return None
     if JUDGEMENT_KEY not in config.stash:
         config.stash[JUDGEMENT_KEY] = compare_with(config, str(baseline), root)
@@ -116,3 +118,8 @@ def baseline_lines(judgement: BaselineJudgement) -> list[str]:
     if judged:
         lines += table_lines(HEADER, [row_cells(c) for c in judged])
     return [*lines, f"topsail baseline {judgement.summary()}; page {judgement.page}"]
+
+
+def pytest_topsail_baseline(config: pytest.Config, root: Path | None) -> BaselineJudgement | None:
+    """The hook the reporting calls (hookspec.py): this run against ``--topsail-baseline``."""
+    return judge_baseline(config, root)

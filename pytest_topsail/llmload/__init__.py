@@ -22,6 +22,7 @@ _EXPORTS = {
     "CA_FILE": "pytest_topsail.llmload.distributed",
     "GeneratorPool": "pytest_topsail.llmload.distributed",
     "run_distributed": "pytest_topsail.llmload.distributed",
+    "failure_message": "pytest_topsail.llmload.distributed",
     "AutoSweep": "pytest_topsail.llmload.generator",
     "STATISTICS": "pytest_topsail.llmload.metrics",
     "summarize_point": "pytest_topsail.llmload.metrics",
@@ -41,11 +42,11 @@ _EXPORTS = {
 __all__ = [
     "AutoSweep", "CA_FILE", "GeneratorPool", "LoadSettings", "SERVER_KEY", "SERVER_METRICS", "STATISTICS",
     "ServerSampler", "analyse_directory", "case_load_settings", "check_server", "figures", "latency_samples",
-    "measured_successes", "merge_directories", "run_distributed", "run_load_test", "summarize_point",
+    "failure_message", "measured_successes", "merge_directories", "run_distributed", "run_load_test", "summarize_point",
 ]
 
 if TYPE_CHECKING:
-    from pytest_topsail.llmload.distributed import CA_FILE, GeneratorPool, run_distributed
+    from pytest_topsail.llmload.distributed import CA_FILE, GeneratorPool, failure_message, run_distributed
     from pytest_topsail.llmload.generator import AutoSweep
     from pytest_topsail.llmload.metrics import STATISTICS, latency_samples, measured_successes, summarize_point
     from pytest_topsail.llmload.plots import figures

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from pytest_topsail.compare.plugin import BaselineJudgement
     from pytest_topsail.items import ItemRecord
     from pytest_topsail.regression import Verdict
 
@@ -124,7 +123,7 @@ def add_session(config: pytest.Config, line: str, report: str | None) -> None:
         writer.add_global_property("topsail.report", report)
 
 
-def add_baseline(config: pytest.Config, judgement: BaselineJudgement, nodeids: dict[tuple[str, str], str]) -> None:
+def add_baseline(config: pytest.Config, judgement: Any, nodeids: dict[tuple[str, str], str]) -> None:
     """The comparison with ``--topsail-baseline``: a property per compared KPI of an item of this run (`nodeids`:
     (suite, test id) -> node id), in its testcase's ``<properties>`` where the family allows it (pytest has
     serialised the testcase by now: the property goes into that element), else (xunit2, or items replotted with

@@ -18,7 +18,6 @@ from pytest_topsail.report.results import Results
 from pytest_topsail.verdict_states import State
 
 if TYPE_CHECKING:
-    from pytest_topsail.compare.plugin import BaselineJudgement
     from pytest_topsail.items import ItemRecord
 
 REPORT_FILE = "report.html"
@@ -49,7 +48,6 @@ class SessionOutputs:
     def write_all(self) -> None:
         import yaml
 
-        from pytest_topsail.compare.plugin import judge_baseline
         from pytest_topsail.regression import summarize
         from pytest_topsail.report.junit import add_baseline, add_session
         from pytest_topsail.report.openmetrics import render
@@ -57,7 +55,8 @@ class SessionOutputs:
         results = self.results
         kpis = [k for r in results.records for k in r.kpis]
         root = self.artifacts_root()
-        baseline = judge_baseline(self.config, root)  # before this run is stored: never its own noise
+        # before this run is stored: never its own noise (compare/plugin.py answers for --topsail-baseline)
+        baseline = self.config.hook.pytest_topsail_baseline(config=self.config, root=root)
         self.history.store_run(results.records, results.verdicts)
         results.summary = summarize(results.verdicts, total_points=len(kpis))
         self.add_history_note(results.summary)
@@ -90,7 +89,7 @@ class SessionOutputs:
         if summary["message"] == NO_VERDICT:
             summary["message"] = f"{NO_VERDICT} ({found} of {needed} comparable runs)"
 
-    def write_report(self, root: Path, baseline: BaselineJudgement | None = None) -> None:
+    def write_report(self, root: Path, baseline: Any = None) -> None:
         from pytest_topsail.report.html import ReportInput, render_report
 
         path = self.report_path()

@@ -22,10 +22,10 @@ from pytest_topsail.llmload import (
     LoadSettings,
     ServerSampler,
     case_load_settings,
+    failure_message,
     run_distributed,
     run_load_test,
 )
-from pytest_topsail.llmload.distributed import failure_message
 
 
 def test_llm_load(case: topsail.Case, llm_endpoint: Any, llm_settings: Any, artifact_dir: Path,
@@ -137,9 +137,7 @@ def distributed(case: topsail.Case, settings: LoadSettings, prompts: Any, endpoi
 def check_sim_runs_generators(config: pytest.Config, image: str, count: int) -> None:
     """On the simulator the generator pods run only as real workloads: a ``cluster.sim.runtime`` entry must match
     their image (the suite's config.yaml has one for the default image)."""
-    from pytest_topsail.cluster.sim_profile import run_sim_profile
-
-    patterns = [entry.image for entry in run_sim_profile(config)[0].runtime]
+    patterns = topsail.sim_runtime_images(config)
     if not any(fnmatch.fnmatchcase(image, pattern) for pattern in patterns):
         runnable = [pattern for pattern in patterns if "llm-load-generator" in pattern]
         raise topsail.TopsailError(
