@@ -59,6 +59,7 @@ class KpiSpec:
     samples: Callable[..., Any] | None = None  # a tail statistic or a rate: samples(data) -> its sample size
     min_samples: float | None = None  # judged from this sample size on (default regression.TAIL_MIN_SAMPLES)
     machine_bound: bool = False  # measured on this machine's clock around its own work: CPU contention moves it
+    untrusted: Callable[..., Any] | None = None  # untrusted(data) -> why the data's value cannot be trusted, or None
 
     def render(self, value: float) -> str:
         return format_value(value, self.format)
@@ -86,6 +87,7 @@ def kpi(
     samples: Callable[..., Any] | None = None,
     min_samples: float | None = None,
     machine_bound: bool = False,
+    untrusted: Callable[..., Any] | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare the decorated function as a KPI named after it (exactly one of higher_better/lower_better).
 
@@ -96,7 +98,10 @@ def kpi(
     10 / (1 - q), so that 10 samples lie beyond it: 1,000 for a P99) the value is informational, not judged;
     ``machine_bound``: the value is a time (or rate) this machine's own work makes up (an API round trip on the
     client's clock, no simulated delay in it), so CPU contention moves it: a change is not judged when the machine
-    was clearly busier (or quieter) during the test than during every baseline run."""
+    was clearly busier (or quieter) during the test than during every baseline run;
+    ``untrusted``: a function of the same data giving why this measurement cannot be trusted (e.g. the load client
+    was saturated), or None: the value is then recorded with that reason, its verdict ``ignored``, never judged,
+    and it stays out of later baselines."""
     if higher_better == lower_better:
         raise TopsailError(
             f"KPI declared with unit {unit!r}: give exactly one of higher_better=True or lower_better=True")
@@ -109,7 +114,7 @@ def kpi(
         function.topsail_kpi = KpiSpec(  # type: ignore[attr-defined]
             name=function.__name__, unit=unit, help=help, higher_better=higher_better,
             ignored_for_regression=ignored_for_regression, format=format, function=function, scope=scope,
-            why=why, samples=samples, min_samples=min_samples, machine_bound=machine_bound,
+            why=why, samples=samples, min_samples=min_samples, machine_bound=machine_bound, untrusted=untrusted,
         )
         return function
 
@@ -228,9 +233,10 @@ class KpiRecorder:
         higher_better: bool | None = None, lower_better: bool | None = None,
         ignored_for_regression: bool | None = None, format: str | None = None,
         labels: Mapping[str, Any] | None = None, samples: float | None = None, why: str | None = None,
+        untrusted: str | None = None,
     ) -> dict[str, Any]:
         """Record one KPI value; metadata comes from the suite's declaration unless given here (``samples``: the
-        sample size of a tail statistic)."""
+        sample size of a tail statistic; ``untrusted``: why this measurement cannot be trusted: never judged)."""
         spec = self.specs.get(name)
         if spec is None:
             if unit is None or help is None or (higher_better is None) == (lower_better is None):
@@ -273,6 +279,8 @@ class KpiRecorder:
             entry["why"] = why or spec.why
         if spec.machine_bound:
             entry["machine_bound"] = True
+        if untrusted:
+            entry["untrusted"] = untrusted
         if samples is not None:
             entry["samples"] = float(samples)
             if spec.min_samples:
@@ -302,12 +310,13 @@ class KpiRecorder:
             try:
                 value = spec.function(data)
                 samples = spec.samples(data) if spec.samples is not None and value is not None else None
+                untrusted = spec.untrusted(data) if spec.untrusted is not None and value is not None else None
             except Exception as error:
                 raise TopsailError(f"{self.suite_kpis.path}: KPI function {name}() failed: "
                                    f"{type(error).__name__}: {error}") from None
             if value is None:
                 continue
-            self.record(name, value, labels=labels, samples=samples)
+            self.record(name, value, labels=labels, samples=samples, untrusted=untrusted)
             values[name] = float(value)
         return values
 

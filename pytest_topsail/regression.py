@@ -240,7 +240,8 @@ def _history_entry(record: Mapping[str, Any]) -> dict[str, Any]:
     verdict, acknowledged = get("verdict"), get("acknowledged")
     return {"timestamp": float(record["timestamp"]), "value": float(record["value"]), "test_uuid": get("test_uuid"),
             "run_id": get("run_id"), "git_sha": get("git_sha"), "presets": get("presets"), "verdict": verdict,
-            "acknowledged": acknowledged, "baseline": verdict != State.REGRESSION or bool(acknowledged),
+            "acknowledged": acknowledged,
+            "baseline": (verdict != State.REGRESSION or bool(acknowledged)) and not get("untrusted"),
             "machine_load": get("machine_load")}
 
 
@@ -300,7 +301,10 @@ def _prepare(record: Mapping[str, Any], history: Sequence[Mapping[str, Any]],
         test_uuid=test_uuid, timestamp=timestamp, history=entries, scope=record.get("scope") or "item",
         machine_bound=bool(record.get("machine_bound")), machine_load=record.get("machine_load"))
     samples = record.get("samples")
-    if record.get("ignored_for_regression"):
+    if record.get("untrusted"):  # the measurement says it cannot be trusted (e.g. a saturated load client)
+        verdict.status, verdict.method = State.IGNORED.value, "untrusted measurement"
+        verdict.explanation = f"not judged: {record['untrusted']}"
+    elif record.get("ignored_for_regression"):
         verdict.status, verdict.method = State.IGNORED.value, "informational"
         verdict.explanation = f"informational: {record.get('why') or 'declared ignored_for_regression'}"
     elif samples is not None and samples < (minimum := record.get("min_samples") or TAIL_MIN_SAMPLES):

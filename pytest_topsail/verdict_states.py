@@ -36,8 +36,9 @@ MEANINGS: dict[State, str] = {
                                 "the change is shown, not judged",
     State.NO_HISTORY: "no comparable earlier run: not judged",
     State.IGNORED: "the KPI is informational (declared ignored_for_regression, a tail or rate of too small a "
-                   "sample, or a machine_bound change measured under a CPU contention unlike its baseline's): shown "
-                   "with why, never judged",
+                   "sample, or a machine_bound change measured under a CPU contention unlike its baseline's) or its "
+                   "measurement says it cannot be trusted (untrusted, e.g. a saturated load client: kept out of "
+                   "later baselines too): shown with why, never judged",
 }
 
 JUDGED = frozenset({State.REGRESSION, State.IMPROVEMENT, State.ACCEPTED})

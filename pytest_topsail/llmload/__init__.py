@@ -8,7 +8,8 @@ one load test in this process (``run_load_test``) or spread over generator pods 
 per-point statistics and figures (``analyse_directory``, ``merge_directories``, ``summarize_point``, ``STATISTICS``,
 ``figures``) and their raw samples (``measured_successes``, ``latency_samples``: what a comparison of runs
 bootstraps), and the serving pod's own view of a point (``ServerSampler``: its /metrics scraped during the point,
-saved as ``SERVER_METRICS``). Names load on first use.
+saved as ``SERVER_METRICS``), and whether a point's figures can be trusted (``audit_point``). Names load on first
+use.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ _EXPORTS = {
     "GeneratorPool": "pytest_topsail.llmload.distributed",
     "run_distributed": "pytest_topsail.llmload.distributed",
     "failure_message": "pytest_topsail.llmload.distributed",
+    "audit_point": "pytest_topsail.llmload.audit",
     "AutoSweep": "pytest_topsail.llmload.generator",
     "STATISTICS": "pytest_topsail.llmload.metrics",
     "summarize_point": "pytest_topsail.llmload.metrics",
@@ -41,11 +43,13 @@ _EXPORTS = {
 }
 __all__ = [
     "AutoSweep", "CA_FILE", "GeneratorPool", "LoadSettings", "SERVER_KEY", "SERVER_METRICS", "STATISTICS",
-    "ServerSampler", "analyse_directory", "case_load_settings", "check_server", "figures", "latency_samples",
-    "failure_message", "measured_successes", "merge_directories", "run_distributed", "run_load_test", "summarize_point",
+    "ServerSampler", "analyse_directory", "audit_point", "case_load_settings", "check_server", "figures",
+    "latency_samples", "failure_message", "measured_successes", "merge_directories", "run_distributed",
+    "run_load_test", "summarize_point",
 ]
 
 if TYPE_CHECKING:
+    from pytest_topsail.llmload.audit import audit_point
     from pytest_topsail.llmload.distributed import CA_FILE, GeneratorPool, failure_message, run_distributed
     from pytest_topsail.llmload.generator import AutoSweep
     from pytest_topsail.llmload.metrics import STATISTICS, latency_samples, measured_successes, summarize_point

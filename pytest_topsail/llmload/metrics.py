@@ -14,6 +14,7 @@ per point, over the measurement window W = [measure_start, measure_end] (ramp-up
 - ``output_tokens_per_s``: tokens of successful requests that arrived inside W / |W|
 - ``requests_per_s``: successful requests that ended inside W / |W|
 - ``achieved_rate``: measured requests started inside W / |W|; ``offered_rate``: the open loop's rate
+- ``window_halves``: successful requests that ended in W's first half, and in its second (steady state: audit.py)
 - ``failures``: measured requests by status; ``failure_rate``: failed / measured
 with service-level objectives (the point's ``slo``: ``ttft_ms``, ``itl_ms``, ``e2e_ms`` targets), a measured request
 is good when it succeeded and meets every target given (its TTFT, its TPOT as its inter-token latency, its e2e; a
@@ -122,6 +123,8 @@ def summarize_point(point: dict[str, Any], records: Iterable[dict[str, Any]]) ->
         "failure_rate": (len(measured) - len(succeeded)) / len(measured) if measured else 0.0,
         "achieved_rate": sum(1 for r in measured if low <= r["start"] <= high) / window,
         "requests_per_s": sum(1 for r in ok_all if low <= r["end"] <= high) / window,
+        "window_halves": [sum(1 for r in ok_all if low <= r["end"] < (low + high) / 2),
+                          sum(1 for r in ok_all if (low + high) / 2 <= r["end"] <= high)],
         "output_tokens_per_s": sum(tokens_inside(r, low, high) for r in ok_all) / window,
         "send_lag_ms": scale(statistics([r["start"] - r["scheduled"] for r in measured
                                          if r.get("scheduled") is not None]), 1000.0),

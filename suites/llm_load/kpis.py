@@ -11,6 +11,9 @@
 - ``goodput`` (requests/s) and ``slo_attainment`` (%): against ``tests.llm_load.slo``, only when targets are given
 - an automatic sweep (``mode: sweep``, one item): every KPI of its max-throughput point (its second), but
   ``goodput``: the best of its points
+- a point failing its validity audit (pytest_topsail/llmload/audit.py: load client saturated, no steady state, the
+  server's TTFT far from the client's) has every KPI its client measured (latencies, throughput, requests_per_s,
+  goodput, slo_attainment) recorded as untrusted: verdict ``ignored`` with the reason, kept out of later baselines
 - ``failures``: failed requests (count); ``model_load_duration``: seconds until the model served, per served model
   (scope ``worker``: judged once per run however many load points use the model), in the cluster's own time (the
   simulator's model-load stage; a real cluster's pod timestamps), never the client's wall clock
@@ -30,6 +33,7 @@ from pytest_topsail.llmload import (
     SERVER_METRICS,
     STATISTICS,
     analyse_directory,
+    audit_point,
     latency_samples,
     measured_successes,
     merge_directories,
@@ -49,6 +53,13 @@ SERVING_FILE = "serving.json"
 
 PointResult = dict[str, Any]  # {"summary": the point's summary (metrics.summarize_point), "serving": serving.json,
 # "server": the server's figures (server_metrics.json, llmload/server_metrics.py)}
+
+
+def untrusted(result: PointResult) -> str | None:
+    """Why the point's client-measured KPIs cannot be trusted (its validity audit, pytest_topsail/llmload/audit.py:
+    a saturated load client, no steady state, the server's TTFT far from the client's), or None: judged."""
+    server = None if result.get("sweep") else result.get("server")  # a sweep's server figures span its points
+    return "; ".join(audit_point(result["summary"], server)) or None
 
 
 def latency_kpi(metric: str, statistic: str) -> Callable[[PointResult], float | None]:
@@ -91,23 +102,24 @@ for _metric, _text in LATENCIES.items():
             unit="ms", help=f"{_statistic} of the {_text}", lower_better=True, format="{:.2f}",
             ignored_for_regression=_statistic in (*IGNORED_STATISTICS, "min", "max"),
             why=EXTREME_WHY if _statistic in ("min", "max") else "TOPSAIL's choice: the median carries the verdict",
-            samples=sample_size(_metric) if _minimum else None, min_samples=_minimum)(_function)
+            samples=sample_size(_metric) if _minimum else None, min_samples=_minimum, untrusted=untrusted)(_function)
 
 
 @kpi(unit="tokens/s", help="Output tokens received per second of the measurement window", higher_better=True,
-     format="{:.1f}")
+     format="{:.1f}", untrusted=untrusted)
 def throughput(result: PointResult) -> float:
     return result["summary"]["output_tokens_per_s"]
 
 
 @kpi(unit="requests/s", help="Successful requests ended per second of the measurement window", higher_better=True,
-     format="{:.2f}", samples=lambda result: result["summary"]["succeeded"])
+     format="{:.2f}", samples=lambda result: result["summary"]["succeeded"], untrusted=untrusted)
 def requests_per_s(result: PointResult) -> float:
     return result["summary"]["requests_per_s"]
 
 
 @kpi(unit="requests/s", help="Requests meeting every SLO target (tests.llm_load.slo) ended per second of the "
-     "measurement window (an automatic sweep: its best point)", higher_better=True, format="{:.2f}")
+     "measurement window (an automatic sweep: its best point)", higher_better=True, format="{:.2f}",
+     untrusted=untrusted)
 def goodput(result: PointResult) -> float | None:
     """An automatic sweep's: the best of its points (the highest load still served within the SLOs)."""
     slos = [s["slo"] for s in result.get("sweep") or [result["summary"]] if s.get("slo")]
@@ -115,7 +127,7 @@ def goodput(result: PointResult) -> float | None:
 
 
 @kpi(unit="%", help="Share of the measured requests meeting every SLO target (tests.llm_load.slo)",
-     higher_better=True, format="{:.1f}")
+     higher_better=True, format="{:.1f}", untrusted=untrusted)
 def slo_attainment(result: PointResult) -> float | None:
     slo = result["summary"].get("slo")
     return None if slo is None else 100.0 * slo["attainment"]

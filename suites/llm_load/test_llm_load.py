@@ -21,6 +21,7 @@ from pytest_topsail.llmload import (
     GeneratorPool,
     LoadSettings,
     ServerSampler,
+    audit_point,
     case_load_settings,
     failure_message,
     run_distributed,
@@ -70,9 +71,9 @@ def test_llm_load(case: topsail.Case, llm_endpoint: Any, llm_settings: Any, arti
                runtime_image=options.runtime_image, deployment_mode=options.deployment_mode,
                serving=options.serving, replicas=llm_endpoint.replicas, accelerator=llm_endpoint.accelerator)
     kpis.record_from({"summary": summary, "sweep": sweep, "serving": serving, "server": server})
-    warnings = [f"{done['label']}: {done['client']['warning']}" for done in sweep or [summary]
-                if (done.get("client") or {}).get("warning")] + ([ended] if ended else [])
-    for warning in warnings:  # never silent: terminal summary and report
+    audits = [(done, audit_point(done, None if sweep else server)) for done in sweep or [summary]]
+    warnings = [f"{done['label']}: {reason}" for done, reasons in audits for reason in reasons]
+    for warning in warnings + ([ended] if ended else []):  # never silent: terminal summary and report
         kpis.warn(warning)
         progress(f"{case.id}: {warning}")
     stopped = next((s["stopped_by"] for s in sweep or [summary] if s.get("stopped_by")), None)
