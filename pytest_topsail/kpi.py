@@ -191,6 +191,7 @@ class KpiRecorder:
         self.scope_labels: dict[str, dict[str, Any]] = {}
         self._hook_labels = hook_labels
         self._hook_labels_value: dict[str, Any] | None = None
+        self.excluded: str | None = None
 
     @property
     def specs(self) -> dict[str, KpiSpec]:
@@ -281,6 +282,8 @@ class KpiRecorder:
             entry["machine_bound"] = True
         if untrusted:
             entry["untrusted"] = untrusted
+        if self.excluded:
+            entry["excluded"] = self.excluded
         if samples is not None:
             entry["samples"] = float(samples)
             if spec.min_samples:
@@ -289,6 +292,13 @@ class KpiRecorder:
         kpis[:] = [k for k in kpis if k["name"] != name]  # recording a KPI again replaces its value
         kpis.append(entry)
         return entry
+
+    def exclude(self, reason: str) -> None:
+        """The item's KPIs (recorded so far and later) were measured through a fault (a cluster fault ended its
+        server, a worker lost its GPU): kept and shown with `reason`, never judged, never stored in the history."""
+        self.excluded = reason
+        for entry in self.item_record.kpis:
+            entry["excluded"] = reason
 
     def machine_load(self, load: float | None) -> None:
         """The machine's CPU contention during the test (runnable tasks per CPU, pytest_topsail.contention), kept

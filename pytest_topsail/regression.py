@@ -301,7 +301,10 @@ def _prepare(record: Mapping[str, Any], history: Sequence[Mapping[str, Any]],
         test_uuid=test_uuid, timestamp=timestamp, history=entries, scope=record.get("scope") or "item",
         machine_bound=bool(record.get("machine_bound")), machine_load=record.get("machine_load"))
     samples = record.get("samples")
-    if record.get("untrusted"):  # the measurement says it cannot be trusted (e.g. a saturated load client)
+    if record.get("excluded"):  # measured through a fault (KpiRecorder.exclude): never a history point
+        verdict.status, verdict.method = State.IGNORED.value, "excluded from history"
+        verdict.explanation = f"excluded from history: {record['excluded']}"
+    elif record.get("untrusted"):  # the measurement says it cannot be trusted (e.g. a saturated load client)
         verdict.status, verdict.method = State.IGNORED.value, "untrusted measurement"
         verdict.explanation = f"not judged: {record['untrusted']}"
     elif record.get("ignored_for_regression"):

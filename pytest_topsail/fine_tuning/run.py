@@ -5,6 +5,7 @@ what it created and check that nothing is left.
 Failure taxonomy, in the failure message:
 - gpu_xid, gpu_lost, node_lost, evicted, preempted: the cluster ended a pod (pytest_topsail.kube.faults: its
   DisruptionTarget condition, status reason, GPU Events); names the pod, the node and the GPU.
+- volume_attach: a phase timed out while a pod waited for its storage PVC (FailedAttachVolume / FailedMount).
 - Unschedulable: a pod cannot be placed; names the request and the node with the most free GPUs.
 - image pull: ErrImagePull / ImagePullBackOff / InvalidImageName, with the image.
 - OOMKilled: the container hit its memory limit (host memory).
@@ -148,6 +149,11 @@ class PointRun:
                 if phase == "scheduled" and stuck:
                     pod, message = stuck[0]
                     raise self._unschedulable_failure(pod, f"{message} (for {limit:g}s, timeouts.scheduled)")
+                events = self._events()  # a cluster fault held the phase up: a volume never attached, ...
+                fault = next((f for p in pods if (f := pod_fault(p, events)) is not None), None)
+                if fault is not None:
+                    raise PointFailure(fault.kind, f"{fault.message} (phase {phase!r} for {limit:g}s, "
+                                       f"timeouts.{phase})")
                 raise PointFailure("timeout", f"phase {phase!r} took longer than {limit:g}s "
                                    f"(timeouts.{phase}); {self._state(job, pods)}")
 

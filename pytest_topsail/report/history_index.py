@@ -82,8 +82,8 @@ class HistoryIndex:
         return judge_many([(kpi, self.history_for(suite, kpi)) for kpi in kpis], self.settings(suite))
 
     def store_run(self, records: list[ItemRecord], verdicts: list[Verdict]) -> None:
-        """The KPIs of passed items, each with its verdict: a regression stays out of later baselines until
-        acknowledged. Closes the stores."""
+        """The KPIs of passed items, each with its verdict (those excluded for a fault: none): a regression stays
+        out of later baselines until acknowledged. Closes the stores."""
         statuses = {(v.test_uuid, v.kpi): v.status for v in verdicts}
         by_store: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for record in records:
@@ -94,7 +94,8 @@ class HistoryIndex:
             location = self.context.suite(record.suite).history_location
             stored = self.indexes[record.suite].this_run if record.suite in self.indexes else set()
             by_store.setdefault((location, record.suite), []).extend(
-                entry for entry in record.kpis if (entry.get("test_uuid"), entry["name"]) not in stored)
+                entry for entry in record.kpis if (entry.get("test_uuid"), entry["name"]) not in stored
+                and not entry.get("excluded"))  # measured through a fault: shown with why, no history point
         for (location, suite), kpis in by_store.items():
             try:
                 self.store(location, suite).add(kpis)

@@ -16,6 +16,9 @@ showing as it does on a real cluster (docs/simulator-profile.md "Fault events", 
   `Preempted` Event, its containers killed (exit 137), Failed.
 - image_pull: pods matching the fault that start afterwards stay waiting in ErrImagePull (a `Failed` Event).
 - oom: the container is OOMKilled (exit 137).
+- volume_attach: pods matching the fault that start afterwards and mount its PVC (`claim`, default any) stay
+  ContainerCreating with `FailedAttachVolume`/`FailedMount` Warnings, until attached after `attach_delay_s`, or never
+  (volume_faults.py).
 
 Targets and times are resolved by the pure functions below from the seed (`stable_fraction`), so the same profile
 hits the same node, GPU and pod in every run. Container ends and image pulls go through the kubelet hooks the pod
@@ -55,6 +58,8 @@ class KubeletHooks:
     terminate: Terminate | None = None
     pull_failures: list[tuple[PodSelector | None, str]] = field(default_factory=list)
     lost_nodes: set[str] = field(default_factory=set)  # their kubelets report nothing more
+    attach_faults: list[FaultEvent] = field(default_factory=list)  # volume_attach faults fired (volume_faults.py)
+    attach_waits: dict[str, tuple[float, int]] = field(default_factory=dict)  # pod uid -> (first try, tries)
 
     def pull_failure(self, pod: dict[str, Any]) -> str | None:
         """Why the pod's images cannot be pulled, or None."""
@@ -320,6 +325,9 @@ class FaultInjector(Controller):
     def _image_pull(self, event: FaultEvent, number: int, trigger: dict[str, Any] | None) -> None:
         message = "failed to pull and unpack image: the registry answered 503 Service Unavailable"
         kubelet_hooks(self.store).pull_failures.append((event.pod, message))
+
+    def _volume_attach(self, event: FaultEvent, number: int, trigger: dict[str, Any] | None) -> None:
+        kubelet_hooks(self.store).attach_faults.append(event)
 
     def _fail_pod(self, pod: dict[str, Any], reason: str, message: str, condition: dict[str, Any],
                   exit_code: int = 137) -> None:

@@ -15,7 +15,8 @@ A container whose image matches an entry of the profile's `runtime` table runs a
 pod; deleting the pod sends SIGTERM, then SIGKILL after `terminationGracePeriodSeconds` (30 by default).
 
 The fault injector (faults.py) ends a running container through `kubelet_hooks(store).terminate` (an Xid, an OOM
-kill: the restart policy applies as for any exit) and keeps pods whose image pull it made fail in ErrImagePull.
+kill: the restart policy applies as for any exit) and keeps pods whose image pull it made fail in ErrImagePull, and
+those whose PVC it keeps unattached in ContainerCreating (volume_faults.py).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from pytest_topsail.sim.controllers.containers import ENDPOINT_ANNOTATION, Conta
 from pytest_topsail.sim.controllers.faults import kubelet_hooks
 from pytest_topsail.sim.controllers.runtime import WorkloadPlan, workload_plan
 from pytest_topsail.sim.controllers.scheduler import TERMINAL, pod_fault, stage_for
+from pytest_topsail.sim.controllers.volume_faults import attach_wait
 from pytest_topsail.sim.machinery.times import format_time
 from pytest_topsail.sim.node.gpuactivity import Phases, Usage, gpu_activity
 from pytest_topsail.sim.node.realworkload import Exit, Runtime, RuntimeError_
@@ -171,7 +173,7 @@ class PodLifecycle(Controller):
         key = (pod["metadata"].get("namespace") or "", pod["metadata"]["name"])
         stage = run.next_stage
         while stage:
-            if stage == "start" and self._pull_failed(pod, run, status):
+            if stage == "start" and (self._pull_failed(pod, run, status) or self._attach_waiting(pod)):
                 break
             following = {"initialize": "start", "start": "ready", "ready": ""}[stage]
             getattr(self, f"_{stage}")(pod, run, status)
@@ -248,6 +250,14 @@ class PodLifecycle(Controller):
         run.pulls += 1
         backoff = self.delay(self.profile.stages.restart_backoff, *key, "pull", run.pulls)
         self.enqueue_after(min(MAX_BACKOFF, max(0.01, backoff) * 2 ** (run.pulls // 2)), ("stage", *key))
+        return True
+
+    def _attach_waiting(self, pod: dict[str, Any]) -> bool:
+        """An injected volume_attach fault: the containers stay ContainerCreating until the PVC is attached."""
+        seconds = attach_wait(self.store, pod) if self.profile.faults.events else None
+        if seconds is None:
+            return False
+        self.enqueue_after(seconds, ("stage", pod["metadata"].get("namespace") or "", pod["metadata"]["name"]))
         return True
 
     def _start(self, pod: dict[str, Any], run: PodRun, status: dict[str, Any]) -> None:

@@ -170,7 +170,8 @@ class NodeFault(_Model):
     after_ms: float = Field(0.0, ge=0.0)
 
 
-FaultKind = Literal["gpu_xid", "gpu_lost", "ecc", "node_lost", "evicted", "preempted", "image_pull", "oom"]
+FaultKind = Literal["gpu_xid", "gpu_lost", "ecc", "node_lost", "evicted", "preempted", "image_pull", "oom",
+                    "volume_attach"]
 
 
 class FaultEvent(_Model):
@@ -192,6 +193,8 @@ class FaultEvent(_Model):
     errors: int = Field(1, ge=1)  # ecc: how many
     toleration_s: float | None = Field(None, ge=0.0)  # node_lost: eviction delay instead of the pods' own
     resource: Literal["memory", "ephemeral-storage", "pid"] = "memory"  # evicted: the node pressure
+    claim: str | None = None  # volume_attach: the PVC whose attach fails (default: every PVC of the pods)
+    attach_delay_s: float | None = Field(None, ge=0.0)  # volume_attach: attached after this long; None: never
 
 
 class Faults(_Model):
