@@ -15,7 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from pytest_topsail.errors import TopsailError
-from pytest_topsail.scale.timelines import JOB_STEPS, POD_STEPS, SOURCE_STEPS, SOURCES, Timeline
+from pytest_topsail.scale.lifecycle import Lifecycle
+from pytest_topsail.scale.timelines import (
+    JOB_STEPS,
+    LIFECYCLE,
+    POD_STEPS,
+    SOURCE_STEPS,
+    SOURCES,
+    Timeline,
+    transitions,
+)
 
 MAX_ERROR_RATIO = 0.10
 METRICS = ("P50", "P95", "P99", "max", "avg")
@@ -23,14 +32,15 @@ METRICS = ("P50", "P95", "P99", "max", "avg")
 
 @dataclass
 class StepStats:
-    level: str  # "job" (from submission / workload creation) or "pod" (from pod creation)
-    source: str  # "watch" or "object"
-    step: str
+    level: str  # "job" (from submission / workload creation), "pod" (from pod creation), or a lifecycle's name
+    source: str  # "watch" or "object"; "lifecycle": the times a lifecycle reports (its steps' `time`)
+    step: str  # a lifecycle's: a transition "<step>-><next step>"
     expected: int
     count: int
     negative: int
     missing: int
     P50: float | None = None  # noqa: N815 - metric names as users write them in thresholds
+    P90: float | None = None  # noqa: N815
     P95: float | None = None  # noqa: N815
     P99: float | None = None  # noqa: N815
     max: float | None = None
@@ -58,29 +68,35 @@ def nearest_rank(sorted_values: list[float], percent: float) -> float:
 
 
 def step_stats(timelines: list[Timeline], level: str, source: str, step: str) -> StepStats:
-    values: list[float] = []
-    negative = missing = 0
-    expected = 0
-    for timeline in timelines:
-        if step not in timeline.applicable:
-            continue
-        expected += 1
-        delta = timeline.delta(source, step)
-        if delta is None:
-            missing += 1
-        elif delta < 0:
-            negative += 1
-            values.append(0.0)
-        else:
-            values.append(delta)
-    stats = StepStats(level, source, step, expected, len(values), negative, missing)
-    if not values or (negative + missing) > MAX_ERROR_RATIO * expected:
+    """From each timeline's base to `step`."""
+    deltas = [t.delta(source, step) for t in timelines if step in t.applicable]
+    return summarise(level, source, step, deltas)
+
+
+def transition_stats(timelines: list[Timeline], level: str, first: str, second: str) -> StepStats:
+    """From step `first` to step `second` of each timeline to which `second` applies (a lifecycle's times)."""
+    deltas = [t.between(LIFECYCLE, first, second) for t in timelines if second in t.applicable]
+    return summarise(level, LIFECYCLE, f"{first}->{second}", deltas)
+
+
+def summarise(level: str, source: str, step: str, deltas: list[float | None]) -> StepStats:
+    """Quantiles of the expected `deltas` (None: missing), with kube-burner's error accounting."""
+    values = [max(d, 0.0) for d in deltas if d is not None]
+    negative = sum(1 for d in deltas if d is not None and d < 0)
+    missing = sum(1 for d in deltas if d is None)
+    stats = StepStats(level, source, step, len(deltas), len(values), negative, missing)
+    if not values or (negative + missing) > MAX_ERROR_RATIO * len(deltas):
         return stats
     values.sort()
-    stats.P50, stats.P95, stats.P99 = (round(nearest_rank(values, p), 3) for p in (50, 95, 99))
+    stats.P50, stats.P90, stats.P95, stats.P99 = (round(nearest_rank(values, p), 3) for p in (50, 90, 95, 99))
     stats.max, stats.min = round(values[-1], 3), round(values[0], 3)
     stats.avg = round(sum(values) / len(values), 3)
     return stats
+
+
+def lifecycle_stats(lifecycle: Lifecycle, timelines: list[Timeline]) -> list[StepStats]:
+    """One StepStats per transition of `lifecycle` (level: its name)."""
+    return [transition_stats(timelines, lifecycle.name, a, b) for a, b in transitions(lifecycle)]
 
 
 def all_stats(jobs: list[Timeline], pods: list[Timeline]) -> list[StepStats]:
@@ -99,11 +115,12 @@ def find(stats: list[StepStats], step: str, source: str = "watch", level: str = 
 
 def format_table(stats: list[StepStats]) -> str:
     """A fixed-width text table, one line per (level, source, step)."""
-    header = ("level", "source", "step", "P50_ms", "P95_ms", "P99_ms", "max_ms", "avg_ms", "count", "errors")
+    header = ("level", "source", "step", "P50_ms", "P90_ms", "P95_ms", "P99_ms", "max_ms", "avg_ms", "count",
+              "errors")
     rows: list[tuple[str, ...]] = [header]
     for s in stats:
         cells = [s.level, s.source, s.step]
-        cells += ["-" if v is None else f"{v:.1f}" for v in (s.P50, s.P95, s.P99, s.max, s.avg)]
+        cells += ["-" if v is None else f"{v:.1f}" for v in (s.P50, s.P90, s.P95, s.P99, s.max, s.avg)]
         cells += [str(s.count), f"{s.errors}/{s.expected}"]
         rows.append(tuple(cells))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]

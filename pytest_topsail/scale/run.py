@@ -20,15 +20,27 @@ from pytest_topsail.errors import TopsailError
 from pytest_topsail.kube.client import Kube
 from pytest_topsail.kube.namespaces import KEPT, create_namespace, delete_namespaces
 from pytest_topsail.leftovers import report_leftover
-from pytest_topsail.scale.latency import StepStats, Threshold, all_stats, check_thresholds, write_tables
+from pytest_topsail.scale.faults import pod_faults
+from pytest_topsail.scale.latency import (
+    StepStats,
+    Threshold,
+    all_stats,
+    check_thresholds,
+    lifecycle_stats,
+    write_tables,
+)
+from pytest_topsail.scale.lifecycle import Lifecycle
 from pytest_topsail.scale.queueing import QueueSettings
 from pytest_topsail.scale.sampler import Sampler, read_sampled, write_sampled
 from pytest_topsail.scale.submitter import JobToSubmit, Pacing, SubmitResult, Submitter
 from pytest_topsail.scale.timelines import (
     failed_jobs,
     job_timelines,
+    lifecycle_table,
+    lifecycle_timelines,
     pod_timelines,
     scheduling_throughput,
+    write_padded_csv,
     write_times_csv,
 )
 from pytest_topsail.scale.workloads import RUN_LABEL, WorkloadSpec, job_name, job_objects
@@ -138,9 +150,11 @@ def submit_and_sample(
     directory: Path,
     progress: TextIO | None = None,
     prefix: str = "j",
+    lifecycles: tuple[Lifecycle, ...] = (),
 ) -> tuple[SubmitResult, dict[str, Any], bool]:
-    """Watch, submit, wait for every job to reach its target; write submitted.json and sampled.json."""
-    sampler = Sampler(api, namespaces, run_id, case.workload_spec().kind)
+    """Watch, submit, wait for every job to reach its target; write submitted.json and sampled.json. `lifecycles`:
+    the suite's, sampled beside the run's own jobs and pods."""
+    sampler = Sampler.for_run(api, namespaces, run_id, case.workload_spec().kind, lifecycles)
     sampler.start()
     jobs = build_jobs(case, namespaces, run_id, prefix)
     workload_watch = None
@@ -226,10 +240,34 @@ def analyse(
 
             figures["queue"] = queue_figure(summary["queue"])
             save_html(figures["queue"], directory / "queue.html", include_plotlyjs, plotly_js)
+    for name, lifecycle_sampled in (sampled.get("lifecycles") or {}).items():
+        summary.setdefault("lifecycles", {})[name] = analyse_lifecycle(
+            lifecycle_sampled, directory, stats, figures if plots else None, include_plotlyjs, plotly_js)
     violations = check_thresholds(stats, thresholds or [])
     summary["threshold_violations"] = violations
     (directory / "summary.json").write_text(json.dumps(summary, indent=1))
     return ScaleResult(stats=stats, figures=figures, summary=summary, violations=violations)
+
+
+def analyse_lifecycle(sampled: dict[str, Any], directory: Path, stats: list[StepStats],
+                      figures: dict[str, Any] | None, include_plotlyjs: str | bool = "shared",
+                      plotly_js: Path | None = None) -> dict[str, Any]:
+    """A configured lifecycle's analysis: lifecycle_<name>.csv, its transitions' stats appended to `stats`, its
+    figure (lifecycle_<name>.html, and in `figures` unless None); the summary of it."""
+    lifecycle = Lifecycle.model_validate(sampled["spec"])
+    timelines = lifecycle_timelines(lifecycle, sampled.get("objects") or [])
+    write_padded_csv(*lifecycle_table(lifecycle, timelines), directory / f"lifecycle_{lifecycle.name}.csv")
+    transitions = lifecycle_stats(lifecycle, timelines)
+    stats.extend(transitions)
+    if figures is not None:
+        from pytest_topsail.scale.plots import lifecycle_figure, save_html
+
+        figure = figures[f"lifecycle {lifecycle.name}"] = lifecycle_figure(lifecycle, timelines)
+        save_html(figure, directory / f"lifecycle_{lifecycle.name}.html", include_plotlyjs, plotly_js)
+    return {"kind": f"{lifecycle.api_version} {lifecycle.kind}", "objects": len(timelines),
+            "failed": sum(1 for t in timelines if t.failed),
+            "transitions": {s.step: {k: v for k, v in s.to_dict().items() if k not in ("level", "source", "step")}
+                            for s in transitions}}
 
 
 def analyse_directory(directory: Path, thresholds: list[Threshold] | None = None, plots: bool = True) -> ScaleResult:
@@ -254,6 +292,7 @@ class RunOptions:
     include_plotlyjs: str | bool = "shared"  # shared | directory | True: offline in every case, never a CDN
     plotly_js: Path | None = None  # the run's shared plotly.min.js (pytest_topsail.report.figures)
     cleanup_timeout_s: float = 60.0
+    lifecycles: tuple[Lifecycle, ...] = ()  # sampled beside the jobs and pods (pytest_topsail.scale.lifecycle)
 
 
 def new_run_id() -> str:
@@ -285,7 +324,9 @@ def run_case(
             from pytest_topsail.scale.queueing import create_queue_objects
 
             create_queue_objects(api, case.queue, run_id, namespaces, queue_refs)
-        result, sampled, _ = submit_and_sample(api, case, namespaces, run_id, directory, progress)
+        result, sampled, _ = submit_and_sample(api, case, namespaces, run_id, directory, progress,
+                                               lifecycles=options.lifecycles)
+        faults = pod_faults(api, namespaces, directory)  # before the namespaces go, with what shows them
         analysis = analyse(
             result.to_dict(), sampled, directory, list(options.thresholds), options.plots, options.include_plotlyjs,
             options.plotly_js,
@@ -298,6 +339,7 @@ def run_case(
             delete_queue_objects(api, queue_refs)
         (directory / "cleanup.json").write_text(json.dumps(cleanup, indent=1))
     analysis.summary["cleanup"] = cleanup
+    analysis.summary["faults"] = faults
     return analysis
 
 

@@ -1,14 +1,17 @@
-"""Watch the jobs and pods of a scale run and time every lifecycle step, from two sources at once.
+"""Watch the objects of a run and time every step of their lifecycles (pytest_topsail.scale.lifecycle), from two
+sources at once.
 
 - ``watch``: the client's wall clock (epoch ms) when the watch event showing the step first arrived
   (ClusterLoader2 style). Same clock as the submit times, millisecond precision.
-- ``object``: the timestamp the cluster wrote into the object (kube-burner / Run:ai style), captured from the object
-  as it looked when the step was first observed (a pod's Ready condition is rewritten when it completes).
+- ``object``: the transition time the cluster wrote into the object (kube-burner / Run:ai style), captured from the
+  object as it looked when the step was first observed (a pod's Ready condition is rewritten when it completes).
   Real API servers write these in whole seconds (the Scheduled event's ``eventTime`` has microseconds).
 
-One list then a watch per resource (pods, the workload kind, pod events), resumed from the last resourceVersion;
-a 410 Gone answer re-lists. The collected state is saved as ``sampled.json`` and ``timelines(...)`` turns it (live
-or re-read from disk) into per-job and per-pod timelines.
+One list then a watch per resource (one for the lifecycles sharing a kind and label selector), resumed from the last
+resourceVersion; a 410 Gone answer re-lists. A scale run (``Sampler.for_run``) samples its pods and its workload kind
+(the ``POD`` and ``SCALE_WORKLOADS`` lifecycles), the pod events, and the lifecycles the suite configures. The
+collected state is saved as ``sampled.json``; ``timelines`` turns it (live or re-read from disk) into per-job,
+per-pod and per-object timelines.
 """
 
 from __future__ import annotations
@@ -18,88 +21,20 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from pytest_topsail.conditions import find_condition
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.kube.client import Kube, KubeConnectionError, KubeError, ObjectRef, WatchStop
+from pytest_topsail.scale.lifecycle import POD, RESERVED, SCALE_WORKLOADS, Lifecycle
 from pytest_topsail.scale.workloads import JOB_LABEL, RUN_LABEL
 from pytest_topsail.waiting import Deadline, Every
 
-POD_STEPS = ("created", "scheduled", "initialized", "started", "ready", "completed", "failed")
-WORKLOAD_STEPS = ("created", "ready", "completed", "failed")
 SAMPLED_VERSION = 1
 MAX_KEPT_ERRORS = 50  # further sampler errors are counted, not kept
 UNSCHEDULABLE_GRACE_S = 3.0  # a pod judged never schedulable this long fails the wait (nodes may still be joining)
 UNSCHEDULABLE_CHECK_S = 1.0
 FATAL_LIST_STATUSES = {401, 403, 404}  # retrying the first list cannot help
-
-
-def parse_ts(value: str | None) -> float | None:
-    """RFC 3339 timestamp (whole seconds or fractional) -> epoch milliseconds."""
-    if not value:
-        return None
-    try:
-        return round(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000.0, 3)
-    except ValueError:
-        return None
-
-
-
-def condition_true_ts(obj: dict[str, Any], kind: str) -> tuple[bool, float | None]:
-    cond = find_condition(obj, kind)
-    if cond is None or cond.get("status") != "True":
-        return False, None
-    return True, parse_ts(cond.get("lastTransitionTime"))
-
-
-def pod_step_states(pod: dict[str, Any]) -> dict[str, tuple[bool, float | None]]:
-    """For each pod step: (reached, object timestamp) as this version of the pod shows it."""
-    status = pod.get("status", {})
-    phase = status.get("phase")
-    statuses = status.get("containerStatuses") or []
-    n_containers = len(pod.get("spec", {}).get("containers") or []) or 1
-    started_at = [
-        parse_ts((s.get("state", {}).get("running") or s.get("state", {}).get("terminated") or {}).get("startedAt"))
-        for s in statuses
-    ]
-    started = len(statuses) >= n_containers and all(t is not None for t in started_at)
-    finished_at = [parse_ts((s.get("state", {}).get("terminated") or {}).get("finishedAt")) for s in statuses]
-    finished = max((t for t in finished_at if t is not None), default=None)
-    scheduled_cond = condition_true_ts(pod, "PodScheduled")
-    scheduled = scheduled_cond if scheduled_cond[0] else (bool(pod.get("spec", {}).get("nodeName")), None)
-    return {
-        "created": (True, parse_ts(pod.get("metadata", {}).get("creationTimestamp"))),
-        "scheduled": scheduled,
-        "initialized": condition_true_ts(pod, "Initialized"),
-        "started": (started, max((t for t in started_at if t is not None), default=None) if started else None),
-        "ready": condition_true_ts(pod, "Ready"),
-        "completed": (phase == "Succeeded", finished),
-        "failed": (phase == "Failed", finished),
-    }
-
-
-def workload_step_states(obj: dict[str, Any]) -> dict[str, tuple[bool, float | None]]:
-    """Job (Complete/Failed, completionTime), PyTorchJob (Running/Succeeded/Failed), Deployment (Available)."""
-    kind = obj.get("kind")
-    status = obj.get("status", {})
-    created = (True, parse_ts(obj.get("metadata", {}).get("creationTimestamp")))
-    failed = condition_true_ts(obj, "Failed")
-    ready: tuple[bool, float | None]
-    completed: tuple[bool, float | None]
-    if kind == "Job":
-        done, done_ts = condition_true_ts(obj, "Complete")
-        completed = (done, parse_ts(status.get("completionTime")) or done_ts)
-        ready = (bool(status.get("ready")) or done, None)
-    elif kind == "Deployment":
-        ready = condition_true_ts(obj, "Available")
-        completed = (False, None)
-    else:
-        ready = condition_true_ts(obj, "Running")
-        completed = condition_true_ts(obj, "Succeeded")
-    return {"created": created, "ready": ready, "completed": completed, "failed": failed}
 
 
 def trim_pod(pod: dict[str, Any]) -> dict[str, Any]:
@@ -114,7 +49,7 @@ def trim_pod(pod: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def trim_workload(obj: dict[str, Any]) -> dict[str, Any]:
+def trim_object(obj: dict[str, Any]) -> dict[str, Any]:
     metadata = obj.get("metadata", {})
     return {
         "apiVersion": obj.get("apiVersion"),
@@ -158,30 +93,32 @@ class Tracked:
 
 
 class Sampler:
-    """List + watch pods, workloads and pod events of one run (label ``topsail.scale/run=<run_id>``)."""
+    """List + watch the objects of ``lifecycles`` in ``namespaces`` (and their pods' events with ``events``)."""
 
     def __init__(
         self,
         api: Kube,
         namespaces: list[str],
-        run_id: str,
-        workload_kind: tuple[str, str],
+        lifecycles: list[Lifecycle],
+        events: bool = False,
         clock: Callable[[], float] = time.time,
+        run_id: str = "",
+        group_labels: dict[str, str] | None = None,
     ) -> None:
         self.api = api
         self.namespaces = sorted(set(namespaces))
-        self.run_id = run_id
-        self.workload_kind = workload_kind
+        self.lifecycles = {lifecycle.name: lifecycle for lifecycle in lifecycles}
+        self.sample_events = events
         self.clock = clock
-        self.label_selector = f"{RUN_LABEL}={run_id}"
+        self.run_id = run_id
+        self.group_labels = group_labels or {}  # lifecycle -> label whose value groups its objects (a job's pods)
         self.lock = threading.Lock()
         self.stop_event = WatchStop()  # setting it also closes the watch connections: stop() does not wait reads
-        self.changed = threading.Event()  # set by every pod/workload event: wait_for_jobs re-checks then
+        self.changed = threading.Event()  # set by every object event: wait_for_jobs re-checks then
         self.touched: set[str] = set()  # "<namespace>/<job>" keys changed since wait_for_jobs last looked
         self.threads: list[threading.Thread] = []
-        self.pods: dict[str, Tracked] = {}
+        self.tracked: dict[str, dict[str, Tracked]] = {name: {} for name in self.lifecycles}
         self.pods_by_job: dict[str, dict[str, Tracked]] = {}
-        self.workloads: dict[str, Tracked] = {}
         self.events: list[dict[str, Any]] = []
         self.errors: list[str] = []
         self.error_count = 0
@@ -194,6 +131,29 @@ class Sampler:
         self.started_ms = 0.0
         self.finished_ms = 0.0
 
+    @classmethod
+    def for_run(cls, api: Kube, namespaces: list[str], run_id: str, workload_kind: tuple[str, str],
+                extra: list[Lifecycle] | tuple[Lifecycle, ...] = (), clock: Callable[[], float] = time.time) -> Sampler:
+        """A scale run's sampler: its pods and workloads (label ``topsail.scale/run=<run_id>``), the pod events,
+        and the ``extra`` lifecycles the suite configures."""
+        api_version, kind = workload_kind
+        workload = SCALE_WORKLOADS.get(kind)
+        if workload is None or workload.api_version != api_version:
+            raise TopsailError(f"scale sampler: no lifecycle of the scale run for {api_version} {kind}")
+        selector = f"{RUN_LABEL}={run_id}"
+        own = [POD.model_copy(update={"label_selector": selector}),
+               workload.model_copy(update={"label_selector": selector})]
+        return cls(api, namespaces, own + list(extra), events=True, clock=clock, run_id=run_id,
+                   group_labels={POD.name: JOB_LABEL})
+
+    @property
+    def pods(self) -> dict[str, Tracked]:
+        return self.tracked.get(POD.name, {})
+
+    @property
+    def workloads(self) -> dict[str, Tracked]:
+        return self.tracked.get("workloads", {})
+
     def now_ms(self) -> float:
         return round(self.clock() * 1000.0, 3)
 
@@ -204,12 +164,15 @@ class Sampler:
         """Start the watches; return once each has listed (so nothing created afterwards can be missed)."""
         self.started_ms = self.now_ms()
         ns = self.scope()
-        api_version, kind = self.workload_kind
-        watches = [
-            ("pods", ("v1", "Pod"), self.label_selector, None, self.on_pod),
-            ("workloads", (api_version, kind), self.label_selector, None, self.on_workload),
-            ("events", ("v1", "Event"), None, "involvedObject.kind=Pod", self.on_event),
+        shared: dict[tuple[str, str, str | None], list[Lifecycle]] = {}
+        for lifecycle in self.lifecycles.values():
+            shared.setdefault((lifecycle.api_version, lifecycle.kind, lifecycle.label_selector), []).append(lifecycle)
+        watches: list[tuple[str, tuple[str, str], str | None, str | None, Callable]] = [
+            (kind, (api_version, kind), labels, None, self.object_handler(group))
+            for (api_version, kind, labels), group in shared.items()
         ]
+        if self.sample_events:
+            watches.append(("events", ("v1", "Event"), None, "involvedObject.kind=Pod", self.on_event))
         ready = [threading.Event() for _ in watches]
         for (name, what, labels, fields, handler), listed in zip(watches, ready, strict=True):
             thread = threading.Thread(
@@ -219,16 +182,18 @@ class Sampler:
             thread.start()
             self.threads.append(thread)
         deadline = Deadline(timeout_s)
+        kinds = "/".join(name for name, *_ in watches)
         for listed in ready:
             if not listed.wait(deadline.left()):
                 self.stop()
                 last = self.errors[-1] if self.errors else "no answer"
                 raise TopsailError(
-                    f"scale sampler: the first list of pods/{kind}/events did not succeed within {timeout_s:g}s "
+                    f"scale sampler: the first list of {kinds} did not succeed within {timeout_s:g}s "
                     f"(last error: {last})"
                 )
         if self.fatal:
             self.stop()
+            kind = self.fatal.split(":", 1)[0]
             raise TopsailError(f"scale sampler: cannot list {self.fatal} (is the {kind} kind installed, "
                                "and may these credentials list it?)")
 
@@ -270,33 +235,33 @@ class Sampler:
             if len(self.errors) < MAX_KEPT_ERRORS:
                 self.errors.append(f"{kind}: {exc}")
 
-    def on_pod(self, kind: str, pod: dict[str, Any], now_ms: float) -> None:
-        metadata = pod.get("metadata", {})
-        key = f"{metadata.get('namespace')}/{metadata.get('name')}"
-        with self.lock:
-            tracked = self.pods.get(key)
-            if tracked is None or tracked.obj["metadata"].get("uid") != metadata.get("uid"):
-                tracked = self.pods[key] = Tracked(obj={"metadata": {"uid": metadata.get("uid")}})
-                job = (metadata.get("labels") or {}).get(JOB_LABEL)
-                self.pods_by_job.setdefault(f"{metadata.get('namespace')}/{job}", {})[key] = tracked
-            self.touched.add(f"{metadata.get('namespace')}/{(metadata.get('labels') or {}).get(JOB_LABEL)}")
-            tracked.obj = trim_pod(pod)
-            tracked.update(pod, pod_step_states(pod), now_ms)
-            tracked.deleted = kind == "DELETED"
-        self.changed.set()
+    def object_handler(self, lifecycles: list[Lifecycle]) -> Callable[[str, dict[str, Any], float], None]:
+        def handle(event_type: str, obj: dict[str, Any], now_ms: float) -> None:
+            if obj.get("metadata", {}).get("namespace") not in self.namespaces:
+                return
+            for lifecycle in lifecycles:
+                self.on_object(lifecycle, event_type, obj, now_ms)
+            self.changed.set()
 
-    def on_workload(self, kind: str, obj: dict[str, Any], now_ms: float) -> None:
+        return handle
+
+    def on_object(self, lifecycle: Lifecycle, event_type: str, obj: dict[str, Any], now_ms: float) -> None:
         metadata = obj.get("metadata", {})
-        key = f"{metadata.get('namespace')}/{metadata.get('name')}"
+        namespace = metadata.get("namespace")
+        key = f"{namespace}/{metadata.get('name')}"
+        group_label = self.group_labels.get(lifecycle.name)
+        group = f"{namespace}/{(metadata.get('labels') or {}).get(group_label)}" if group_label else key
+        objects = self.tracked[lifecycle.name]
         with self.lock:
-            tracked = self.workloads.get(key)
+            tracked = objects.get(key)
             if tracked is None or tracked.obj["metadata"].get("uid") != metadata.get("uid"):
-                tracked = self.workloads[key] = Tracked(obj={"metadata": {"uid": metadata.get("uid")}})
-            self.touched.add(key)
-            tracked.obj = trim_workload(obj)
-            tracked.update(obj, workload_step_states(obj), now_ms)
-            tracked.deleted = kind == "DELETED"
-        self.changed.set()
+                tracked = objects[key] = Tracked(obj={"metadata": {"uid": metadata.get("uid")}})
+                if group_label:
+                    self.pods_by_job.setdefault(group, {})[key] = tracked
+            self.touched.add(group)
+            tracked.obj = trim_pod(obj) if lifecycle.kind == "Pod" else trim_object(obj)
+            tracked.update(obj, lifecycle.states(obj), now_ms)
+            tracked.deleted = event_type == "DELETED"
 
     def on_event(self, kind: str, event: dict[str, Any], now_ms: float) -> None:
         if kind != "ADDED" or event.get("reason") not in ("Scheduled", "FailedScheduling"):
@@ -415,7 +380,8 @@ class Sampler:
                 "version": SAMPLED_VERSION,
                 "run_id": self.run_id,
                 "namespaces": self.namespaces,
-                "workload_kind": list(self.workload_kind),
+                "workload_kind": next(([w.api_version, w.kind] for name, w in self.lifecycles.items()
+                                       if name == "workloads"), None),
                 "started_ms": self.started_ms,
                 "finished_ms": self.finished_ms,
                 "watch_restarts": self.watch_restarts,
@@ -426,6 +392,9 @@ class Sampler:
                 "workloads": [t.to_dict() for t in self.workloads.values()],
                 "pods": [t.to_dict() for t in self.pods.values()],
                 "events": list(self.events),
+                "lifecycles": {name: {"spec": lifecycle.model_dump(mode="json", exclude_none=True),
+                                      "objects": [t.to_dict() for t in self.tracked[name].values()]}
+                               for name, lifecycle in self.lifecycles.items() if name not in RESERVED},
             }
 
 

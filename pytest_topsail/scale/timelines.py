@@ -12,6 +12,10 @@ Job steps (a job with several pods reaches a pod step when its last pod does):
 Two sources, each with its own base (see docs/scale.md):
   watch   client clock: base = submit time (before the create request); step = first watch event showing it.
   object  cluster clock: base = the workload's creationTimestamp; step = the timestamp written in the object.
+
+A configured lifecycle (pytest_topsail.scale.lifecycle) gives one timeline per sampled object: both sources, and
+``lifecycle``, each step's time as the lifecycle reports it (its ``time``: transition or observed); its deltas are
+between consecutive steps (``transitions``), written to ``lifecycle_<name>.csv``.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_topsail.scale.sampler import parse_ts
+from pytest_topsail.scale.lifecycle import Lifecycle, parse_ts
 from pytest_topsail.scale.workloads import JOB_LABEL
 
 JOB_STEPS = ("Created", "PodsCreated", "Scheduled", "Initialized", "Started", "Ready", "Completed")
@@ -53,6 +57,11 @@ class Timeline:
         if base is None or value is None:
             return None
         return round(value - base, 3)
+
+    def between(self, source: str, first: str, second: str) -> float | None:
+        """From step `first` to step `second` (ms); None if either was not reached (or not seen)."""
+        start, end = self.times.get(source, {}).get(first), self.times.get(source, {}).get(second)
+        return None if start is None or end is None else round(end - start, 3)
 
 
 def latest(values: list[float | None]) -> float | None:
@@ -219,7 +228,60 @@ def times_table(timelines: list[Timeline]) -> tuple[list[str], list[list[str]]]:
 
 def write_times_csv(timelines: list[Timeline], path: Path) -> None:
     """times.csv: one header line, columns padded to a common width (read it with skipinitialspace=True)."""
-    header, rows = times_table(timelines)
+    write_padded_csv(*times_table(timelines), path)
+
+
+LIFECYCLE = "lifecycle"  # the source of a lifecycle's own times: per step, the one its `time` chooses
+
+
+def transitions(lifecycle: Lifecycle) -> list[tuple[str, str]]:
+    chain = [step.name for step in lifecycle.chain]
+    return list(zip(chain, chain[1:], strict=False))
+
+
+def lifecycle_timelines(lifecycle: Lifecycle, objects: list[dict[str, Any]]) -> list[Timeline]:
+    """One timeline per sampled object of `lifecycle` (``sampled.json`` "lifecycles" -> name -> objects), in the
+    order they reached their first step; base: that first step. A failed object (a failure step reached) counts
+    only the steps it reached."""
+    built = []
+    for sampled in objects:
+        steps, metadata = sampled["steps"], sampled["object"].get("metadata", {})
+        times: dict[str, dict[str, float | None]] = {
+            source: {s.name: (steps.get(s.name) or {}).get(source) for s in lifecycle.steps} for source in SOURCES}
+        times[LIFECYCLE] = {s.name: (steps.get(s.name) or {}).get(lifecycle.source_of(s)) for s in lifecycle.steps}
+        failed = any(s.failure and s.name in steps for s in lifecycle.steps)
+        chain = tuple(s.name for s in lifecycle.chain if not failed or s.name in steps)
+        first = lifecycle.chain[0].name if lifecycle.chain else lifecycle.steps[0].name
+        built.append(Timeline(key=metadata.get("name", ""), index=0, namespace=metadata.get("namespace", ""),
+                              base={source: times[source].get(first) for source in times}, times=times,
+                              applicable=chain, pods=0, failed=failed))
+    built.sort(key=lambda t: (t.base[LIFECYCLE] is None, t.base[LIFECYCLE] or 0.0, t.namespace, t.key))
+    for index, timeline in enumerate(built):
+        timeline.index = index
+    return built
+
+
+def lifecycle_table(lifecycle: Lifecycle, timelines: list[Timeline]) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of lifecycle_<name>.csv: per object, each step from its first step and each transition
+    (ms, the lifecycle's times)."""
+    pairs = transitions(lifecycle)
+    header = ["index", "name", "namespace", "failed", "first_offset_ms"]
+    header += [f"{step.name}_ms" for step in lifecycle.chain[1:]] + [f"{a}_{b}_ms" for a, b in pairs]
+    first = min((b for t in timelines if (b := t.base.get(LIFECYCLE)) is not None), default=0.0)
+    rows = []
+    for t in timelines:
+        start = t.base.get(LIFECYCLE)
+        row = [str(t.index), t.key, t.namespace, "1" if t.failed else "0",
+               "" if start is None else f"{start - first:.3f}"]
+        values = [t.delta(LIFECYCLE, step.name) for step in lifecycle.chain[1:]]
+        values += [t.between(LIFECYCLE, a, b) for a, b in pairs]
+        row += ["" if v is None else f"{v:.3f}" for v in values]
+        rows.append(row)
+    return header, rows
+
+
+def write_padded_csv(header: list[str], rows: list[list[str]], path: Path) -> None:
+    """One header line, columns padded to a common width (read it with skipinitialspace=True)."""
     widths = [max([len(header[i])] + [len(r[i]) for r in rows]) for i in range(len(header))]
     lines = [",".join(cell.rjust(widths[i]) for i, cell in enumerate(row)) for row in [header, *rows]]
     path.write_text("\n".join(lines) + "\n")

@@ -86,7 +86,7 @@ def test_queue_kpis_from_workload_records():
 
 @pytest.fixture(scope="module")
 def api() -> Iterator[Kube]:
-    with SimCluster(nodes=2, gpu_profile="a100", seed=5) as sim:
+    with SimCluster({"preinstalled": ["all"]}, nodes=2, gpu_profile="a100", seed=5) as sim:
         kube = connect(sim.kubeconfig_path, pool_size=8)
         yield kube
         kube.close()

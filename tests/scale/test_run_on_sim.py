@@ -11,6 +11,7 @@ import pytest
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.kube.client import Kube, connect
 from pytest_topsail.kube.namespaces import namespace_exists
+from pytest_topsail.scale.lifecycle import Lifecycle
 from pytest_topsail.scale.run import RunOptions, ScaleCase, run_case
 from pytest_topsail.scale.sampler import Sampler
 from pytest_topsail.sim.run.launcher import SimCluster
@@ -18,7 +19,7 @@ from pytest_topsail.sim.run.launcher import SimCluster
 
 @pytest.fixture(scope="module")
 def api() -> Iterator[Kube]:
-    with SimCluster(nodes=4, gpu_profile="a100", seed=3) as sim:
+    with SimCluster({"preinstalled": ["all"]}, nodes=4, gpu_profile="a100", seed=3) as sim:
         kube = connect(sim.kubeconfig_path, pool_size=8)
         yield kube
         kube.close()
@@ -47,7 +48,9 @@ def test_kept_namespaces_stay(api, tmp_path):
 
 
 def test_sampling_a_kind_the_cluster_does_not_serve_fails_fast_naming_it(api):
-    sampler = Sampler(api, ["default"], "nope", ("example.com/v1", "Widget"))
+    widget = Lifecycle(name="widget", api_version="example.com/v1", kind="Widget", steps=[
+        {"name": "Ready", "condition": "Ready"}])
+    sampler = Sampler(api, ["default"], [widget])
     started = time.monotonic()
     with pytest.raises(TopsailError, match="cannot list Widget: 404"):
         sampler.start(timeout_s=120)
