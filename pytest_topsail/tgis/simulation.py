@@ -2,9 +2,11 @@
 simulated pods: a simulator controller plugin owned by the TGIS package, registered in pyproject.toml under the
 entry-point group `pytest_topsail.sim_controllers` (the simulator itself knows nothing of TGIS).
 
-On start it registers the ServingRuntime (v1alpha1) and InferenceService (v1beta1, short name `isvc`) CRDs. For each
-InferenceService (RawDeployment; a Serverless one is simulated the same way) it picks the ServingRuntime
-(`spec.predictor.model.runtime`, else one whose `supportedModelFormats` auto-selects the model format) and creates
+The ServingRuntime (v1alpha1) and InferenceService (v1beta1, short name `isvc`) kinds are served while OpenShift AI's
+kserve component is (the simulator's rhoai controller registers them: Managed in the DataScienceCluster, or
+preinstalled by the profile); this controller looks them up when it needs them. For each InferenceService
+(RawDeployment; a Serverless one is simulated the same way) it picks the ServingRuntime (`spec.predictor.model.runtime`,
+else one whose `supportedModelFormats` auto-selects the model format) and creates
 the Deployment and Service `<isvc>-predictor`: the runtime's containers with the predictor's args, env and resources
 (GPUs), a storage-initializer init container for `storageUri`, pods labelled
 `serving.kserve.io/inferenceservice=<name>` that carry the InferenceService's own `sim.topsail.io/*` annotations
@@ -46,7 +48,6 @@ from pytest_topsail.errors import TopsailError
 from pytest_topsail.hardware import profile_of_label
 from pytest_topsail.sim.controllers.base import Controller, condition, now_seconds, set_condition
 from pytest_topsail.sim.controllers.containers import ANNOTATION_PREFIX, ENDPOINT_ANNOTATION
-from pytest_topsail.sim.controllers.olm import crd_manifest
 from pytest_topsail.sim.controllers.workload import owner_reference
 from pytest_topsail.sim.machinery.apierror import ApiError
 from pytest_topsail.sim.node.gpuactivity import Live, Usage, gpu_activity
@@ -65,13 +66,6 @@ DOWNLOAD_SECONDS_ANNOTATION = ANNOTATION_PREFIX + "model-download-seconds"
 LOAD_SECONDS_ANNOTATION = ANNOTATION_PREFIX + "model-load-seconds"
 SOURCE = "kserve-controller"
 _SERVED_PORTS = ("port", "grpc_port")  # the container's ports say where it serves, not its config
-
-
-def crd_manifests() -> list[dict[str, Any]]:
-    runtime = crd_manifest(GROUP, "v1alpha1", "ServingRuntime", "servingruntimes", "Namespaced")
-    isvc = crd_manifest(GROUP, "v1beta1", "InferenceService", "inferenceservices", "Namespaced")
-    isvc["spec"]["names"]["shortNames"] = ["isvc"]
-    return [runtime, isvc]
 
 
 # ----------------------------------------------------------------- what a TGIS container asks for
@@ -206,19 +200,33 @@ class KServeController(Controller):
         self.deployments = self.store.resource_type("deployments", "apps")
         self.services = self.store.resource_type("services")
         self.servers: dict[str, Any] = {}  # pod uid -> tgis RunningServer
-        self.isvcs: Any = None
-        self.runtimes: Any = None
 
     @property
     def _timing(self) -> KServeSimSettings:
         return self.settings if isinstance(self.settings, KServeSimSettings) else KServeSimSettings()
 
+    # KServe's kinds are served only while OpenShift AI's kserve component is (the simulator's rhoai controller:
+    # Managed in the DataScienceCluster, or preinstalled by the profile): looked up when needed, a 404 ApiError
+    # while not served (which ends a reconcile quietly)
+    @property
+    def isvcs(self) -> Any:
+        return self.store.resource_type("inferenceservices", GROUP)
+
+    @property
+    def runtimes(self) -> Any:
+        return self.store.resource_type("servingruntimes", GROUP)
+
+    def _served_isvcs(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        try:
+            return self.store.list(self.isvcs, namespace)
+        except ApiError:
+            return []
+
     async def on_start(self) -> None:
-        self.runtimes, self.isvcs = (self.store.register_crd(crd) for crd in crd_manifests())
         self.watch_key((GROUP, "inferenceservices"), self._on_isvc)
         self.watch_key((GROUP, "servingruntimes"), self._on_runtime)
         self.watch("pods", "", self._on_pod)
-        for isvc in self.store.list(self.isvcs):
+        for isvc in self._served_isvcs():
             self._on_isvc("ADDED", isvc)
         for pod in self.store.list(self.pods):
             self._on_pod("ADDED", pod)
@@ -235,7 +243,7 @@ class KServeController(Controller):
 
     def _on_runtime(self, event_type: str, runtime: dict[str, Any]) -> None:
         namespace = runtime["metadata"].get("namespace") or ""
-        for isvc in self.store.list(self.isvcs, namespace):  # e.g. one that waited for this runtime
+        for isvc in self._served_isvcs(namespace):  # e.g. one that waited for this runtime
             self._on_isvc("MODIFIED", isvc)
 
     def _on_pod(self, event_type: str, pod: dict[str, Any]) -> None:

@@ -35,7 +35,9 @@ class InProcessSim:
                  watch_log_size: int = 20_000) -> None:
         self.kubeconfig_path = directory / "kubeconfig"
         self.audit_log_path = directory / "audit.jsonl" if audit_log else None
-        self._options = Options(profile=Profile.from_dict(profile or {"node_pools": []}), port=0,
+        # preinstalled all unless the test says otherwise: GPUs advertised, Kubeflow, KServe and Kueue kinds served
+        profile = {"preinstalled": ["all"], **(profile or {"node_pools": []})}
+        self._options = Options(profile=Profile.from_dict(profile), port=0,
                                 kubeconfig=self.kubeconfig_path, audit_log=self.audit_log_path,
                                 controllers=controllers, watch_log_size=watch_log_size)
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -27,6 +27,7 @@ FAST_STAGES: dict[str, Any] = {
 }
 
 CORE = [
+    "pytest_topsail.sim.controllers.rhoai:RhoaiController",  # the kinds of the profile's preinstalled components
     "pytest_topsail.sim.controllers.nodes:NodeController",
     "pytest_topsail.sim.controllers.scheduler:Scheduler",
     "pytest_topsail.sim.controllers.pods:PodLifecycle",
@@ -38,7 +39,7 @@ CORE = [
 
 
 def profile(**sections: Any) -> Profile:
-    data: dict[str, Any] = {"seed": 7, "stages": FAST_STAGES,
+    data: dict[str, Any] = {"seed": 7, "stages": FAST_STAGES, "preinstalled": ["all"],  # GPUs advertised, kinds served
                             "node_pools": [{"name": "gpu", "count": 2, "gpu_profile": "a100"}]}
     data.update(sections)
     return Profile.from_dict(data, source="test profile")

@@ -121,9 +121,11 @@ def _check_calls(calls: dict[str, Any]) -> None:
     assert calls["invalid"].details() == "top_p must be > 0.0 and <= 1.0"
 
 
-def test_kserve_kinds_exist_on_a_fresh_simulator(sim: Any) -> None:
+def test_kserve_kinds_are_served_when_kserve_is_preinstalled(sim: Any) -> None:
     resources = sim.kubectl("api-resources", "--api-group=serving.kserve.io", "-o", "name").stdout.split()
-    assert resources == ["inferenceservices.serving.kserve.io", "servingruntimes.serving.kserve.io"]
+    assert sorted(resources) == [f"{plural}.serving.kserve.io" for plural in (
+        "clusterservingruntimes", "clusterstoragecontainers", "inferencegraphs", "inferenceservices",
+        "servingruntimes", "trainedmodels")]
 
 
 def test_ready_inferenceservice_status_and_predictor(sim: Any, core: client.CoreV1Api, flan: str) -> None:

@@ -24,7 +24,8 @@ from pytest_topsail.sim.run.launcher import SimCluster
 
 pytestmark = pytest.mark.xdist_group("sim_launcher")  # -n N: the module-scoped simulator once
 
-PROFILE = {"seed": 3, "node_pools": [{"name": "gpu", "count": 3, "gpu_profile": "h100"}]}
+PROFILE = {"seed": 3, "node_pools": [{"name": "gpu", "count": 3, "gpu_profile": "h100"}],
+           "preinstalled": ["gpu_operator"]}
 
 
 @pytest.fixture(scope="module")

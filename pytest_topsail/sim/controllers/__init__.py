@@ -31,10 +31,12 @@ CONTROLLERS: list[str] = [
     "pytest_topsail.sim.controllers.deployments:DeploymentController",
     "pytest_topsail.sim.controllers.services:ServiceController",
     "pytest_topsail.sim.controllers.pvcs:VolumeController",
+    "pytest_topsail.sim.controllers.rhoai:RhoaiController",  # OpenShift AI components' CRDs (DataScienceCluster)
     "pytest_topsail.sim.controllers.pytorchjob:PyTorchJobController",
     "pytest_topsail.sim.controllers.kueue:KueueController",  # Kueue's CRDs, Job webhook and admission
     "pytest_topsail.sim.controllers.olm:OlmController",
     "pytest_topsail.sim.controllers.stages:StagesController",  # NFD, GPU operator, OpenShift AI as data
+    "pytest_topsail.sim.controllers.gpuoperator:GpuOperatorController",  # NFD's and the GPU operator's node labels
 ]
 
 

@@ -35,7 +35,7 @@ from typing import Any, cast
 
 from pytest_topsail.sim.controllers.base import Controller, now_seconds, set_condition, stable_fraction
 from pytest_topsail.sim.controllers.profile import FaultEvent, PodSelector
-from pytest_topsail.sim.node.devices import Devices, devices, gpu_count, gpus_requested, xid_text
+from pytest_topsail.sim.node.devices import Devices, advertised_status, devices, gpu_count, gpus_requested, xid_text
 
 log = logging.getLogger(__name__)
 
@@ -277,12 +277,9 @@ class FaultInjector(Controller):
                         f"of node {node}", lasting=bool(health.withdrawn))
 
     def _set_allocatable(self, node: dict[str, Any], registry: Devices) -> None:
-        name = node["metadata"]["name"]
-        status = dict(node.get("status") or {})
-        allocatable = dict(status.get("allocatable") or {})
-        allocatable["nvidia.com/gpu"] = str(max(0, gpu_count(node) - registry.withdrawn(name)))
-        self.store.update(self.nodes, {**node, "status": {**status, "allocatable": allocatable}},
-                          subresource="status")
+        status = advertised_status(node, gpu_count(node), registry)
+        if status is not None:
+            self.store.update(self.nodes, {**node, "status": status}, subresource="status")
 
     def _terminate(self, pod: dict[str, Any], code: int, reason: str, message: str, lasting: bool = False) -> None:
         """End the pod's running containers; `lasting`: a restart on the same (withdrawn) GPU fails at once again."""

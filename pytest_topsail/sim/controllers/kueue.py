@@ -1,10 +1,12 @@
 """Kueue (kueue.x-k8s.io/v1beta1) in the simulator: quota-based admission of batch/v1 Jobs and Kubeflow PyTorchJobs,
 after Kueue v0.10.
 
-On start it registers the ResourceFlavor, ClusterQueue, LocalQueue and Workload CRDs and Kueue's mutating webhook for
-the job kinds of kueue_jobs.py: a job created with the label `kueue.x-k8s.io/queue-name` is stored suspended (Job
-`spec.suspend`, PyTorchJob `spec.runPolicy.suspend`; their controllers then create no pods). For each such job it
-creates a Workload `<lowercase kind>-<name>-<5 hex>` owned by the job (its pod sets, the queue name, the priority of
+Its kinds (ResourceFlavor, ClusterQueue, LocalQueue, Workload: `crd_manifests`) are served while OpenShift AI's kueue
+component is (controllers/rhoai.py: Managed in the DataScienceCluster, or preinstalled by the profile), and so is
+Kueue's mutating webhook for the job kinds of kueue_jobs.py: a job created with the label
+`kueue.x-k8s.io/queue-name` is stored suspended (Job `spec.suspend`, PyTorchJob `spec.runPolicy.suspend`; their
+controllers then create no pods). For each such job it creates a Workload `<lowercase kind>-<name>-<5 hex>` owned by the
+job (its pod sets, the queue name, the priority of
 the pods' PriorityClass). A scheduling cycle (kueue_admission.schedule, pure) runs whenever a Workload, queue or
 flavor changes: an admitted Workload gets `status.admission` (ClusterQueue, flavor and usage per pod set) and the
 conditions QuotaReserved then Admitted (True), and its job is unsuspended with the flavor's nodeLabels in its pod
@@ -151,20 +153,34 @@ class KueueController(Controller):
         return {METRICS_PATH: lambda: generate_latest(self.metrics.registry)}
 
     async def on_start(self) -> None:
-        for manifest in crd_manifests():
-            self.store.register_crd(manifest)
-        self.types = {plural: self.store.resource_type(plural, GROUP) for plural in KINDS}
-        for integration in INTEGRATIONS:  # PyTorchJob's type may only be registered later: watch by key
-            self.store.add_create_mutator(integration.resource, integration.mutate)
+        # Kueue's kinds and PyTorchJob's are served only while their components are (rhoai.py): watch by key, look
+        # the types up when needed
+        self._webhooks = [(integration.resource, functools.partial(self._webhook, integration))
+                          for integration in INTEGRATIONS]
+        for integration, (key, webhook) in zip(INTEGRATIONS, self._webhooks, strict=True):
+            self.store.add_create_mutator(key, webhook)
             self.watch_key(integration.resource, functools.partial(self._on_job, integration.kind))
-        self.watch("workloads", GROUP, self._on_workload)
+        self.watch_key((GROUP, "workloads"), self._on_workload)
         for plural in ("clusterqueues", "localqueues", "resourceflavors"):
-            self.watch(plural, GROUP, lambda _event, _obj: self.enqueue(CYCLE))
+            self.watch_key((GROUP, plural), lambda _event, _obj: self.enqueue(CYCLE))
 
     async def stop(self) -> None:
-        for integration in INTEGRATIONS:
-            self.store.remove_create_mutator(integration.resource, integration.mutate)
+        for key, webhook in getattr(self, "_webhooks", ()):
+            self.store.remove_create_mutator(key, webhook)
         await super().stop()
+
+    @property
+    def types(self) -> dict[str, Any]:
+        """Kueue's resource types by plural; a 404 ApiError while Kueue is not served (ends a reconcile quietly)."""
+        return {plural: self.store.resource_type(plural, GROUP) for plural in KINDS}
+
+    def _webhook(self, integration: Integration, job: dict[str, Any]) -> dict[str, Any]:
+        """Kueue's mutating webhook, there only while Kueue is served."""
+        try:
+            self.store.resource_type("workloads", GROUP)
+        except ApiError:
+            return job
+        return integration.mutate(job)
 
     # events (synchronous, inside the store's commit: look and enqueue only) -----------------------------------
     def _on_job(self, kind: str, event_type: str, job: dict[str, Any]) -> None:

@@ -32,9 +32,10 @@ class NodeController(Controller):
         ready_stage = self.profile.nodes.ready
         ready_at_once = ready_stage.delay_ms == 0 and ready_stage.jitter_ms == 0
         created = 0
+        gpu_operator = self.profile.preinstalls("gpu_operator")  # else GPUs are advertised by gpuoperator.py
         for pool_index, pool in enumerate(self.profile.node_pools):
             for index in range(pool.count):
-                node = node_object(pool, pool_index, index)
+                node = node_object(pool, pool_index, index, gpu_operator)
                 name = node["metadata"]["name"]
                 if index >= pool.count - pool.not_ready:
                     self.not_ready.add(name)

@@ -56,13 +56,17 @@ class OwnedCrd:
     kind: str
     plural: str
     scope: str  # "Namespaced" | "Cluster"
+    short_names: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
         return f"{self.plural}.{self.group}"
 
     def manifest(self) -> dict[str, Any]:
-        return crd_manifest(self.group, self.version, self.kind, self.plural, self.scope)
+        manifest = crd_manifest(self.group, self.version, self.kind, self.plural, self.scope)
+        if self.short_names:
+            manifest["spec"]["names"]["shortNames"] = list(self.short_names)
+        return manifest
 
 
 @dataclass(frozen=True)
@@ -78,8 +82,10 @@ class Package:
         return f"{self.name}.v{self.version}"
 
 
-_DSCI = OwnedCrd("dscinitialization.opendatahub.io", "v1", "DSCInitialization", "dscinitializations", "Cluster")
-_DSC = OwnedCrd("datasciencecluster.opendatahub.io", "v1", "DataScienceCluster", "datascienceclusters", "Cluster")
+_DSCI = OwnedCrd("dscinitialization.opendatahub.io", "v1", "DSCInitialization", "dscinitializations", "Cluster",
+                 ("dsci",))
+_DSC = OwnedCrd("datasciencecluster.opendatahub.io", "v1", "DataScienceCluster", "datascienceclusters", "Cluster",
+                ("dsc",))
 
 PACKAGES: dict[str, Package] = {
     p.name: p
@@ -100,11 +106,11 @@ PACKAGES: dict[str, Package] = {
 
 # The OLM kinds, registered when the simulator starts (an OpenShift cluster has them from the start).
 OLM_CRDS = (
-    OwnedCrd(OLM_GROUP, "v1alpha1", "CatalogSource", "catalogsources", "Namespaced"),
-    OwnedCrd(OLM_GROUP, "v1alpha1", "Subscription", "subscriptions", "Namespaced"),
-    OwnedCrd(OLM_GROUP, "v1alpha1", "InstallPlan", "installplans", "Namespaced"),
-    OwnedCrd(OLM_GROUP, "v1alpha1", "ClusterServiceVersion", "clusterserviceversions", "Namespaced"),
-    OwnedCrd(OLM_GROUP, "v1", "OperatorGroup", "operatorgroups", "Namespaced"),
+    OwnedCrd(OLM_GROUP, "v1alpha1", "CatalogSource", "catalogsources", "Namespaced", ("catsrc",)),
+    OwnedCrd(OLM_GROUP, "v1alpha1", "Subscription", "subscriptions", "Namespaced", ("sub", "subs")),
+    OwnedCrd(OLM_GROUP, "v1alpha1", "InstallPlan", "installplans", "Namespaced", ("ip",)),
+    OwnedCrd(OLM_GROUP, "v1alpha1", "ClusterServiceVersion", "clusterserviceversions", "Namespaced", ("csv", "csvs")),
+    OwnedCrd(OLM_GROUP, "v1", "OperatorGroup", "operatorgroups", "Namespaced", ("og",)),
 )
 
 

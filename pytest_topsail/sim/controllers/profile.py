@@ -20,6 +20,8 @@ from pytest_topsail.kube.quantity import parse_cpu_millis, parse_memory_bytes
 from pytest_topsail.sim.node.realworkload import RuntimeEntry
 
 SHORTCUT_KEYS = ("nodes", "gpu_profile", "gpus_per_node")
+# What a cluster may have installed before the run (docs/simulator-profile.md "Fresh cluster"); "all" = every one.
+PREINSTALLABLE = ("gpu_operator", "trainingoperator", "kserve", "kueue")
 
 
 class _Model(BaseModel):
@@ -223,6 +225,30 @@ class Profile(_Model):
     plugins: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # real workloads: a container whose image matches an entry runs as a local process (sim/node/realworkload.py)
     runtime: list[RuntimeEntry] = Field(default_factory=list)
+    # what the cluster has before anything is installed: [] is a fresh cluster (no GPU advertised, no Kubeflow,
+    # KServe or Kueue kind served); names of PREINSTALLABLE, or "all"
+    preinstalled: list[str] = Field(default_factory=list)
+
+    @field_validator("preinstalled", mode="before")
+    @classmethod
+    def _comma_list(cls, value: Any) -> Any:
+        """`all` or `kserve,kueue` (a --var, the command line) as a list."""
+        if isinstance(value, str):
+            return [name.strip() for name in value.split(",") if name.strip()]
+        return value
+
+    @field_validator("preinstalled")
+    @classmethod
+    def _known_preinstalled(cls, value: list[str]) -> list[str]:
+        known = ("all", *PREINSTALLABLE)
+        unknown = [name for name in value if name not in known]
+        if unknown:
+            raise ValueError(f"unknown {', '.join(map(repr, unknown))}; known: {', '.join(sorted(known))}")
+        return value
+
+    def preinstalls(self, name: str) -> bool:
+        """Whether `name` (one of PREINSTALLABLE) is there from the start."""
+        return name in self.preinstalled or "all" in self.preinstalled
 
     @field_validator("controllers")
     @classmethod
@@ -291,10 +317,12 @@ class Profile(_Model):
         gpu_profile: str | None = None,
         gpus_per_node: int | None = None,
         seed: int | None = None,
+        preinstalled: str | None = None,
         source: str = "command line",
     ) -> Profile:
-        """A copy with the shortcuts applied to the first node pool (a default pool if there is none)."""
-        if nodes is None and gpu_profile is None and gpus_per_node is None and seed is None:
+        """A copy with the shortcuts applied to the first node pool (a default pool if there is none), and
+        `preinstalled` ("all" or a comma list, replacing the profile's) when given."""
+        if nodes is None and gpu_profile is None and gpus_per_node is None and seed is None and preinstalled is None:
             return self
         data = self.model_dump(mode="json")
         pools = data["node_pools"] or [NodePool(name="gpu", count=0).model_dump(mode="json")]
@@ -310,9 +338,13 @@ class Profile(_Model):
         data["node_pools"] = pools
         if seed is not None:
             data["seed"] = seed
+        if preinstalled is not None:
+            data["preinstalled"] = preinstalled
         given = {"nodes": nodes, "gpu_profile": gpu_profile, "gpus_per_node": gpus_per_node}
         internal = {"nodes": "count", "gpu_profile": "gpu_profile", "gpus_per_node": "gpus_per_node"}
         typed = {f"node_pools[0].{internal[name]}": name for name, value in given.items() if value is not None}
+        if preinstalled is not None:
+            typed["preinstalled"] = "preinstalled"
         try:
             return type(self).model_validate(data)
         except ValidationError as exc:

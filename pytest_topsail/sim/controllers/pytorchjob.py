@@ -1,6 +1,7 @@
 """Kubeflow PyTorchJob controller (kubeflow.org/v1), in the style of the training operator.
 
-On start it registers the PyTorchJob CRD (so `kubectl apply` of a PyTorchJob works on a fresh simulator). For each
+The PyTorchJob kind is served while OpenShift AI's trainingoperator component is (controllers/rhoai.py: Managed in
+the DataScienceCluster, or preinstalled by the profile); on a fresh cluster a PyTorchJob gets the API's 404. For each
 PyTorchJob, after the profile's `jobs.sync` delay, it creates one pod per replica of `spec.pytorchReplicaSpecs`
 (`<job>-master-0`, `<job>-worker-<i>`) from the replica's template, with the operator's labels
 (`training.kubeflow.org/job-name`, `replica-type`, `replica-index`, `job-role=master`), the replica's restartPolicy and
@@ -131,9 +132,6 @@ class PyTorchJobController(WorkloadController):
     name = "pytorchjobs"
     owner_kind = "PyTorchJob"
     owner_resource = (PLURAL, GROUP)
-
-    def owner_type(self) -> Any:
-        return self.store.register_crd(crd_manifest())  # so that PyTorchJobs can be applied on a fresh simulator
 
     def pods_of(self, job: dict[str, Any]) -> dict[str, dict[str, Any]]:
         pods = owned_pods(self.store, self.pods, job, selector={JOB_NAME_LABEL: job["metadata"]["name"]})

@@ -8,7 +8,8 @@ object of a resource the stage `watch`es), the first stage whose `when` holds is
 (counted once per object and stage, from the moment the stage first held) the stage is applied if it still holds.
 
 `vars` are Jinja templates rendering YAML, evaluated in order before `when`. The templates see `obj`, `now` (RFC 3339
-seconds) and the functions `objects(resource, labels=None)`, `condition(obj, type)` (the condition, `{}` when
+seconds) and the functions `objects(resource, labels=None)` (labels: a mapping or a selector string such as
+`a=true,!b`), `served(resource)` (whether the API serves the kind), `condition(obj, type)` (the condition, `{}` when
 absent) and `advertises(node, resource)` (a Ready node with a positive allocatable amount). Undefined fields chain to
 an empty value (`obj.status.phase` of an object without status), so `when` reads like a field selector.
 
@@ -161,7 +162,8 @@ class StagesController(OperatorController):
     async def on_start(self) -> None:
         self.stages = load_stages(self.stages_file)
         self.elapsed: set[tuple[str, str]] = set()  # (uid, stage name) whose delay is over
-        self.functions = {"objects": self._objects, "condition": _condition, "advertises": advertises}
+        self.functions = {"objects": self._objects, "condition": _condition, "advertises": advertises,
+                          "served": self._served}
         for watched, owners in self._watchers().items():
             self.watch_key(watched, self._watched_changed(owners))
         for key in dict.fromkeys(stage.key for stage in self.stages):
@@ -197,9 +199,12 @@ class StagesController(OperatorController):
         for obj in self.store.list(rtype) if rtype is not None else ():
             self.enqueue((key, obj["metadata"].get("namespace") or "", obj["metadata"]["name"]))
 
-    def _objects(self, resource: str, labels: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    def _objects(self, resource: str, labels: dict[str, str] | str | None = None) -> list[dict[str, Any]]:
         rtype = self.type_of(*resource_key(resource))
         return self.store.list(rtype, label_selector=labels) if rtype is not None else []
+
+    def _served(self, resource: str) -> bool:
+        return self.type_of(*resource_key(resource)) is not None
 
     async def reconcile(self, key: Hashable) -> None:
         rkey, namespace, name = cast(tuple[tuple[str, str], str, str], key)

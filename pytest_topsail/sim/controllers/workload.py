@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pytest_topsail.sim.controllers.base import Controller, stable_fraction
+from pytest_topsail.sim.machinery.apierror import ApiError
 
 if TYPE_CHECKING:
     from pytest_topsail.sim.controllers.profile import Stage
@@ -72,7 +73,7 @@ def suffix(seed: int, *parts: object) -> str:
 
 class WorkloadController(Controller):
     """Base of a controller whose objects (`owner_kind`, resource `owner_resource` = (plural, group)) own pods.
-    Subclasses implement `reconcile((namespace, name))` and may override `sync_stage` and `owner_type`."""
+    Subclasses implement `reconcile((namespace, name))` and may override `sync_stage`."""
 
     owner_kind: str = ""
     owner_resource: tuple[str, str] = ("", "")
@@ -80,20 +81,26 @@ class WorkloadController(Controller):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.pods = self.store.resource_type("pods")
-        self.owners: Any = None
         self.created: dict[str, int] = {}  # owner uid -> pods created so far (names the next one)
 
     def sync_stage(self) -> Stage:
         return self.profile.jobs.sync
 
-    def owner_type(self) -> Any:
+    @property
+    def owners(self) -> Any:
+        """The owners' resource type, looked up each time: a custom resource's kind may be served, removed and served
+        again while the simulator runs (a 404 ApiError while it is not, which ends a reconcile quietly)."""
         return self.store.resource_type(*self.owner_resource)
 
     async def on_start(self) -> None:
-        self.owners = self.owner_type()
-        self.watch(*self.owner_resource, self._on_owner)
+        plural, group = self.owner_resource
+        self.watch_key((group, plural), self._on_owner)
         self.watch("pods", "", self._on_pod)
-        for owner in self.store.list(self.owners):
+        try:
+            owners = self.store.list(self.owners)
+        except ApiError:  # not served (yet)
+            owners = []
+        for owner in owners:
             self._on_owner("ADDED", owner)
 
     def _on_owner(self, event_type: str, owner: dict[str, Any]) -> None:

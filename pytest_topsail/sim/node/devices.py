@@ -26,6 +26,7 @@ XID_MEANINGS = {
     119: "GSP RPC timeout", 120: "GSP error",
 }
 ECC_XID = 48  # what an uncorrectable (double-bit) ECC error raises
+GPU_RESOURCE = "nvidia.com/gpu"
 
 
 def xid_text(xid: int) -> str:
@@ -122,6 +123,25 @@ def gpu_count(node: dict[str, Any]) -> int:
         return int(float(((node.get("status") or {}).get("capacity") or {}).get("nvidia.com/gpu") or 0))
     except (TypeError, ValueError):
         return 0
+
+
+def advertised_status(node: dict[str, Any], gpus: int, registry: Devices) -> dict[str, Any] | None:
+    """The one computation of what a node advertises (the device plugin's registration with its kubelet): the node's
+    status with capacity nvidia.com/gpu = `gpus` (its GPUs, 0 while no device plugin runs) and allocatable = those
+    the device plugin has not withdrawn; None when that is the status already."""
+    status = dict(node.get("status") or {})
+    capacity = dict(status.get("capacity") or {})
+    allocatable = dict(status.get("allocatable") or {})
+    name = (node.get("metadata") or {}).get("name") or ""
+    if gpus > 0:
+        capacity[GPU_RESOURCE] = str(gpus)
+        allocatable[GPU_RESOURCE] = str(max(0, gpus - registry.withdrawn(name)))
+    else:
+        capacity.pop(GPU_RESOURCE, None)
+        allocatable.pop(GPU_RESOURCE, None)
+    if capacity == status.get("capacity") and allocatable == status.get("allocatable"):
+        return None
+    return {**status, "capacity": capacity, "allocatable": allocatable}
 
 
 _REGISTRIES: weakref.WeakKeyDictionary[object, Devices] = weakref.WeakKeyDictionary()

@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--gpu-profile", help="GPU profile of the nodes, e.g. a100, h100, l40s, t4")
     parser.add_argument("--gpus-per-node", type=int, help="GPUs per node")
     parser.add_argument("--seed", type=int, help="random seed (delays, jitter, faults, uids)")
+    parser.add_argument("--preinstalled", metavar="NAMES",
+                        help="what the cluster has from the start: 'all' or a comma list of gpu_operator, "
+                             "trainingoperator, kserve, kueue (default: none, a fresh cluster)")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default 0: any free port)")
     parser.add_argument("--kubeconfig", type=Path, default=Path(DEFAULT_KUBECONFIG),
                         help=f"where to write the kubeconfig (default ./{DEFAULT_KUBECONFIG})")
@@ -94,7 +97,7 @@ def load_run_profile(args: argparse.Namespace) -> Any:
     if args.built_profile is not None:
         return load_built(args.built_profile)
     return load_profile(args.profile, nodes=args.nodes, gpu_profile=args.gpu_profile,
-                        gpus_per_node=args.gpus_per_node, seed=args.seed)
+                        gpus_per_node=args.gpus_per_node, seed=args.seed, preinstalled=args.preinstalled)
 
 
 async def start_run_controllers(store: Store, profile: Any, specs: list[str] | None = None) -> Any:

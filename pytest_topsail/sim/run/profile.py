@@ -2,8 +2,9 @@
 
 `build_profile(data, source=...)` builds a profile from a mapping (a suite's `cluster.sim` section) and checks its
 `plugins` against the controllers of the run; `load_profile(path, nodes=..., gpu_profile=..., gpus_per_node=...,
-seed=...)` reads a file (or starts from the defaults when `path` is None) and applies the command-line shortcuts. Any
-mistake becomes one TopsailError naming the source and the key. These two are the one validation path.
+seed=..., preinstalled=...)` reads a file (or starts from the defaults when `path` is None) and applies the
+command-line shortcuts. Any mistake becomes one TopsailError naming the source and the key. These two are the one
+validation path.
 `write_built(profile, path)` / `load_built(path)` hand a built profile to the simulator process as JSON (what the
 launcher does): the child reads back exactly what was built, with no shortcuts or checks applied again. The model
 itself is `pytest_topsail.sim.controllers.profile.Profile`; the reference is docs/simulator-profile.md.
@@ -38,8 +39,10 @@ def load_profile(
     gpu_profile: str | None = None,
     gpus_per_node: int | None = None,
     seed: int | None = None,
+    preinstalled: str | None = None,
 ) -> Profile:
-    """Read the profile at `path` (defaults when None) and apply the command-line shortcuts."""
+    """Read the profile at `path` (defaults when None) and apply the command-line shortcuts (`preinstalled`: "all"
+    or a comma list, replacing the profile's)."""
     source = "command line"
     if path is None:
         profile = Profile()
@@ -55,7 +58,8 @@ def load_profile(
             raise TopsailError(f"simulator profile {path}: not valid YAML: {exc}") from None
         profile = build_profile(data, source=f"simulator profile {path}")
     return profile.with_overrides(
-        nodes=nodes, gpu_profile=gpu_profile, gpus_per_node=gpus_per_node, seed=seed, source=source
+        nodes=nodes, gpu_profile=gpu_profile, gpus_per_node=gpus_per_node, seed=seed, preinstalled=preinstalled,
+        source=source,
     )
 
 
