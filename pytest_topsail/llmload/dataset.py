@@ -7,7 +7,8 @@ Accepted JSON-lines formats (one object per line; blank lines skipped):
 Synthetic prompts (``synthetic_prompts``): token lengths drawn from a clipped normal distribution (seeded), the text
 exactly that many tokens long for our toy tokenizer (the reference server's), or for a tokenizer file
 (``tokenizer.json`` of the Hugging Face ``tokenizers`` library) when one is given. ``filter_prompts``: llm-load-test's
-input/output length filters. Shared-prefix prompts and per-request models: shared_prefix.py.
+input/output length filters. Shared-prefix prompts and per-request models: shared_prefix.py; conversations
+(a prompt's ``history`` and ``turn``): multi_turn.py.
 """
 
 from __future__ import annotations
@@ -35,6 +36,20 @@ class Prompt:
     output_tokens: int
     system_prompt: str = ""
     model: str | None = None  # the model (or LoRA adapter) this request names; None: the case's model
+    history: tuple[str, ...] = ()  # a conversation's earlier turns: user, assistant, user, ... (multi_turn.py)
+    turn: int | None = None  # the turn of its conversation (1: the first), None: no conversation
+
+    def full_text(self) -> str:
+        """The text of a completion request: the system prompt, the earlier turns, the prompt, one a line."""
+        return "\n".join(part for part in (self.system_prompt, *self.history, self.text) if part)
+
+    def messages(self) -> list[dict[str, str]]:
+        """The messages of a chat request: the system prompt, the earlier turns (user and assistant in turn), the
+        prompt."""
+        system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        earlier = [{"role": ("user", "assistant")[number % 2], "content": text}
+                   for number, text in enumerate(self.history)]
+        return [*system, *earlier, {"role": "user", "content": self.text}]
 
 
 def load_dataset(path: Path | str, *, limit: int | None = None) -> list[Prompt]:
@@ -72,8 +87,14 @@ def parse_entry(entry: Any, where: str) -> Prompt:
     model = entry.get("model")
     if model is not None and not isinstance(model, str):
         raise TopsailError(f"{where}: model must be a string")
+    history = entry.get("history") or []
+    if not isinstance(history, list) or not all(isinstance(part, str) for part in history):
+        raise TopsailError(f"{where}: history must be a list of strings (a conversation's earlier turns)")
+    turn = entry.get("turn")
+    if turn is not None and (isinstance(turn, bool) or not isinstance(turn, int) or turn < 1):
+        raise TopsailError(f"{where}: turn must be a positive integer, got {turn!r}")
     return Prompt(text=text, input_tokens=input_tokens, output_tokens=output_tokens, system_prompt=system_prompt,
-                  model=model)
+                  model=model, history=tuple(history), turn=turn)
 
 
 def first_int(entry: dict[str, Any], keys: tuple[str, ...], where: str) -> int:
@@ -189,4 +210,6 @@ def write_dataset(prompts: list[Prompt], path: Path) -> None:
                 entry["system_prompt"] = prompt.system_prompt
             if prompt.model:
                 entry["model"] = prompt.model
+            if prompt.turn is not None:
+                entry.update(history=list(prompt.history), turn=prompt.turn)
             file.write(json.dumps(entry) + "\n")

@@ -2,6 +2,8 @@
 
 - closed loop (``mode: concurrency``): ``concurrency`` users, each sending its next request as soon as the previous
   one ended; the number of requests in flight stays constant.
+- conversations (multi-turn prompts, multi_turn.py): in the closed loop each user holds one conversation at a
+  time, sending its turns in order, ``think_time_s`` apart.
 - open loop (``mode: constant`` or ``poisson``): requests due at fixed ``1/rate`` intervals or at exponentially
   distributed intervals of mean ``1/rate`` (seeded); the schedule is absolute, so a late request does not push the
   ones after it; ``concurrency``, when given, caps the requests in flight (a capped request starts late, which the
@@ -28,6 +30,7 @@ from typing import Any
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.llmload.backends import Backend, BackendError
 from pytest_topsail.llmload.dataset import Prompt
+from pytest_topsail.llmload.multi_turn import conversations_of
 from pytest_topsail.llmload.records import OK, RequestRecord
 from pytest_topsail.waiting import Deadline
 
@@ -53,6 +56,7 @@ class LoadPoint:
     error_rate_min_requests: int = 20  # ... counted from this many ended requests on
     client_max_cpu_share: float = 0.9  # client saturation warning: the client process's CPU over the point's time
     client_max_loop_lag_ms: float = 50.0  # ... or its event loop's p99 scheduling lag
+    think_time_s: float = 0.0  # conversations: a user's pause between an answer and its next turn
 
     def stop_rule(self, ended: int, errors: int) -> str | None:
         """Why the point must stop issuing after ``ended`` requests of which ``errors`` failed (None: go on)."""
@@ -79,7 +83,8 @@ class LoadPoint:
             problems.append(f"duration_s must be > 0, got {self.duration_s}")
         if self.requests is not None and self.requests < 1:
             problems.append(f"requests must be >= 1, got {self.requests}")
-        for name in ("warmup_s", "warmup_requests", "cooldown_s", "cooldown_requests", "timeout_s", "drain_timeout_s"):
+        for name in ("warmup_s", "warmup_requests", "cooldown_s", "cooldown_requests", "timeout_s", "drain_timeout_s",
+                     "think_time_s"):
             if getattr(self, name) < 0 or (name == "timeout_s" and self.timeout_s == 0):
                 problems.append(f"{name} must be {'>' if name == 'timeout_s' else '>='} 0")
         if self.max_errors is not None and self.max_errors < 1:
@@ -132,6 +137,11 @@ class PointRun:
         self.ended_count, self.errors = 0, 0
         self.stopped_by: str | None = None
         self.tasks: list[asyncio.Task[None]] = []
+        self.conversations = conversations_of(prompts)
+        if self.conversations is not None and point.mode != "concurrency":
+            raise TopsailError(f"load point {point.label}: conversations (multi-turn prompts) run in a closed loop "
+                               "(mode concurrency): each user holds one conversation at a time")
+        self.next_conversation = itertools.count()
 
     def issuing(self, now: float) -> bool:
         """Whether a request may still be issued at ``now``: measuring, then cooling down (records when the
@@ -166,8 +176,9 @@ class PointRun:
             self.measured += 1
         return record
 
-    async def send(self, record: RequestRecord) -> None:
-        prompt = self.prompts[record.index % len(self.prompts)]
+    async def send(self, record: RequestRecord, prompt: Prompt | None = None) -> None:
+        """Send ``prompt`` (default: the dataset's prompts in turn) as ``record``."""
+        prompt = prompt or self.prompts[record.index % len(self.prompts)]
         record.start = time.perf_counter()
         try:
             async with asyncio.timeout(self.point.timeout_s):
@@ -203,8 +214,26 @@ class PointRun:
             task.cancel()
 
     async def user(self, number: int) -> None:
+        if self.conversations is not None:
+            await self.converse(number, self.conversations)
+            return
         while self.issuing(now := time.perf_counter()):
             await self.send(self.new_record(now, user=number))
+
+    async def converse(self, number: int, conversations: list[list[Prompt]]) -> None:
+        """A user holding one conversation after the other (in turn across users), its turns in order,
+        ``think_time_s`` between an answer and the next turn; a failed turn ends its conversation."""
+        while self.issuing(time.perf_counter()):
+            turns = conversations[next(self.next_conversation) % len(conversations)]
+            for prompt in turns:
+                if (prompt.turn or 1) > 1 and self.point.think_time_s:
+                    await asyncio.sleep(self.point.think_time_s)
+                if not self.issuing(now := time.perf_counter()):
+                    return
+                record = self.new_record(now, user=number, turn=prompt.turn)
+                await self.send(record, prompt)
+                if record.status != OK:
+                    break
 
     async def closed_loop(self) -> None:
         self.tasks = [asyncio.create_task(self.user(number)) for number in range(self.point.concurrency or 1)]

@@ -31,6 +31,7 @@ class RequestRecord:
     ack: float | None = None  # the first response message, even one without a token (headers, a role chunk)
     scheduled: float | None = None
     user: int | None = None
+    turn: int | None = None  # a conversation's turn (1: its first), None: no conversation
     stream: bool = True
     warmup: bool = False
     cooldown: bool = False  # issued after the measurement ended (cool-down): kept, out of the metrics

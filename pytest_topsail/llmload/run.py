@@ -25,9 +25,9 @@ POINTS = "points.json"
 RECORDS = "records.jsonl"
 SUMMARY = "summary.json"
 CSV = "records.csv"
-CSV_COLUMNS = ("point", "index", "generator", "user", "status", "warmup", "cooldown", "scheduled", "start", "ack",
-               "first_token", "end", "tt_ack_ms", "ttft_ms", "tpot_ms", "e2e_ms", "input_tokens", "output_tokens",
-               "chunks", "error")
+CSV_COLUMNS = ("point", "index", "generator", "user", "turn", "status", "warmup", "cooldown", "scheduled", "start",
+               "ack", "first_token", "end", "tt_ack_ms", "ttft_ms", "tpot_ms", "e2e_ms", "input_tokens",
+               "output_tokens", "chunks", "error")
 
 
 def point_document(result: PointResult) -> dict[str, Any]:

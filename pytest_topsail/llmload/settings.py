@@ -19,6 +19,7 @@ from pytest_topsail.llmload.dataset import (
     synthetic_prompts,
 )
 from pytest_topsail.llmload.generator import AutoSweep, LoadPoint
+from pytest_topsail.llmload.multi_turn import sharegpt_conversations, synthetic_conversations
 from pytest_topsail.llmload.shared_prefix import assign_models, shared_prefix_prompts
 from pytest_topsail.settings import Settings, validate
 
@@ -77,7 +78,41 @@ class SharedPrefixSettings(Settings):
                                      self.output_tokens, seed)
 
 
+class MultiTurnSettings(Settings):
+    """``dataset: multi-turn``: conversations whose turns carry the earlier turns (multi_turn.py), from a local
+    ShareGPT-format JSON ``file`` (relative to the rootdir; ``conversations``: at most that many, ``turns``: each cut
+    to that many) or synthetic (``conversations`` x ``turns`` turns of ``input_tokens`` per user message and
+    ``output_tokens`` per answer); ``think_time_s`` between an answer and the next turn of its user."""
+
+    model_config = pydantic.ConfigDict(frozen=True)  # and strict, unknown keys refused (topsail.Settings)
+
+    file: str | None = None
+    conversations: int | None = pydantic.Field(default=None, ge=1)
+    turns: int | None = pydantic.Field(default=None, ge=1)
+    input_tokens: int | None = pydantic.Field(default=None, ge=1)
+    output_tokens: int | None = pydantic.Field(default=None, ge=1)
+    think_time_s: float = pydantic.Field(default=0.0, ge=0)
+
+    @pydantic.model_validator(mode="after")
+    def _one_source(self) -> MultiTurnSettings:
+        synthetic = {"conversations": self.conversations, "turns": self.turns, "input_tokens": self.input_tokens,
+                     "output_tokens": self.output_tokens}
+        if self.file is None and None in synthetic.values():
+            missing = [name for name, value in synthetic.items() if value is None]
+            raise ValueError(f"give a ShareGPT file, or the synthetic conversations' {', '.join(missing)}")
+        if self.file is not None and (self.input_tokens or self.output_tokens):
+            raise ValueError("a file's turns have their own lengths: input_tokens and output_tokens go without file")
+        return self
+
+    def generate(self, seed: int, rootdir: Path) -> list[Prompt]:
+        if self.file is not None:
+            return sharegpt_conversations(Path(rootdir) / self.file, self.turns, self.conversations)
+        assert self.conversations and self.turns and self.input_tokens and self.output_tokens  # _one_source
+        return synthetic_conversations(self.conversations, self.turns, self.input_tokens, self.output_tokens, seed)
+
+
 GENERATED = {"synthetic": "synthetic: {prompts, input_tokens, output_tokens}",
+             "multi-turn": "multi_turn: {file | conversations, turns, input_tokens, output_tokens; think_time_s}",
              "shared-prefix": "shared_prefix: {prefixes, prompts_per_prefix, prefix_tokens, suffix_tokens, "
                               "output_tokens}"}
 
@@ -103,10 +138,11 @@ class LoadSettings(Settings):
     timeout_s: float = pydantic.Field(default=300.0, gt=0)
     drain_timeout_s: float = pydantic.Field(default=60.0, ge=0)
     seed: int = 0
-    dataset: str = "bundled"  # "bundled", "synthetic", "shared-prefix" or a JSON-lines file (ours or
+    dataset: str = "bundled"  # "bundled", "synthetic", "shared-prefix", "multi-turn" or a JSON-lines file (ours or
     # llm-load-test's), relative to the rootdir
     synthetic: SyntheticSettings | None = None  # dataset: synthetic
     shared_prefix: SharedPrefixSettings | None = None  # dataset: shared-prefix
+    multi_turn: MultiTurnSettings | None = None  # dataset: multi-turn
     models: dict[str, Annotated[float, pydantic.Field(gt=0)]] | None = None  # each request's model (LoRA adapter)
     # drawn by these weights; None: every request names ``model``
     max_prompts: int | None = pydantic.Field(default=None, ge=1)
@@ -131,6 +167,14 @@ class LoadSettings(Settings):
             key = its_settings.split(":", 1)[0]
             if (self.dataset == dataset) != (getattr(self, key) is not None):
                 raise ValueError(f"dataset: {dataset} and the {its_settings} settings go together")
+        if self.multi_turn is not None:
+            cutting = [name for name in (*FILTERS, "max_prompts", "models") if getattr(self, name) is not None]
+            if cutting:
+                raise ValueError(f"dataset: multi-turn keeps whole conversations: {', '.join(cutting)} would cut "
+                                 "them (multi_turn.conversations and .turns limit them)")
+            if self.mode not in ("concurrency", "throughput"):
+                raise ValueError(f"dataset: multi-turn runs in a closed loop (mode concurrency or throughput: each "
+                                 f"user holds one conversation at a time), not mode {self.mode}")
         return self
 
     @classmethod
@@ -150,7 +194,8 @@ class LoadSettings(Settings):
                          max_errors=self.max_errors, max_error_rate=self.max_error_rate,
                          error_rate_min_requests=self.error_rate_min_requests,
                          client_max_cpu_share=self.client_max_cpu_share,
-                         client_max_loop_lag_ms=self.client_max_loop_lag_ms)
+                         client_max_loop_lag_ms=self.client_max_loop_lag_ms,
+                         think_time_s=self.multi_turn.think_time_s if self.multi_turn else 0.0)
 
     def plan(self) -> list[LoadPoint] | AutoSweep:
         """What ``run_load_test`` runs: the one point, or mode sweep's points, each chosen from those before."""
@@ -164,6 +209,8 @@ class LoadSettings(Settings):
             prompts, where = self.synthetic.generate(self.seed, rootdir), "synthetic dataset"
         elif self.shared_prefix is not None:
             prompts, where = self.shared_prefix.generate(self.seed), "shared-prefix dataset"
+        elif self.multi_turn is not None:
+            return self.multi_turn.generate(self.seed, rootdir)  # whole conversations: no filter cuts them
         else:
             path = BUNDLED if self.dataset == "bundled" else Path(rootdir) / self.dataset
             prompts, where = load_dataset(path), f"dataset {path}"

@@ -14,6 +14,8 @@
 - a point failing its validity audit (pytest_topsail/llmload/audit.py: load client saturated, no steady state, the
   server's TTFT far from the client's) has every KPI its client measured (latencies, throughput, requests_per_s,
   goodput, slo_attainment) recorded as untrusted: verdict ``ignored`` with the reason, kept out of later baselines
+- conversations (``dataset: multi-turn``): ``turn<k>_ttft_median_ms``, ``turn<k>_e2e_median_ms`` and
+  ``turn<k>_input_tokens`` (mean) for the turns 1 to 8, informational (the history grows the input turn after turn)
 - ``failures``: failed requests (count); ``model_load_duration``: seconds until the model served, per served model
   (scope ``worker``: judged once per run however many load points use the model), in the cluster's own time (the
   simulator's model-load stage; a real cluster's pod timestamps), never the client's wall clock
@@ -172,6 +174,33 @@ for _name, _figure, _unit, _help, _scale in (
     globals()[_name] = kpi(unit=_unit, help=_help, lower_better=_name != "server_prefix_cache_hit_rate",
                            higher_better=_name == "server_prefix_cache_hit_rate", ignored_for_regression=True,
                            why=SERVER_WHY, format="{:.3g}")(_function)
+
+
+MAX_TURN_KPIS = 8  # conversations: KPIs of their first turns, one set per turn index
+TURN_WHY = "the per-turn view of the point's latencies (ttft_median_ms carries the verdict)"
+
+
+def turn_figure(turn: int, name: str, statistic: str | None) -> Callable[[PointResult], float | None]:
+    def value(result: PointResult) -> float | None:
+        found = next((t for t in result["summary"].get("turns") or [] if t["turn"] == turn), None)
+        if found is None or found[name] is None:
+            return None
+        return found[name][statistic] if statistic else found[name]
+
+    return value
+
+
+TURN_KPIS: list[tuple[str, str, str | None, str, str]] = [  # name, the turn's figure, its statistic, unit, help
+    ("ttft_median_ms", "ttft_ms", "median", "ms", "median of the time to first token"),
+    ("e2e_median_ms", "e2e_ms", "median", "ms", "median of the end-to-end request latency"),
+    ("input_tokens", "input_tokens_mean", None, "tokens", "mean input tokens (the conversation so far)")]
+for _turn in range(1, MAX_TURN_KPIS + 1):
+    for _name, _figure, _which, _unit, _help in TURN_KPIS:
+        _function = turn_figure(_turn, _figure, _which)
+        _function.__name__ = f"turn{_turn}_{_name}"
+        globals()[_function.__name__] = kpi(
+            unit=_unit, help=f"Conversations: {_help} of their turn {_turn}", lower_better=True,
+            format="{:.2f}" if _which else "{:.0f}", ignored_for_regression=True, why=TURN_WHY)(_function)
 
 
 def parse(artifact_dir: Path) -> PointResult:

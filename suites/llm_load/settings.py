@@ -118,6 +118,9 @@ class LlmLoadSettings(topsail.Settings):
                 rootdir = Path((info.context or {}).get("rootdir") or ".")
                 if settings.grpc_ca_file and not (rootdir / settings.grpc_ca_file).is_file():
                     raise topsail.TopsailError(f"{where}: grpc_ca_file {rootdir / settings.grpc_ca_file}: not found")
+                conversations = settings.multi_turn.file if settings.multi_turn else None
+                if conversations and not (rootdir / conversations).is_file():
+                    raise topsail.TopsailError(f"{where}: multi_turn.file {rootdir / conversations}: not found")
                 if settings.mode == "sweep" and self.generators:
                     raise topsail.TopsailError(f"{where}: mode sweep runs in one process: it cannot run with "
                                                f"tests.llm_load.generators={self.generators}")

@@ -62,10 +62,9 @@ class OpenAIBackend:
         if self.stream:
             body["stream_options"] = {"include_usage": True}
         if self.api == "chat":
-            messages = [{"role": "system", "content": prompt.system_prompt}] if prompt.system_prompt else []
-            body["messages"] = [*messages, {"role": "user", "content": prompt.text}]
+            body["messages"] = prompt.messages()
         else:
-            body["prompt"] = f"{prompt.system_prompt}\n{prompt.text}" if prompt.system_prompt else prompt.text
+            body["prompt"] = prompt.full_text()
         return body
 
     async def send(self, prompt: Prompt, record: RequestRecord) -> None:

@@ -119,7 +119,7 @@ class TgisBackend:
     async def send(self, prompt: Prompt, record: RequestRecord) -> None:
         if not self.headers:
             raise RuntimeError("TgisBackend.send before open()")
-        text = f"{prompt.system_prompt}\n{prompt.text}" if prompt.system_prompt else prompt.text
+        text = prompt.full_text()
         try:
             connection = await self.connection()
             if self.stream:
