@@ -2,7 +2,8 @@
 scraped at the point's start, every ``interval_s`` during it (a thread beside the load) and at its end, through the
 address the load client reaches the server by; ``point_server_metrics`` turns them into the point's figures:
 KV-cache usage max and mean, running and waiting requests (max, p95), preemptions, prefix-cache hit rate (hits over
-queries, tokens), prompt and generation tokens, server-side mean TTFT and queue time, and, on the simulator, LoRA
+queries, tokens), prompt and generation tokens, server-side TTFT and queue time (mean, from the histograms' sums, and
+p50 / p99, from their buckets as Prometheus's histogram_quantile interpolates them), and, on the simulator, LoRA
 adapter loads and requests per adapter. Counters are differences between the end and the start: a server serving
 several points in turn reports each point's own.
 """
@@ -30,7 +31,8 @@ def scrape(url: str, timeout_s: float = 5.0) -> Snapshot:
         snapshot: Snapshot = {}
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
-                key = sample.name + (f"|{sample.labels['lora_name']}" if "lora_name" in sample.labels else "")
+                key = sample.name + (f"|{sample.labels['lora_name']}" if "lora_name" in sample.labels else
+                                     f"|le={sample.labels['le']}" if "le" in sample.labels else "")
                 snapshot[key] = snapshot.get(key, 0.0) + sample.value
         return snapshot
     except (OSError, ValueError) as error:
@@ -92,6 +94,10 @@ def point_server_metrics(first: Snapshot, samples: list[Snapshot], last: Snapsho
         count = delta(first, last, f"vllm:{histogram}_count")
         return delta(first, last, f"vllm:{histogram}_sum") / count * 1000.0 if count else None
 
+    def quantile_ms(histogram: str, q: float) -> float | None:
+        value = histogram_quantile(q, buckets_delta(first, last, f"vllm:{histogram}_bucket"))
+        return None if value is None else value * 1000.0
+
     adapters = sorted({key.split("|", 1)[1] for key in last if key.startswith("topsail_sim:lora_requests_total|")})
     return {
         "samples": len(samples),
@@ -106,7 +112,33 @@ def point_server_metrics(first: Snapshot, samples: list[Snapshot], last: Snapsho
         "prompt_tokens": delta(first, last, "vllm:prompt_tokens_total"),
         "generation_tokens": delta(first, last, "vllm:generation_tokens_total"),
         "ttft_mean_ms": mean_ms("time_to_first_token_seconds"),
+        "ttft_p50_ms": quantile_ms("time_to_first_token_seconds", 0.5),
+        "ttft_p99_ms": quantile_ms("time_to_first_token_seconds", 0.99),
         "queue_time_mean_ms": mean_ms("request_queue_time_seconds"),
+        "queue_time_p50_ms": quantile_ms("request_queue_time_seconds", 0.5),
+        "queue_time_p99_ms": quantile_ms("request_queue_time_seconds", 0.99),
         "lora_loads": delta(first, last, "topsail_sim:lora_loads_total") if adapters else None,
         "lora_requests": {name: delta(first, last, f"topsail_sim:lora_requests_total|{name}") for name in adapters},
     }
+
+
+def buckets_delta(first: Snapshot, last: Snapshot, bucket: str) -> list[tuple[float, float]]:
+    """A histogram's (upper bound, cumulative count) over the point: the end's buckets minus the start's."""
+    keys = [key for key in last if key.startswith(f"{bucket}|le=")]
+    return sorted((float(key.split("|le=", 1)[1]), delta(first, last, key)) for key in keys)
+
+
+def histogram_quantile(q: float, buckets: list[tuple[float, float]]) -> float | None:
+    """Prometheus's histogram_quantile: the bucket holding rank q x count, linearly interpolated between its
+    bounds (the first bucket's lower bound 0); in the +Inf bucket, the highest finite bound. None without counts."""
+    if not buckets or buckets[-1][1] <= 0:
+        return None
+    rank = q * buckets[-1][1]
+    lower, below = 0.0, 0.0
+    for bound, count in buckets:
+        if count >= rank:
+            if bound == float("inf"):
+                return lower
+            return lower + (bound - lower) * ((rank - below) / (count - below) if count > below else 1.0)
+        lower, below = bound, count
+    return lower

@@ -168,7 +168,17 @@ for _name, _figure, _unit, _help, _scale in (
         ("server_waiting_p95", "waiting_p95", "requests", "Requests waiting in the server's queue, 95th percentile "
          "of the point's scrapes (vllm:num_requests_waiting)", 1.0),
         ("server_lora_loads", "lora_loads", "loads", "LoRA adapters loaded into a slot during the point (the "
-         "simulator's topsail_sim:lora_loads)", 1.0)):
+         "simulator's topsail_sim:lora_loads)", 1.0),
+        ("server_ttft_mean_ms", "ttft_mean_ms", "ms", "Mean time to first token as the server measured it, from the "
+         "request's arrival (vllm:time_to_first_token_seconds sum / count over the point)", 1.0),
+        ("server_ttft_median_ms", "ttft_p50_ms", "ms", "Median time to first token as the server measured it "
+         "(vllm:time_to_first_token_seconds buckets over the point, interpolated as histogram_quantile)", 1.0),
+        ("server_ttft_p99_ms", "ttft_p99_ms", "ms", "99th percentile of the time to first token as the server "
+         "measured it (vllm:time_to_first_token_seconds buckets, interpolated)", 1.0),
+        ("server_queue_time_mean_ms", "queue_time_mean_ms", "ms", "Mean time requests waited in the server's queue "
+         "(vllm:request_queue_time_seconds sum / count over the point)", 1.0),
+        ("server_queue_time_p99_ms", "queue_time_p99_ms", "ms", "99th percentile of the time requests waited in the "
+         "server's queue (vllm:request_queue_time_seconds buckets, interpolated)", 1.0)):
     _function = server_figure(_figure, _scale)
     _function.__name__ = _name
     globals()[_name] = kpi(unit=_unit, help=_help, lower_better=_name != "server_prefix_cache_hit_rate",
