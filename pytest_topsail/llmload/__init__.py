@@ -2,7 +2,8 @@
 over TGIS gRPC or OpenAI-compatible HTTP backends (docs/llm-load.md).
 
 The front: suites use the names of ``__all__`` (``from pytest_topsail.llmload import run_load_test``), never a module
-of the package: a case's load settings (``LoadSettings``, ``case_load_settings``, ``check_server``, ``SERVER_KEY``),
+of the package: a case's load settings (``LoadSettings``, ``case_load_settings``, ``check_server``, ``SERVER_KEY``,
+``check_generator_image``: the simulator runs the generator pods' image),
 one load test in this process (``run_load_test``) or spread over generator pods (``GeneratorPool``,
 ``run_distributed``, ``CA_FILE``), sweeps (``AutoSweep``), and the analysis of a load test's records into
 per-point statistics and figures (``analyse_directory``, ``merge_directories``, ``summarize_point``, ``STATISTICS``,
@@ -40,12 +41,13 @@ _EXPORTS = {
     "LoadSettings": "pytest_topsail.llmload.settings",
     "case_load_settings": "pytest_topsail.llmload.settings",
     "check_server": "pytest_topsail.llmload.settings",
+    "check_generator_image": "pytest_topsail.llmload.settings",
 }
 __all__ = [
     "AutoSweep", "CA_FILE", "GeneratorPool", "LoadSettings", "SERVER_KEY", "SERVER_METRICS", "STATISTICS",
-    "ServerSampler", "analyse_directory", "audit_point", "case_load_settings", "check_server", "figures",
-    "latency_samples", "failure_message", "measured_successes", "merge_directories", "run_distributed",
-    "run_load_test", "summarize_point",
+    "ServerSampler", "analyse_directory", "audit_point", "case_load_settings", "check_generator_image",
+    "check_server", "figures", "latency_samples", "failure_message", "measured_successes", "merge_directories",
+    "run_distributed", "run_load_test", "summarize_point",
 ]
 
 if TYPE_CHECKING:
@@ -56,6 +58,12 @@ if TYPE_CHECKING:
     from pytest_topsail.llmload.plots import figures
     from pytest_topsail.llmload.run import analyse_directory, merge_directories, run_load_test
     from pytest_topsail.llmload.server_metrics import SERVER_METRICS, ServerSampler
-    from pytest_topsail.llmload.settings import SERVER_KEY, LoadSettings, case_load_settings, check_server
+    from pytest_topsail.llmload.settings import (
+        SERVER_KEY,
+        LoadSettings,
+        case_load_settings,
+        check_generator_image,
+        check_server,
+    )
 
 __getattr__, __dir__ = lazy_front(__name__, _EXPORTS)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -275,3 +276,17 @@ def check_server(server: Any, where: str, serving: str) -> None:
     if unknown and serving == "inferenceservice":
         raise TopsailError(f"{where}: {', '.join(unknown)} cannot be given to an InferenceService "
                            f"(known: {', '.join(ENV_OF_FIELD)})")
+
+
+def check_generator_image(image: str, count: int, patterns: list[str]) -> None:
+    """On the simulator the generator pods run only as real workloads: a ``cluster.sim.runtime`` entry must match
+    their image (the suite's config.yaml has one for the default image); a TopsailError saying what to set."""
+    if any(fnmatch.fnmatchcase(image, pattern) for pattern in patterns):
+        return
+    runnable = [pattern for pattern in patterns if "llm-load-generator" in pattern]
+    raise TopsailError(
+        f"tests.llm_load.generators={count} on the simulator: no cluster.sim.runtime entry runs the generator "
+        f"image {image!r} (tests.llm_load.generator_pool.image); "
+        + (f"set tests.llm_load.generator_pool.image to match {runnable[0]!r}, or " if runnable else "")
+        + f"add to cluster.sim.runtime an entry {{image: {image!r}, env: {{PYTHONPATH: '{{source}}'}}, "
+        "max_seconds: 900}")

@@ -9,7 +9,7 @@ from typing import Any, Literal
 import pydantic
 
 import pytest_topsail as topsail
-from pytest_topsail.llmload import SERVER_KEY, case_load_settings, check_server
+from pytest_topsail.llmload import SERVER_KEY, case_load_settings, check_generator_image, check_server
 from pytest_topsail.tgis import check_case_models, check_gpu_profile
 
 
@@ -127,12 +127,26 @@ class LlmLoadSettings(topsail.Settings):
                 check_server(case.settings.get(SERVER_KEY), f"{where}: {SERVER_KEY}", self.serving)
             except topsail.TopsailError as error:
                 raise ValueError(str(error)) from None
+        if suite is not None and self.generators and self.serving == "inferenceservice" and suite.cluster == "sim":
+            try:
+                check_generator_image(self.generator_pool.image, self.generators, own_runtime_images(suite))
+            except topsail.TopsailError as error:
+                raise ValueError(str(error)) from None
         if self.serving != "endpoint":  # a given endpoint serves a model nothing here sizes
             try:
                 check_case_models(suite, in_process=self.serving == "in-process")
             except topsail.TopsailError as error:
                 raise ValueError(str(error)) from None
         return self
+
+
+def own_runtime_images(suite: Any) -> list[str]:
+    """The image patterns of the suite's own ``cluster.sim.runtime`` entries (the simulator joins those of every
+    suite in scope; the item checks the joined table again)."""
+    cluster = suite.config.get("cluster", None)
+    sim = cluster.get("sim") if isinstance(cluster, dict) else None
+    runtime = sim.get("runtime") if isinstance(sim, dict) else None
+    return [str(entry["image"]) for entry in runtime or [] if isinstance(entry, dict) and "image" in entry]
 
 
 SETTINGS = {"tests.llm_load": LlmLoadSettings}

@@ -4,7 +4,6 @@ the sweep figures are the suite figures of kpis.py."""
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import json
 import re
 from pathlib import Path
@@ -23,6 +22,7 @@ from pytest_topsail.llmload import (
     ServerSampler,
     audit_point,
     case_load_settings,
+    check_generator_image,
     failure_message,
     run_distributed,
     run_load_test,
@@ -136,17 +136,9 @@ def distributed(case: topsail.Case, settings: LoadSettings, prompts: Any, endpoi
 
 
 def check_sim_runs_generators(config: pytest.Config, image: str, count: int) -> None:
-    """On the simulator the generator pods run only as real workloads: a ``cluster.sim.runtime`` entry must match
-    their image (the suite's config.yaml has one for the default image)."""
-    patterns = topsail.sim_runtime_images(config)
-    if not any(fnmatch.fnmatchcase(image, pattern) for pattern in patterns):
-        runnable = [pattern for pattern in patterns if "llm-load-generator" in pattern]
-        raise topsail.TopsailError(
-            f"tests.llm_load.generators={count} on the simulator: no cluster.sim.runtime entry runs the generator "
-            f"image {image!r} (tests.llm_load.generator_pool.image); "
-            + (f"set tests.llm_load.generator_pool.image to match {runnable[0]!r}, or " if runnable else "")
-            + f"add to cluster.sim.runtime an entry {{image: {image!r}, env: {{PYTHONPATH: '{{source}}'}}, "
-            "max_seconds: 900}")
+    """The start-up check again (settings.py: the suite's own runtime entries) against the simulator's joined
+    ``cluster.sim.runtime`` table of every suite in scope."""
+    check_generator_image(image, count, topsail.sim_runtime_images(config))
 
 
 def result_summary(summaries: list[dict[str, Any]]) -> dict[str, Any]:

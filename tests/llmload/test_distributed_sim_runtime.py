@@ -1,6 +1,6 @@
 """Distributed load from `tests.llm_load.generators: N` alone: on the simulator the suite's own `cluster.sim.runtime`
-entry runs the generator image (no preset needed); an image no entry runs stops the item naming what to set; a
-failure names each generator pod once, with its own cause."""
+entry runs the generator image (no preset needed); an image no entry runs stops the run at start-up naming what to
+set; a failure names each generator pod once, with its own cause."""
 
 from __future__ import annotations
 
@@ -46,17 +46,24 @@ def test_smoke_runs_on_generator_pods_from_the_generators_setting_alone(tmp_path
         assert all(g["requests"] > 0 for g in generators)
 
 
-def test_an_image_no_runtime_entry_runs_fails_saying_what_to_set_once(tmp_path: Path) -> None:
+def test_an_image_no_runtime_entry_runs_stops_the_run_at_start_up_saying_what_to_set(tmp_path: Path) -> None:
     result = run_smoke(tmp_path, "--var", "tests.llm_load.generator_pool.image=quay.io/me/generator:1",
                        "--var", "metrics.enabled=false")
     output = result.stdout + result.stderr
-    assert result.returncode == 1 and "2 failed" in output, output[-3000:]
+    assert result.returncode == 4, output[-3000:]  # a usage error: no item ran, no simulator started
     cause = "no cluster.sim.runtime entry runs the generator image 'quay.io/me/generator:1'"
-    # once per item in its failure section; pytest's short summary repeats it (whole under CI=true, cut elsewhere)
-    sections = "\n".join(line for line in output.splitlines() if not line.startswith("FAILED "))
-    assert sections.count(cause) == 2, output[-3000:]
+    assert output.count(cause) == 1 and "passed" not in output and "failed" not in output, output[-3000:]
+    assert "set tests.llm_load.generator_pool.image to match 'topsail.local/llm-load-generator:*'" in output
     assert "add to cluster.sim.runtime an entry {image: 'quay.io/me/generator:1'" in output
-    assert "During handling" not in output
+    assert "Traceback" not in output and not (tmp_path / "artifacts" / "llm_load").is_dir()
+
+
+def test_an_image_given_its_runtime_entry_passes_the_start_up_check(tmp_path: Path) -> None:
+    runtime = ('[{image: "topsail.local/llm-load-generator:*", env: {PYTHONPATH: "{source}"}, max_seconds: 900}, '
+               '{image: "quay.io/me/generator:*", env: {PYTHONPATH: "{source}"}, max_seconds: 900}]')
+    result = run_smoke(tmp_path, "--var", "tests.llm_load.generator_pool.image=quay.io/me/generator:1",
+                       "--var", f"cluster.sim.runtime={runtime}", "--collect-only")
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
 
 
 def test_no_generator_started_names_each_pod_once_with_its_cause(tmp_path: Path) -> None:
