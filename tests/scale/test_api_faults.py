@@ -19,7 +19,7 @@ DEFAULT_NAMESPACE = ObjectRef("v1", "Namespace", "default")
 
 @pytest.fixture(scope="module")
 def flaky_cluster() -> Iterator[Kube]:
-    profile = {"node_pools": [{"name": "gpu", "count": 4, "gpu_profile": "a100"}],
+    profile = {"node_pools": [{"name": "gpu", "count": 4, "gpu_profile": "a100"}], "preinstalled": ["all"],
                "faults": {"api": [{"verb": "*", "resource": "*", "error_rate": 0.05, "code": 503}]}}
     with SimCluster(profile, seed=5) as sim:
         kube = connect(sim.kubeconfig_path, pool_size=16)
@@ -52,7 +52,7 @@ def test_the_faults_were_really_injected(flaky_cluster: Kube) -> None:
 
 
 def test_submit_errors_show_the_apis_reason_in_the_summary(tmp_path) -> None:
-    profile = {"node_pools": [{"name": "gpu", "count": 1, "gpu_profile": "a100"}],
+    profile = {"node_pools": [{"name": "gpu", "count": 1, "gpu_profile": "a100"}], "preinstalled": ["all"],
                "faults": {"api": [{"verb": "create", "resource": "batch/jobs", "error_rate": 1.0, "code": 500}]}}
     with SimCluster(profile, seed=5) as sim:
         kube = connect(sim.kubeconfig_path)
@@ -71,7 +71,8 @@ def test_a_cluster_that_goes_away_mid_run_ends_the_wait_at_once(tmp_path) -> Non
 
     from pytest_topsail.leftovers import collecting
 
-    sim = SimCluster({"node_pools": [{"name": "gpu", "count": 1, "gpu_profile": "a100"}]}, seed=5)
+    sim = SimCluster({"node_pools": [{"name": "gpu", "count": 1, "gpu_profile": "a100"}], "preinstalled": ["all"]},
+                     seed=5)
     sim.start()
     kube = connect(sim.kubeconfig_path)
     kube.retry = RetryPolicy(max_attempts=2)

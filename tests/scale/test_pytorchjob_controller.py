@@ -13,6 +13,7 @@ CONTROLLERS = [
     "pytest_topsail.sim.controllers.nodes:NodeController",
     "pytest_topsail.sim.controllers.scheduler:Scheduler",
     "pytest_topsail.sim.controllers.pods:PodLifecycle",
+    "pytest_topsail.sim.controllers.rhoai:RhoaiController",  # registers the preinstalled CRDs
     "pytest_topsail.sim.controllers.pytorchjob:PyTorchJobController",
 ]
 
@@ -25,7 +26,7 @@ def condition_status(obj, kind):
 
 
 async def run_job(spec: WorkloadSpec, until: str, extra: dict | None = None, timeout: float = 10.0):
-    profile = Profile.from_dict({"nodes": 4, "gpu_profile": "a100", **(extra or {})})
+    profile = Profile.from_dict({"nodes": 4, "gpu_profile": "a100", "preinstalled": ["all"], **(extra or {})})
     store = Store(seed=1)
     controllers = await start_controllers(store, profile, CONTROLLERS)
     try:
