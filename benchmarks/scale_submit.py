@@ -100,7 +100,7 @@ def main() -> int:
         return 2
     figures: dict[str, list[dict]] = {"runai": [], "ours": []}
     with tempfile.TemporaryDirectory() as workdir, SimCluster(nodes=args.nodes, gpu_profile="a100", seed=1,
-                                                              workdir=workdir) as sim:
+                                                              preinstalled="all", workdir=workdir) as sim:
         kubeconfig = str(sim.kubeconfig_path)
         api = connect(kubeconfig, pool_size=args.parallelism + 4)
         print(f"simulator: {args.nodes} nodes; {args.jobs} jobs per way, parallelism {args.parallelism}, "

@@ -40,7 +40,7 @@ CREATE_THREADS = 16
 
 
 def _profile_data(nodes: int) -> dict[str, Any]:
-    return {"seed": 1, "node_pools": [{"name": "gpu", "count": nodes, "gpu_profile": "a100"}]}
+    return {"seed": 1, "node_pools": [{"name": "gpu", "count": nodes, "gpu_profile": "a100"}], "preinstalled": ["all"]}
 
 
 def _profile(nodes: int) -> Profile:

@@ -14,7 +14,8 @@ from pytest_topsail.errors import TopsailError
 from pytest_topsail.sim.controllers.olm import PACKAGES, crd_manifest
 from pytest_topsail.sim.controllers.stages import load_stages
 
-SPECS = [*CORE, "pytest_topsail.sim.controllers.stages:StagesController"]
+SPECS = [*CORE, "pytest_topsail.sim.controllers.stages:StagesController",
+         "pytest_topsail.sim.controllers.gpuoperator:GpuOperatorController"]  # the ClusterPolicy's status
 
 
 def _install(store: Any, *packages: str) -> dict[str, Any]:
@@ -50,7 +51,7 @@ def test_openshift_ai_waits_for_its_initialization_then_reports_each_component()
             assert condition_status(ready, "kserveReady") == "True"
             assert condition_status(ready, "kueueReady") == "False"
             assert condition_status(ready, "Ready") == "True"
-            assert 0.6 <= elapsed < 0.7  # ready_ms (300 ms) for the initialization, then for the cluster
+            assert 0.2 <= elapsed < 0.3  # ready_ms (100 ms) for the initialization, then for the cluster
             events = {e["reason"]: e["message"] for e in sim.store.list(sim.events)}
             assert events["Ready"] == "components ready: kserve"
             assert events["ReconcileCompleted"] == "DSCInitialization is ready"

@@ -15,7 +15,11 @@ operator_stages.yaml. This controller does what their operands do to the nodes, 
   when the pod goes, the GPUs and the labels go.
 
 With `gpu_operator` in the profile's `preinstalled` the nodes are born labelled and advertising, and this controller
-leaves them alone.
+leaves them alone. Either way it writes the ClusterPolicy's status, once per burst of changes (not per node: a
+thousand nodes change at once): `notReady` (Ready False, OperandNotReady, naming the GPU nodes that do not advertise
+yet: labelled nvidia.com/gpu.present=true, or carrying NFD's NVIDIA PCI label the operator has not handled yet, or
+not Ready), then `ready` once none is left and the operators' `ready_ms` has passed since it first could be (Ready
+True, reason Reconciled, or NoGPUNodes when there is no GPU node at all, as the real operator).
 """
 
 from __future__ import annotations
@@ -24,8 +28,11 @@ import logging
 from collections.abc import Hashable
 from typing import Any
 
-from pytest_topsail.sim.controllers.base import condition
+from pytest_topsail.sim.controllers.base import condition, now_seconds
 from pytest_topsail.sim.controllers.nodeobjects import (
+    GPU_PRESENT_LABEL,
+    GPU_RESOURCE,
+    NFD_GPU_LABEL,
     NFD_GPU_LABELS,
     gfd_labels,
     has_gpus,
@@ -35,6 +42,7 @@ from pytest_topsail.sim.controllers.nodeobjects import (
 )
 from pytest_topsail.sim.controllers.olm import OperatorController
 from pytest_topsail.sim.controllers.profile import NodePool
+from pytest_topsail.sim.controllers.stages import advertises
 from pytest_topsail.sim.controllers.workload import suffix
 from pytest_topsail.sim.machinery.apierror import ApiError
 from pytest_topsail.sim.node.devices import advertised_status, devices
@@ -49,6 +57,8 @@ DCGM_EXPORTER = "nvidia-dcgm-exporter"
 OPERANDS = {DEVICE_PLUGIN: "nvcr.io/nvidia/k8s-device-plugin:v0.17.0",
             DCGM_EXPORTER: "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.9-3.6.1-ubi9"}
 NODE_LABEL = "sim.topsail.io/operand-node"  # the node an operand pod serves (found without listing pods)
+READY_MESSAGE = "all GPU nodes advertise nvidia.com/gpu"
+NO_GPU_MESSAGE = "No GPU node found, watching for new nodes to join the cluster."
 
 
 def operand_pod_name(seed: int, app: str, node: str) -> str:
@@ -77,6 +87,17 @@ def operand_pod(app: str, name: str, namespace: str, node: str, policy: dict[str
     }
 
 
+def policy_status(policy: dict[str, Any], ready: bool, reason: str, message: str) -> dict[str, Any]:
+    """The ClusterPolicy's status (state ready | notReady, conditions Ready and Error)."""
+    now = now_seconds()
+    error_reason = "Ready" if ready else reason
+    return {"state": "ready" if ready else "notReady", "namespace": operand_namespace(policy),
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False", "reason": reason,
+                            "message": message, "lastTransitionTime": now},
+                           {"type": "Error", "status": "False", "reason": error_reason, "message": "",
+                            "lastTransitionTime": now}]}
+
+
 def managed_label_keys(pool: NodePool) -> set[str]:
     """Every label NFD, the GPU operator and GFD may put on a node of `pool` (the pool's own labels excepted)."""
     keys = {*nfd_labels(pool), *NFD_GPU_LABELS, *operator_labels(), *gfd_labels(pool)}
@@ -90,16 +111,34 @@ class GpuOperatorController(OperatorController):
         self.nodes = self.store.resource_type("nodes")
         self.pods = self.store.resource_type("pods")
         self.namespaces = self.store.resource_type("namespaces")
-        if self.profile.preinstalls("gpu_operator"):
-            return  # the nodes are born labelled and advertising their GPUs
+        self.preinstalled = self.profile.preinstalls("gpu_operator")  # nodes born labelled and advertising
+        self.ready_elapsed: set[str] = set()  # ClusterPolicy uids whose ready_ms is over
+        self._operators: tuple[bool, dict[str, Any] | None] | None = None  # NFD available, policy: this batch's
+        self._policy_specs: dict[str, tuple[Any, bool]] = {}  # uid -> (generation, being deleted)
         self.watch_key(NFD_KEY, self._everything)
-        self.watch_key(POLICY_KEY, self._everything)
+        self.watch_key(POLICY_KEY, self._policy_changed)
         self.watch_key(("", "nodes"), self._node_changed)
         self.watch_key(("", "pods"), self._pod_changed)
         self._enqueue_all()
 
     def _everything(self, event_type: str, obj: dict[str, Any]) -> None:
+        self._operators = None
+        if event_type == "DELETED":
+            self.ready_elapsed.discard(obj["metadata"].get("uid") or "")
         self._enqueue_all()
+
+    def _policy_changed(self, event_type: str, policy: dict[str, Any]) -> None:
+        """All nodes again when a ClusterPolicy comes, goes or changes its spec; its own status writes change
+        nothing for the nodes."""
+        meta = policy["metadata"]
+        spec = (meta.get("generation"), bool(meta.get("deletionTimestamp")))
+        if event_type == "DELETED":
+            self._policy_specs.pop(meta["uid"], None)
+        elif self._policy_specs.get(meta["uid"]) == spec:
+            return
+        else:
+            self._policy_specs[meta["uid"]] = spec
+        self._everything(event_type, policy)
 
     def _enqueue_all(self) -> None:
         for node in self.store.list(self.nodes):
@@ -127,7 +166,15 @@ class GpuOperatorController(OperatorController):
         return min(policies, key=lambda p: (p["metadata"].get("creationTimestamp", ""), p["metadata"]["name"]),
                    default=None)
 
+    def _operators_now(self) -> tuple[bool, dict[str, Any] | None]:
+        """(an NFD is Available, the ClusterPolicy), looked up once per batch of nodes."""
+        if self._operators is None:
+            self._operators = (self._nfd_available(), self._policy())
+        return self._operators
+
     async def reconcile(self, key: Hashable) -> None:
+        if key == POLICY_KEY or self.preinstalled:
+            return  # the ClusterPolicy's status is written after the batch
         name = str(key)
         node = self.store.find(self.nodes, None, name)
         pool = pool_of(self.profile.node_pools, node) if node is not None else None
@@ -136,9 +183,9 @@ class GpuOperatorController(OperatorController):
         labels = dict(node["metadata"].get("labels") or {})
         managed = managed_label_keys(pool)
         wanted = {k: v for k, v in labels.items() if k not in managed}
-        if self._nfd_available():
+        nfd, policy = self._operators_now()
+        if nfd:
             wanted.update(nfd_labels(pool))
-        policy = self._policy()
         advertising = 0
         if policy is not None and any(wanted.get(label) == "true" for label in NFD_GPU_LABELS):
             wanted.update(operator_labels())
@@ -169,6 +216,52 @@ class GpuOperatorController(OperatorController):
                 running = (pod.get("status") or {}).get("phase") == "Running" and \
                     not pod["metadata"].get("deletionTimestamp")
         return running
+
+    # the ClusterPolicy's status --------------------------------------------------------------------------------
+    async def after_batch(self) -> None:
+        self._operators = None
+        policy = self._policy()
+        if policy is not None:
+            self._write_policy_status(policy)
+
+    def _waiting(self) -> list[str]:
+        """The GPU nodes that do not advertise nvidia.com/gpu yet (or are not Ready)."""
+        present = self.store.list(self.nodes, label_selector=f"{GPU_PRESENT_LABEL}=true")
+        unhandled = self.store.list(self.nodes, label_selector=f"{NFD_GPU_LABEL}=true,!{GPU_PRESENT_LABEL}")
+        return [n["metadata"]["name"] for n in present if not advertises(n, GPU_RESOURCE)] + \
+            [n["metadata"]["name"] for n in unhandled]
+
+    def _write_policy_status(self, policy: dict[str, Any]) -> None:
+        status = policy.get("status") or {}
+        waiting = self._waiting()
+        uid = policy["metadata"]["uid"]
+        if waiting or not status:
+            message = (f"waiting for {len(waiting)} GPU node(s) to advertise nvidia.com/gpu: "
+                       f"{', '.join(waiting[:5])}" if waiting else
+                       "deploying the driver, container toolkit, device plugin and GPU feature discovery")
+            if status.get("state") != "notReady" or (condition(policy, "Ready") or {}).get("message") != message:
+                self.set_status(self.policies, policy, policy_status(policy, False, "OperandNotReady", message))
+            if not waiting:
+                self.enqueue(POLICY_KEY)  # ready after ready_ms
+            return
+        found = bool(self.store.list(self.nodes, label_selector=f"{GPU_PRESENT_LABEL}=true"))
+        reason, message = ("Reconciled", READY_MESSAGE) if found else ("NoGPUNodes", NO_GPU_MESSAGE)
+        if status.get("state") == "ready" and (condition(policy, "Ready") or {}).get("reason") == reason:
+            return
+        if uid not in self.ready_elapsed:
+            if not self.has_timer(("ready", uid)):
+                self.call_later(self.behaviour().ready_ms / 1000.0, ("ready", uid), self._ready_elapsed, uid)
+            return
+        self.set_status(self.policies, policy, policy_status(policy, True, reason, message))
+        self.store.record_event(policy, "Ready", message, source="gpu-operator")
+
+    def _ready_elapsed(self, uid: str) -> None:
+        self.ready_elapsed.add(uid)
+        self.enqueue(POLICY_KEY)
+
+    @property
+    def policies(self) -> Any:
+        return self.store.resource_type(POLICY_KEY[1], POLICY_KEY[0])
 
     def _ensure_namespace(self, namespace: str) -> None:
         if self.store.find(self.namespaces, None, namespace) is None:

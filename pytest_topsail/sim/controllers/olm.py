@@ -44,8 +44,8 @@ class OperatorBehaviour(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    install_ms: float = Field(500, ge=0)  # InstallPlan created -> CSV Succeeded
-    ready_ms: float = Field(300, ge=0)  # an operator's custom resource created -> ready
+    install_ms: float = Field(200, ge=0)  # InstallPlan created -> CSV Succeeded
+    ready_ms: float = Field(100, ge=0)  # an operator's custom resource created -> ready
     never_ready: list[str] = Field(default_factory=list)  # packages whose CSV stays Installing
 
 

@@ -48,12 +48,12 @@ class SimCluster:
 
     def __init__(self, profile: ProfileSource | Any = None, *, nodes: int | None = None,
                  gpu_profile: str | None = None, gpus_per_node: int | None = None, seed: int | None = None,
-                 port: int = 0, workdir: str | os.PathLike | None = None,
+                 preinstalled: str | None = None, port: int = 0, workdir: str | os.PathLike | None = None,
                  audit_log: bool | str | os.PathLike | None = None, start_timeout: float = 60.0,
                  stop_timeout: float = 10.0, log_level: str = "WARNING", extra_args: tuple[str, ...] = ()) -> None:
         self._profile = profile
         self._shortcuts = {"--nodes": nodes, "--gpu-profile": gpu_profile, "--gpus-per-node": gpus_per_node,
-                           "--seed": seed}
+                           "--seed": seed, "--preinstalled": preinstalled}
         self._port = port
         self._requested_workdir = Path(workdir) if workdir is not None else None
         self._audit_option = audit_log
