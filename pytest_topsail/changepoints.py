@@ -8,14 +8,12 @@ array operations instead of thousands of small ones. It finds the same change po
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 
 import numpy as np
-
-_TINY = 1e-300
+from scipy.special import stdtr
 
 
 @dataclass
@@ -39,41 +37,6 @@ class ChangePoint:
 
 
 # ---------------------------------------------------------------- t-test, vectorized
-
-
-def _incomplete_beta(a: np.ndarray, b: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Regularized incomplete beta I_x(a, b), elementwise, by its continued fraction (modified Lentz)."""
-    result = np.where(x <= 0.0, 0.0, 1.0)
-    inside = (x > 0.0) & (x < 1.0)
-    if not inside.any():
-        return result
-    a, b, x = a[inside], b[inside], x[inside]
-    swap = x > (a + 1.0) / (a + b + 2.0)  # the fraction converges fast below this point: use the symmetry
-    a, b, x = np.where(swap, b, a), np.where(swap, a, b), np.where(swap, 1.0 - x, x)
-    lgamma = np.vectorize(math.lgamma, otypes=[float])
-    log_front = lgamma(a + b) - lgamma(a) - lgamma(b) + a * np.log(x) + b * np.log1p(-x)
-    c = np.ones_like(x)
-    d = 1.0 - (a + b) * x / (a + 1.0)
-    d = 1.0 / np.where(np.abs(d) > _TINY, d, _TINY)
-    fraction = d.copy()
-    todo = np.arange(len(x))  # elements whose fraction has not converged yet
-    for m in range(1, 300):
-        ta, tb, tx, tc, td = a[todo], b[todo], x[todo], c[todo], d[todo]
-        tf = fraction[todo]
-        for numerator in (m * (tb - m) * tx / ((ta + 2 * m - 1) * (ta + 2 * m)),
-                          -(ta + m) * (ta + tb + m) * tx / ((ta + 2 * m) * (ta + 2 * m + 1))):
-            td = 1.0 + numerator * td
-            td = 1.0 / np.where(np.abs(td) > _TINY, td, _TINY)
-            tc = 1.0 + numerator / tc
-            tc = np.where(np.abs(tc) > _TINY, tc, _TINY)
-            tf = tf * tc * td
-        c[todo], d[todo], fraction[todo] = tc, td, tf
-        todo = todo[~(np.abs(tc * td - 1.0) < 1e-15)]
-        if len(todo) == 0:
-            break
-    value = np.exp(log_front) * fraction / a
-    result[inside] = np.where(swap, 1.0 - value, value)
-    return result
 
 
 @dataclass
@@ -124,8 +87,8 @@ def t_tests(requests: Sequence[tuple[np.ndarray, int, int, int]]) -> np.ndarray:
         denominator = np.sqrt(pooled * (1.0 / seg.n_left + 1.0 / seg.n_right))
         difference = mean_l - mean_r
         t = difference / denominator
-        x = np.where(np.isfinite(t), dof / (dof + t * t), 1.0)
-    pvalue = _incomplete_beta(dof / 2.0, np.full_like(dof, 0.5), x)
+        # two-sided: 2 sf(|t|) of Student's t, as scipy.stats.ttest_ind_from_stats computes it (otava's test)
+        pvalue = np.where(np.isfinite(t), 2.0 * stdtr(dof, -np.abs(t)), 1.0)
     pvalue = np.where(denominator == 0.0, np.where(difference == 0.0, np.nan, 0.0), pvalue)
     pvalue = np.where(dof <= 0, 1.0, pvalue)
     return np.stack([pvalue, mean_l, mean_r, std_l, std_r], axis=1)
@@ -188,11 +151,22 @@ def best_splits(requests: Sequence[tuple[np.ndarray, int, int]]) -> list[tuple[i
 
 
 def _best_split_rows(z: np.ndarray, lengths: np.ndarray, chunk: int = 16) -> list[tuple[int, float]]:
-    """Best split of each row of ``z`` (its first ``lengths`` values), in chunks that stay in the CPU caches."""
+    """Best split of each row of ``z`` (its first ``lengths`` values), in chunks that stay in the CPU caches
+    (16 rows of 50 points: three 300 kB arrays; 32 rows were 40 % slower on a busy 2-core machine)."""
     found: list[tuple[int, float]] = []
     for first in range(0, len(z), chunk):
         found += _best_split_chunk(z[first:first + chunk], lengths[first:first + chunk])
     return found
+
+
+def _cumulate(c: np.ndarray) -> None:
+    """``c[r, i, j] = sum of c[r, :i+1, :j+1]`` in place: the same sequential additions as ``np.cumsum`` along
+    axis 1 then axis 2 (bit for bit), one plane of all rows per step; numpy's cumsum runs one short loop per line
+    and took half the time of the best split."""
+    for i in range(1, c.shape[1]):
+        c[:, i, :] += c[:, i - 1, :]
+    for j in range(1, c.shape[2]):
+        c[:, :, j] += c[:, :, j - 1]
 
 
 def _best_split_chunk(z: np.ndarray, lengths: np.ndarray) -> list[tuple[int, float]]:
@@ -201,8 +175,7 @@ def _best_split_chunk(z: np.ndarray, lengths: np.ndarray) -> list[tuple[int, flo
     # sums[i, j] = sum of |z[a] - z[b]| over a < i, b < j, stored without its zero row and column: C[i-1, j-1]
     c = np.subtract(z[:, :, None], z[:, None, :])
     np.abs(c, out=c)
-    np.cumsum(c, axis=1, out=c)
-    np.cumsum(c, axis=2, out=c)
+    _cumulate(c)
     diagonal = np.diagonal(c, axis1=1, axis2=2)
     at_tt = diagonal[:, :size - 1, None]  # sums[tau, tau], tau = 1..size-1
     at_tk = c[:, :size - 1, 1:]  # sums[tau, kappa], kappa = 2..size
@@ -219,8 +192,9 @@ def _best_split_chunk(z: np.ndarray, lengths: np.ndarray) -> list[tuple[int, flo
     q -= within_y
     np.copyto(q, -np.inf, where=~(ordered[None] & (kappas[None] <= lengths[:, None, None])))
     q = q.reshape(count, -1)
-    best = q.argmax(axis=1)
-    return [(int(b // (size - 1)) + 1, float(q[row, b])) for row, b in enumerate(best)]
+    best = q.argmax(axis=1)  # the first maximum in (tau, kappa) order
+    taus = (best // (size - 1) + 1).tolist()
+    return list(zip(taus, q[np.arange(count), best].tolist(), strict=True))
 
 
 # ---------------------------------------------------------------- E-divisive: split, then merge

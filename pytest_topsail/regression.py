@@ -18,9 +18,11 @@ A zero reference has no relative change: the change is given in the KPI's unit.
 from __future__ import annotations
 
 import fnmatch
+import gc
 import json
 import operator
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -34,6 +36,7 @@ from pytest_topsail.changepoints import (
     otava_available,
     otava_change_points,
     t_test_pvalue,
+    t_tests,
 )
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.settings import Settings, validate
@@ -234,6 +237,9 @@ def _set_change(verdict: Verdict, reference: float) -> None:
     verdict.change_percent = (verdict.value / reference - 1.0) * 100.0 if reference != 0 else None
 
 
+_REGRESSION = State.REGRESSION.value  # read once: an enum member's lookup costs in a loop over every history record
+
+
 def _history_entry(record: Mapping[str, Any]) -> dict[str, Any]:
     """The record as the report's trends show it (HISTORY_FIELDS and whether it is in the baseline)."""
     get = record.get
@@ -241,7 +247,7 @@ def _history_entry(record: Mapping[str, Any]) -> dict[str, Any]:
     return {"timestamp": float(record["timestamp"]), "value": float(record["value"]), "test_uuid": get("test_uuid"),
             "run_id": get("run_id"), "git_sha": get("git_sha"), "presets": get("presets"), "verdict": verdict,
             "acknowledged": acknowledged,
-            "baseline": (verdict != State.REGRESSION or bool(acknowledged)) and not get("untrusted"),
+            "baseline": (verdict != _REGRESSION or bool(acknowledged)) and not get("untrusted"),
             "machine_load": get("machine_load")}
 
 
@@ -253,45 +259,76 @@ def judge(record: Mapping[str, Any], history: Sequence[Mapping[str, Any]], setti
 def judge_many(pairs: Sequence[tuple[Mapping[str, Any], Sequence[Mapping[str, Any]]]],
                settings: RegressionSettings) -> list[Verdict]:
     """Verdicts of many (record, history) pairs of one suite; the change points of all series computed together."""
+    with _collector_paused():
+        return _judge_many(pairs, settings)
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cycle collector off while a batch builds its history entries (a dict per earlier record, 100,000
+    for 1,000 KPIs of 100 runs): none of them is in a cycle, yet each collection would walk them all again
+    (a sixth of judge_many's time on benchmarks/report_regression.py)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _judge_many(pairs: Sequence[tuple[Mapping[str, Any], Sequence[Mapping[str, Any]]]],
+                settings: RegressionSettings) -> list[Verdict]:
     verdicts, pending = [], []
     for record, history in pairs:
         verdict, baseline = _prepare(record, history, settings)
         verdicts.append(verdict)
         if baseline is not None:
             pending.append((verdict, baseline))
-    rules = [settings.rule(verdict.kpi) for verdict, _ in pending]
+    known: dict[str, KpiRule] = {}  # a KPI's rule is made once (a pydantic model per call costs)
+    rules = [known.get(v.kpi) or known.setdefault(v.kpi, settings.rule(v.kpi)) for v, _ in pending]
     series = [[*baseline, verdict.value] for verdict, baseline in pending]
     found = change_points_many(series, settings, [rule.min_magnitude for rule in rules])
+    found = _with_current(series, found, settings.max_pvalue)
     for (verdict, _), values, rule, points in zip(pending, series, rules, found, strict=True):
-        _judge_change_points(verdict, values, rule, _with_current(values, points, settings.max_pvalue))
+        _judge_change_points(verdict, values, rule, points)
     return verdicts
 
 
-def _with_current(values: list[float], points: list[ChangePoint], max_pvalue: float) -> list[ChangePoint]:
-    """The change points, with one at the current value when E-divisive put none there but the value stands apart
-    from its regime (the current run against the runs since the last change point: Student's t-test, p below
-    ``max_pvalue``). E-divisive splits a series where the whole of it divides best: a single earlier run a little
-    apart can take the split (ITL medians 26.8, 26.6, 26.8, 26.6, 28.0, then 106.3 ms: it split before 28.0, whose
-    t-test then failed on the 28-and-106 side), and a fourfold change at the current value went unseen."""
-    last = len(values) - 1
-    if points and points[-1].index == last:
-        return points
-    regime = values[points[-1].index if points else 0:last]
-    if len(regime) < 2:
-        return points
-    pvalue, mean_before, mean_after, std_before, std_after = t_test_pvalue(np.array(regime), np.array(values[last:]))
-    if not pvalue < max_pvalue:
-        return points
-    return [*points, ChangePoint(last, qhat=0.0, pvalue=pvalue, mean_before=mean_before, mean_after=mean_after,
-                                 std_before=std_before, std_after=std_after)]
+def _with_current(series: list[list[float]], found: list[list[ChangePoint]],
+                  max_pvalue: float) -> list[list[ChangePoint]]:
+    """The change points of each series, with one at the current value when E-divisive put none there but the
+    value stands apart from its regime (the current run against the runs since the last change point: Student's
+    t-test, p below ``max_pvalue``; the t-tests of all series in one batch). E-divisive splits a series where the
+    whole of it divides best: a single earlier run a little apart can take the split (ITL medians 26.8, 26.6, 26.8,
+    26.6, 28.0, then 106.3 ms: it split before 28.0, whose t-test then failed on the 28-and-106 side), and a
+    fourfold change at the current value went unseen."""
+    tested: list[int] = []
+    requests: list[tuple[np.ndarray, int, int, int]] = []
+    for position, (values, points) in enumerate(zip(series, found, strict=True)):
+        last = len(values) - 1
+        start = points[-1].index if points else 0
+        if (points and points[-1].index == last) or last - start < 2:
+            continue
+        tested.append(position)
+        requests.append((np.array(values[start:]), 0, last - start, last - start + 1))
+    result = list(found)
+    for position, row in zip(tested, t_tests(requests), strict=True):
+        pvalue, mean_before, mean_after, std_before, std_after = (float(v) for v in row)
+        if pvalue < max_pvalue:
+            result[position] = [*found[position], ChangePoint(
+                len(series[position]) - 1, qhat=0.0, pvalue=pvalue, mean_before=mean_before, mean_after=mean_after,
+                std_before=std_before, std_after=std_after)]
+    return result
 
 
 def _prepare(record: Mapping[str, Any], history: Sequence[Mapping[str, Any]],
              settings: RegressionSettings) -> tuple[Verdict, list[float] | None]:
     """The verdict as far as it goes without change points, and the baseline when change points decide."""
     timestamp, test_uuid = float(record["timestamp"]), record.get("test_uuid")
-    entries = [_history_entry(h) for h in history if h.get("test_uuid") != test_uuid]
-    entries = sorted((e for e in entries if e["timestamp"] < timestamp), key=_TIMESTAMP)
+    entries = [_history_entry(h) for h in history
+               if h.get("test_uuid") != test_uuid and float(h["timestamp"]) < timestamp]
+    entries.sort(key=_TIMESTAMP)
     baseline = [e["value"] for e in entries if e["baseline"]]
     verdict = Verdict(
         suite=str(record.get("suite")), nodeid=str(record.get("nodeid")), kpi=record["name"],
