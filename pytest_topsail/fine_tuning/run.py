@@ -17,7 +17,9 @@ Failure taxonomy, in the failure message:
 
 from __future__ import annotations
 
+import json
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +43,7 @@ from pytest_topsail.waiting import Deadline, Every
 
 JOB_LABEL = "training.kubeflow.org/job-name"
 MASTER_LOG = "pod.log"
+JOB_LIFECYCLE = "job_lifecycle.json"  # condition type -> epoch ms (client clock) its watch first showed it True
 TICK_SECONDS = 0.5  # without watch events: how often timeouts and the master's log are checked
 LOG_CHECK_SECONDS = 0.5
 IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")
@@ -113,7 +116,12 @@ class PointRun:
 
     def _follow(self) -> None:
         with Watched(self.kube, self.namespace, self.job) as watched:
-            self._follow_watched(watched)
+            try:
+                self._follow_watched(watched)
+            finally:  # the job's own timings: when its watch first showed each condition True
+                with watched.lock:
+                    seen = dict(watched.first_seen)
+                (self.directory / JOB_LIFECYCLE).write_text(json.dumps(seen, indent=1), encoding="utf-8")
 
     def _follow_watched(self, watched: Watched) -> None:
         wanted = self.point.pods
@@ -294,6 +302,7 @@ class Watched:
         self.lock = threading.Lock()
         self.job: dict[str, Any] | None = None
         self.pods: dict[str, dict[str, Any]] = {}
+        self.first_seen: dict[str, float] = {}  # the job's condition types, when first seen True (epoch ms)
         self.error: KubeError | None = None
         selector = f"{JOB_LABEL}={job}"
         self.threads = [
@@ -325,6 +334,10 @@ class Watched:
 
     def _on_job(self, kind: str, obj: dict[str, Any]) -> None:
         self.job = None if kind == "DELETED" else obj
+        now_ms = round(time.time() * 1000.0, 3)
+        for condition in (obj.get("status") or {}).get("conditions") or ():
+            if condition.get("status") == "True":
+                self.first_seen.setdefault(str(condition.get("type")), now_ms)
 
     def _on_pod(self, kind: str, obj: dict[str, Any]) -> None:
         name = obj["metadata"]["name"]
