@@ -5,6 +5,7 @@ serves the kinds of its Managed components and removes them again; `preinstalled
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -144,11 +145,31 @@ def install_gpu_operator(sim: Any) -> None:
                 f"--timeout={WAIT:.0f}s")
 
 
+def dcgm_gpus(sim: Any) -> list[str]:
+    """The GPUs dcgm-exporter reports (`node/gpu modelName`)."""
+    lines = sim.raw("GET", "/metrics/dcgm").text.splitlines()
+    samples = [line for line in lines if line.startswith("DCGM_FI_DEV_GPU_UTIL{")]
+    return sorted(re.sub(r'.*gpu="(\d+)".*modelName="([^"]*)".*Hostname="([^"]*)".*', r"\3/\1 \2", line)
+                  for line in samples)
+
+
 def test_the_gpu_operator_makes_every_gpu_node_advertise_its_gpus_until_its_policy_goes(
         bare: Any, wait_until: Any) -> None:
+    assert dcgm_gpus(bare) == []
     install_gpu_operator(bare)
+    assert dcgm_gpus(bare) == sorted(f"{node}/{index} {'Tesla T4' if node == 'infer-0000' else 'NVIDIA H100 80GB HBM3'}"
+                                     for node in GPU_NODES for index in range(4))
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "smi"}, "spec": {
+        "nodeSelector": {"nvidia.com/gpu.product": "Tesla-T4"}, "containers": [{
+            "name": "cuda", "image": "nvidia/cuda", "command": ["sleep", "infinity"],
+            "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}}
+    client.CoreV1Api(bare.api_client()).create_namespaced_pod("default", pod)
+    bare.kubectl("wait", "--for=condition=Ready", "pod/smi", f"--timeout={WAIT:.0f}s")
+    listed = bare.kubectl("exec", "smi", "--", "nvidia-smi", "-L").stdout.splitlines()
+    assert [line.split(" (UUID: ")[0] for line in listed] == ["GPU 0: Tesla T4", "GPU 1: Tesla T4"]
     found = nodes(bare)
     assert {name: advertised(node) for name, node in found.items()} == {**GPU_NODES, "cpu-0000": 0}
+    assert found["infer-0000"].status.allocatable["nvidia.com/gpu"] == "4"  # a node's, whatever its pods use
     train = found["train-0000"].metadata.labels
     assert train["feature.node.kubernetes.io/pci-10de.present"] == "true"
     assert train["feature.node.kubernetes.io/system-os_release.ID"] == "rhcos"
@@ -170,8 +191,10 @@ def test_the_gpu_operator_makes_every_gpu_node_advertise_its_gpus_until_its_poli
     ready = next(c for c in policy["status"]["conditions"] if c["type"] == "Ready")
     assert (ready["status"], ready["reason"]) == ("True", "Reconciled")
 
+    bare.kubectl("delete", "pod/smi", "--wait=false")
     bare.kubectl("delete", "clusterpolicy/gpu-cluster-policy", f"--timeout={WAIT:.0f}s")
     wait_until(lambda: not any(advertised(n) for n in nodes(bare).values()), WAIT, "the GPUs to be withdrawn")
+    assert dcgm_gpus(bare) == []
     wait_until(lambda: not client.CoreV1Api(bare.api_client()).list_namespaced_pod("nvidia-gpu-operator").items,
                WAIT, "the operand pods to go")
     left = operator_labels(nodes(bare)["train-0000"])
