@@ -46,6 +46,7 @@ from pytest_topsail.scale.timelines import (
 from pytest_topsail.scale.workloads import RUN_LABEL, WorkloadSpec, job_name, job_objects
 from pytest_topsail.settings import validate
 
+LIFECYCLE_SETTLE_S = 10.0  # after the jobs: how long the configured lifecycles may take to reach their last step
 MAX_SHOWN_ERRORS = 3  # submit errors copied into summary.json (all of them are in submitted.json)
 # Keys a case may carry beside the scale settings (names, descriptions): ignored here.
 META_KEYS = {"name", "description"}
@@ -177,6 +178,8 @@ def submit_and_sample(
             progress.write(f"[{run_id}] offered {offered} jobs/s, achieved {result.achieved_jobs_per_s:.1f} jobs/s, "
                            f"{result.failed} failed; waiting for {case.target()}\n")
         reached = sampler.wait_for_jobs(submitted["jobs"], case.target(), case.timeout_s, progress_stream=progress)
+        if reached and lifecycles:  # their objects may end after the jobs do (a Workload's Finished)
+            sampler.wait_for_lifecycles([lifecycle.name for lifecycle in lifecycles], LIFECYCLE_SETTLE_S)
     finally:
         sampler.stop()
         if workload_watch is not None:

@@ -315,6 +315,27 @@ class Sampler:
             deadline.sleep(min(check_due.left(), print_due.left() if progress_stream is not None else check_due.left()),
                            self.changed.wait)
 
+    def wait_for_lifecycles(self, names: list[str], timeout_s: float) -> bool:
+        """Wait until every object of the lifecycles `names` reached its last step or a failure step (a Workload
+        finishes after its job: the run's own wait may end first). False when `timeout_s` passed first."""
+        deadline = Deadline(timeout_s)
+        while True:
+            self.changed.clear()
+            with self.lock:
+                open_objects = [t for name in names for t in self.tracked[name].values()
+                                if not self.lifecycle_ended(self.lifecycles[name], t)]
+            if not open_objects:
+                return True
+            if deadline.expired():
+                return False
+            deadline.sleep(deadline.left(), self.changed.wait)
+
+    @staticmethod
+    def lifecycle_ended(lifecycle: Lifecycle, tracked: Tracked) -> bool:
+        last = lifecycle.chain[-1].name if lifecycle.chain else None
+        return tracked.deleted or last in tracked.steps or any(
+            s.failure and s.name in tracked.steps for s in lifecycle.steps)
+
     def cluster_lost(self, seen_errors: int) -> str | None:
         """After the watches lost their connection: whether the API server still answers (the layer has retried)."""
         if self.connection_errors == seen_errors:

@@ -3,6 +3,7 @@ its API (Jobs suspended by Kueue's webhook, admitted within quota, KPIs per queu
 
 from __future__ import annotations
 
+import csv
 import json
 from collections.abc import Iterator
 
@@ -10,8 +11,9 @@ import pytest
 
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.kube.client import Kube, connect
+from pytest_topsail.scale.lifecycle import parse_lifecycles
 from pytest_topsail.scale.queueing import QueueSettings, analyse_queues, pending_series, queue_objects
-from pytest_topsail.scale.run import RunOptions, ScaleCase, run_case
+from pytest_topsail.scale.run import RunOptions, ScaleCase, analyse_directory, run_case
 from pytest_topsail.sim.run.launcher import SimCluster
 
 T0 = 1_800_000_000_000.0
@@ -119,8 +121,26 @@ def test_a_queued_run_on_the_simulator_stays_within_quota_and_reports_the_queue(
 
 def test_queued_pytorchjobs_are_admitted_as_one_workload_each(api, tmp_path):
     case = ScaleCase(workload="distributed", jobs=6, workers=1, gpus=1, duration_s=0.5, timeout_s=120, queue=QUEUES)
-    result = run_case(api, case, tmp_path, RunOptions(namespace_prefix="qd", plots=False), run_id="kq0002")
+    lifecycles = tuple(parse_lifecycles(["pytorchjob", {"builtin": "workload", "time": "observed"}], "test"))
+    options = RunOptions(namespace_prefix="qd", plots=True, lifecycles=lifecycles)
+    result = run_case(api, case, tmp_path, options, run_id="kq0002")
     assert result.summary["failed_jobs"]["total"] == 0 and not result.summary["timed_out"]
     workloads = json.loads((tmp_path / "sampled.json").read_text())["queue"]["workloads"]
     assert len(workloads) == 6 and {w["gpus"] for w in workloads} == {2.0}  # master + worker
     assert result.summary["queue"]["latency_ms"]["all"]["Finished"]["count"] == 6
+    # the generic sampler, configured with the built-in lifecycles: each job and its Workload, step by step
+    summary = result.summary["lifecycles"]
+    assert summary["workload"]["objects"] == 6 and summary["pytorchjob"]["objects"] == 6
+    assert list(summary["workload"]["transitions"]) == ["QuotaReserved->Admitted", "Admitted->Finished"]
+    assert list(summary["pytorchjob"]["transitions"]) == ["Created->Running", "Running->Succeeded"]
+    for lifecycle in summary.values():
+        for transition in lifecycle["transitions"].values():
+            assert transition["count"] == 6 and transition["errors"] == 0 and transition["P90"] is not None
+    running = summary["pytorchjob"]["transitions"]["Running->Succeeded"]  # whole seconds (lastTransitionTime)
+    assert running["P50"] % 1000 == 0 and running["max"] >= 0
+    with (tmp_path / "lifecycle_workload.csv").open() as file:
+        rows = list(csv.DictReader(file, skipinitialspace=True))
+    assert len(rows) == 6 and all(float(r["Admitted_Finished_ms"]) >= 400 for r in rows)  # each job runs 0.5 s
+    assert (tmp_path / "lifecycle_pytorchjob.html").is_file() and "lifecycle workload" in result.figures
+    again = analyse_directory(tmp_path, plots=False)  # the replot: the same transitions from sampled.json
+    assert again.summary["lifecycles"] == summary
