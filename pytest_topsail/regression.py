@@ -367,8 +367,9 @@ def _judge_change_points(verdict: Verdict, values: list[float], rule: KpiRule, p
     at_current = bool(points) and points[-1].index == len(values) - 1
     starts = [p.index for p in points if p.index < len(values) - 1]
     regime = values[(starts[-1] if starts else 0):-1]
-    reference = float(np.mean(regime))
-    stddev = float(np.std(regime, ddof=1)) if len(regime) > 1 else 0.0
+    regime_values = np.array(regime)  # once for both
+    reference = float(regime_values.mean())
+    stddev = float(regime_values.std(ddof=1)) if len(regime) > 1 else 0.0
     _set_change(verdict, reference)
     verdict.noise_floor = rule.floor(reference, stddev)
     verdict.explanation = rule.explain(reference, stddev, len(regime), verdict.unit)
