@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_topsail.llmload import audit_point
+from pytest_topsail.llmload.audit import ttft_agreement
 from pytest_topsail.llmload.backends.openai_http import OpenAIBackend
 from pytest_topsail.llmload.dataset import synthetic
 from pytest_topsail.llmload.generator import LoadPoint
@@ -52,7 +53,8 @@ def test_the_servers_ttft_agrees_with_the_clients(serve_front: Any, tmp_path: Pa
     client = summary["stats"]["ttft_ms"]
     assert summary["succeeded"] == 48 and server["ttft_mean_ms"] is not None
     assert server["ttft_mean_ms"] <= client["mean"]  # the server's clock starts when the request arrives
-    assert audit_point(summary, server) == [], (client, server)
+    # (the whole audit may also find the client saturated on a loaded machine: server and client share a process)
+    assert ttft_agreement(summary, server) is None, (client, server)
     # the quantiles are the buckets' (vLLM's bounds): the median lies in the bucket of the client's median or below
     upper = next(bound for bound in TTFT_BUCKETS if bound * 1000 >= client["median"])
     assert 0 < server["ttft_p50_ms"] <= upper * 1000 and server["ttft_p50_ms"] <= server["ttft_p99_ms"]
@@ -61,6 +63,6 @@ def test_the_servers_ttft_agrees_with_the_clients(serve_front: Any, tmp_path: Pa
 
 def test_a_server_on_another_clock_is_flagged(serve_front: Any, tmp_path: Path) -> None:
     summary, server = run_point(serve_front(ModelServer(MODEL, time_scale=0.25)), tmp_path)
-    [reason] = audit_point(summary, server)
-    assert reason.startswith("server and client disagree on TTFT: mean "), reason
+    reasons = audit_point(summary, server)
+    assert any(reason.startswith("server and client disagree on TTFT: mean ") for reason in reasons), reasons
     assert server["ttft_mean_ms"] > 2 * summary["stats"]["ttft_ms"]["mean"]
