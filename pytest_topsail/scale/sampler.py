@@ -315,9 +315,10 @@ class Sampler:
             deadline.sleep(min(check_due.left(), print_due.left() if progress_stream is not None else check_due.left()),
                            self.changed.wait)
 
-    def wait_for_lifecycles(self, names: list[str], timeout_s: float) -> bool:
+    def wait_for_lifecycles(self, names: list[str], timeout_s: float, quiet_s: float = 1.0) -> bool:
         """Wait until every object of the lifecycles `names` reached its last step or a failure step (a Workload
-        finishes after its job: the run's own wait may end first). False when `timeout_s` passed first."""
+        finishes after its job: the run's own wait may end first). False when `timeout_s` passed first, or `quiet_s`
+        without any event (objects that never end, such as the PyTorchJobs of jobs that run until deleted)."""
         deadline = Deadline(timeout_s)
         while True:
             self.changed.clear()
@@ -328,7 +329,8 @@ class Sampler:
                 return True
             if deadline.expired():
                 return False
-            deadline.sleep(deadline.left(), self.changed.wait)
+            if not self.changed.wait(min(deadline.left(), quiet_s)):
+                return False  # no event for quiet_s
 
     @staticmethod
     def lifecycle_ended(lifecycle: Lifecycle, tracked: Tracked) -> bool:

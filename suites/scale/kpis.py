@@ -5,6 +5,10 @@
   errors (missing or negative deltas) records nothing either, and its thresholds fail instead.
 - ``pod_<step>_object_p99_ms``: kube-burner's podLatency P99 (object timestamps, from each pod's creationTimestamp).
 - ``submission_jobs_per_s``, ``scheduling_pods_per_s``: throughputs; ``failed_jobs``: submit + runtime + unfinished.
+- ``lifecycle_<name>_<step>_<next step>_<metric>_ms`` (``tests.scale.lifecycle``): P50/P90/P99/max of each
+  transition of a sampled lifecycle, per object, in the times the lifecycle reports (docs/scale.md "Lifecycles").
+  Declared here for the built-in lifecycles (a replot recomputes them); the test records those of a lifecycle of the
+  suite's own with the same names (a replot rebuilds its tables and figure, not these KPIs).
 - ``queue_*`` (cases with ``queue:``, Kueue): submission -> QuotaReserved P50/P95/P99, preemptions, quota utilisation,
   the smallest team fairness ratio (pytest_topsail.scale.queueing; per queue and priority in queue.json).
 
@@ -28,7 +32,15 @@ from pathlib import Path
 from typing import Any
 
 from pytest_topsail import kpi
-from pytest_topsail.scale import JOB_STEPS, METRICS, POD_STEPS, ScaleResult, analyse_directory, find
+from pytest_topsail.scale import (
+    BUILTIN_LIFECYCLES,
+    JOB_STEPS,
+    METRICS,
+    POD_STEPS,
+    ScaleResult,
+    analyse_directory,
+    find,
+)
 
 
 def step_kpi(step: str, metric: str, source: str, level: str) -> Callable[[ScaleResult], float | None]:
@@ -48,7 +60,7 @@ def step_samples(step: str, source: str, level: str) -> Callable[[ScaleResult], 
 
 
 MAXIMUM_WHY = "a maximum moves with a single slow job"
-TAILS = {"P95": 200, "P99": 1000}  # judged from this many samples on: 10 samples lie beyond the quantile
+TAILS = {"P90": 100, "P95": 200, "P99": 1000}  # judged from this many samples on: 10 samples lie beyond the quantile
 
 
 def declare(name: str, function: Callable[[ScaleResult], Any], help_text: str, metric: str,
@@ -69,6 +81,31 @@ for _step in POD_STEPS:
     declare(f"pod_{_step.lower()}_object_p99_ms", step_kpi(_step, "P99", "object", "pod"),
             f"P99 of the delay from pod creationTimestamp to {_step} (object timestamps, kube-burner podLatency)",
             "P99", step_samples(_step, "object", "pod"), machine_bound=False)
+
+
+LIFECYCLE_METRICS = ("P50", "P90", "P99", "max")
+
+
+def lifecycle_kpi_name(lifecycle: str, transition: str, metric: str) -> str:
+    """``lifecycle_pytorchjob_created_running_p99_ms`` for the transition "Created->Running" of pytorchjob."""
+    first, second = transition.split("->")
+    return f"lifecycle_{lifecycle}_{first.lower()}_{second.lower()}_{metric.lower()}_ms"
+
+
+def lifecycle_help(lifecycle: str, transition: str, metric: str) -> str:
+    first, second = transition.split("->")
+    return f"{metric} of the delay from {first} to {second} of each {lifecycle} object (its lifecycle's times)"
+
+
+for _name, _spec in BUILTIN_LIFECYCLES.items():
+    _chain = [step["name"] for step in _spec["steps"] if not step.get("failure")]
+    for _first, _second in zip(_chain, _chain[1:], strict=False):
+        for _metric in LIFECYCLE_METRICS:
+            _transition = f"{_first}->{_second}"
+            declare(lifecycle_kpi_name(_name, _transition, _metric),
+                    step_kpi(_transition, _metric, "lifecycle", _name),
+                    lifecycle_help(_name, _transition, _metric), _metric,
+                    step_samples(_transition, "lifecycle", _name), machine_bound=False)
 
 
 def job_count(result: ScaleResult) -> float:

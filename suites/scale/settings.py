@@ -7,7 +7,7 @@ from typing import Any, Literal
 import pydantic
 
 import pytest_topsail as topsail
-from pytest_topsail.scale import RunOptions, Threshold
+from pytest_topsail.scale import RunOptions, Threshold, parse_lifecycles
 
 
 class ScaleSettings(topsail.Settings):
@@ -19,6 +19,18 @@ class ScaleSettings(topsail.Settings):
     max_failed_jobs: int = pydantic.Field(0, ge=0)
     cleanup_timeout_s: float = pydantic.Field(60, gt=0)
     thresholds: list[dict[str, Any]] = []
+    # resources whose lifecycle is sampled beside the jobs: built-in names (pytorchjob, workload, inferenceservice),
+    # {builtin: <name>, ...overrides} or {name, api_version, kind, steps: [...]} (docs/scale.md "Lifecycles")
+    lifecycle: list[Any] = []
+
+    @pydantic.field_validator("lifecycle")
+    @classmethod
+    def lifecycles_parse(cls, value: list[Any]) -> list[Any]:
+        try:
+            parse_lifecycles(value, "lifecycle")
+        except topsail.TopsailError as error:
+            raise ValueError(str(error)) from None
+        return value
 
     @pydantic.field_validator("thresholds")
     @classmethod
@@ -38,6 +50,7 @@ class ScaleSettings(topsail.Settings):
             plots=self.plots,
             include_plotlyjs=self.include_plotlyjs,
             cleanup_timeout_s=self.cleanup_timeout_s,
+            lifecycles=tuple(parse_lifecycles(self.lifecycle, "tests.scale.lifecycle")),
         )
 
 

@@ -113,3 +113,33 @@ def test_pods_no_node_can_hold_fail_the_item_in_seconds_naming_the_reason(tmp_pa
     assert "nvidia.com/gpu=16" in result.stdout
     record = json.loads((item_dirs(tmp_path / "artifacts")[0] / "item.json").read_text())
     assert record["end"] - record["start"] < 90, "failed by the unschedulable check (seconds), not the 120 s timeout"
+
+
+LIFECYCLES = ("[pytorchjob, {name: podstart, api_version: v1, kind: Pod, time: observed, steps: "
+              "[{name: Scheduled, condition: PodScheduled}, {name: Ready, condition: Ready}]}]")
+
+
+def test_configured_lifecycles_are_sampled_reported_and_replotted(tmp_path):
+    """tests.scale.lifecycle: the built-in pytorchjob and a lifecycle of the suite's own, beside the distributed
+    smoke case's jobs: their CSV, figure and transition KPIs; a replot recomputes the built-in's KPIs."""
+    result = run_pytest(tmp_path, "suites/scale", "--preset", "smoke", "-k", "distributed", "-q",
+                        f"--var=tests.scale.lifecycle={LIFECYCLES}")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    (directory,) = item_dirs(tmp_path / "artifacts")
+    for name in ("lifecycle_pytorchjob.csv", "lifecycle_pytorchjob.html", "lifecycle_podstart.csv"):
+        assert (directory / name).stat().st_size > 0, name
+    summary = json.loads((directory / "summary.json").read_text())["lifecycles"]
+    assert summary["pytorchjob"]["objects"] == 5 and summary["podstart"]["objects"] == 10  # 5 x (master + worker)
+    assert summary["podstart"]["transitions"]["Scheduled->Ready"]["errors"] == 0
+    kpis = {k["name"]: k for k in json.loads((directory / "kpis.json").read_text())}
+    declared = kpis["lifecycle_pytorchjob_created_running_p50_ms"]
+    assert declared["unit"] == "ms" and declared["higher_better"] is False and declared["value"] % 1000 == 0
+    assert "lifecycle_pytorchjob_running_succeeded_p50_ms" not in kpis  # the jobs run until deleted: no quantiles
+    own = kpis["lifecycle_podstart_scheduled_ready_p90_ms"]  # observed times: milliseconds
+    assert own["samples"] == 10 and 0 <= own["value"] < 10_000
+    assert any(f["title"].endswith("lifecycle pytorchjob") for f in json.loads((directory / "item.json")
+                                                                               .read_text())["figures"])
+    replot = run_pytest(tmp_path, "--topsail-replot", str(tmp_path / "artifacts"), "suites/scale")
+    assert replot.returncode == 0, replot.stdout[-3000:] + replot.stderr[-2000:]
+    verdicts = {v["kpi"] for v in json.loads((tmp_path / "artifacts" / "verdicts.json").read_text())}
+    assert "lifecycle_pytorchjob_created_running_p50_ms" in verdicts
