@@ -10,7 +10,8 @@ shape the FLOPs are counted on (``point_shape``), one point's run (``PointRun``)
 (``storage_setup_pod``, ``TINY_MODELS_LABEL``), the trainer's log (``parse_file``, ``tail``), its KPIs
 (``PointMetrics``, MFU and scaling efficiency included) and figures (``loss_curve``, ``scaling_figure``,
 ``by_dimension_figure``, ``efficiency_figure``), the scaling groups of a matrix (``smallest_gpus``,
-``saved_baseline``, ``group_efficiencies``, ``GPU_LABELS``). Names load on first use.
+``saved_baseline``, ``replot_baseline``, ``group_efficiencies``, ``GPU_LABELS``; a point's KPI labels
+``point_labels`` and its scaling KPI's ``scaling_scope``). Names load on first use.
 """
 
 from __future__ import annotations
@@ -40,7 +41,10 @@ _EXPORTS = {
     "PointRun": "pytest_topsail.fine_tuning.run",
     "GPU_LABELS": "pytest_topsail.fine_tuning.scaling",
     "group_efficiencies": "pytest_topsail.fine_tuning.scaling",
+    "point_labels": "pytest_topsail.fine_tuning.scaling",
+    "replot_baseline": "pytest_topsail.fine_tuning.scaling",
     "saved_baseline": "pytest_topsail.fine_tuning.scaling",
+    "scaling_scope": "pytest_topsail.fine_tuning.scaling",
     "smallest_gpus": "pytest_topsail.fine_tuning.scaling",
     "SuiteSettings": "pytest_topsail.fine_tuning.settings",
     "parse_file": "pytest_topsail.fine_tuning.trainer_log",
@@ -49,8 +53,9 @@ _EXPORTS = {
 __all__ = [
     "GPU_LABELS", "Catalog", "MemoryEstimate", "PointMetrics", "PointRun", "PointSettings", "SuiteSettings",
     "TINY_MODELS_LABEL", "builtin_catalog", "by_dimension_figure", "efficiency_figure", "group_efficiencies",
-    "load_point", "loss_curve", "memory_estimate", "parse_file", "point_shape", "save_point", "saved_baseline",
-    "scaling_figure", "smallest_gpus", "storage_setup_pod", "tail", "validate_point",
+    "load_point", "loss_curve", "memory_estimate", "parse_file", "point_labels", "point_shape", "replot_baseline",
+    "save_point", "saved_baseline", "scaling_figure", "scaling_scope", "smallest_gpus", "storage_setup_pod", "tail",
+    "validate_point",
 ]
 
 if TYPE_CHECKING:
@@ -61,7 +66,15 @@ if TYPE_CHECKING:
     from pytest_topsail.fine_tuning.plots import by_dimension_figure, efficiency_figure, loss_curve, scaling_figure
     from pytest_topsail.fine_tuning.point import PointSettings, load_point, save_point, validate_point
     from pytest_topsail.fine_tuning.run import PointRun
-    from pytest_topsail.fine_tuning.scaling import GPU_LABELS, group_efficiencies, saved_baseline, smallest_gpus
+    from pytest_topsail.fine_tuning.scaling import (
+        GPU_LABELS,
+        group_efficiencies,
+        point_labels,
+        replot_baseline,
+        saved_baseline,
+        scaling_scope,
+        smallest_gpus,
+    )
     from pytest_topsail.fine_tuning.settings import SuiteSettings
     from pytest_topsail.fine_tuning.trainer_log import parse_file, tail
 

@@ -4,7 +4,8 @@ matrix, read from that point's saved artifacts (its ``point.yaml`` and master lo
 
 A point that ends before its baseline (xdist runs them side by side), or whose baseline failed or was skipped, has
 no baseline: its scaling efficiency is not recorded (the suite's scaling figure, drawn from every point's tokens/s at
-the end of the run, still shows it).
+the end of the run, still shows it). A replot (``replot_baseline``) finds the baseline among the saved points alone,
+so it records the efficiency of such a point once its baseline has a result.
 """
 
 from __future__ import annotations
@@ -46,6 +47,31 @@ def smallest_gpus(point: PointSettings, cases: Iterable[Mapping[str, Any]], cata
     return min(counts)
 
 
+def point_labels(point: PointSettings) -> dict[str, object]:
+    """A point's KPI labels (the reference's), the effective batch size counting accumulation and every GPU."""
+    labels: dict[str, object] = {
+        "model_name": point.model, "tuning_method": point.method, "replicas": point.pods,
+        "accelerators_per_replica": point.gpus_per_pod, "accelerator_count": point.world_size,
+        "per_device_train_batch_size": point.per_device_batch_size,
+        "gradient_accumulation_steps": point.gradient_accumulation_steps,
+        "effective_batch_size": point.effective_batch_size, "max_seq_length": point.max_seq_length,
+        "container_image": point.container_image, "dataset_name": point.dataset.name,
+        "dataset_replication": point.dataset.replication, "epochs": point.epochs, "dtype": point.dtype,
+        "flash_attention": point.flash_attention,
+    }
+    if point.method != "full":
+        labels.update(lora_rank=point.lora.r, lora_alpha=point.lora.alpha, lora_dropout=point.lora.dropout,
+                      lora_modules=",".join(point.lora.target_modules or ()))
+    return labels
+
+
+def scaling_scope(point: PointSettings, baseline_gpus: int) -> dict[str, object]:
+    """The labels of the run-scoped scaling efficiency KPI (``kpis.scope("run", ...)``): the point's labels without
+    those of its GPU count, then its GPU count and its baseline's."""
+    labels = {k: v for k, v in point_labels(point).items() if k not in GPU_LABELS}
+    return {**labels, "accelerator_count": point.world_size, "baseline_accelerator_count": baseline_gpus}
+
+
 def saved_baseline(directory: Path, point: PointSettings, gpus: int) -> Baseline | None:
     """The job's tokens/s of the point of `point`'s group at `gpus` GPUs, from its artifacts in a sibling of the
     item's `directory`; None when no such point has a parseable master log (yet)."""
@@ -64,6 +90,23 @@ def saved_baseline(directory: Path, point: PointSettings, gpus: int) -> Baseline
         if tokens:
             return Baseline(gpus, tokens)
     return None
+
+
+def replot_baseline(directory: Path, point: PointSettings) -> Baseline | None:
+    """For a replot: the baseline of the point saved in `directory`, its group's point at the smallest GPU count
+    among the saved points beside it (the matrix's cases are not known then); None when that is the point itself or
+    has no result."""
+    group, smallest = scaling_group(point), point.world_size
+    for sibling in Path(directory).parent.iterdir():
+        if sibling == Path(directory) or not (sibling / POINT_FILE).is_file():
+            continue
+        try:
+            other = load_point(sibling)
+        except TopsailError:
+            continue
+        if scaling_group(other) == group:
+            smallest = min(smallest, other.world_size)
+    return saved_baseline(directory, point, smallest) if smallest < point.world_size else None
 
 
 def group_efficiencies(points: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:

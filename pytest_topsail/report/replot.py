@@ -3,7 +3,8 @@
 An item directory holds ``item.json`` (the full record, written by the reporting plugin: ``ItemRecord.from_dict``
 reads every version, a record saved before the version field included), or at least ``settings.yaml`` +
 ``exit_code`` (+ ``kpis.json``). When the suite's ``kpis.py`` defines ``parse(artifact_dir)``,
-its result goes through the suite's KPI functions again. Missing or broken files are reported, never fatal.
+its result goes through the suite's KPI functions again (its ``kpi_scopes`` attribute, if any, {scope: labels},
+names the worker or run of its scoped KPIs). Missing or broken files are reported, never fatal.
 """
 
 from __future__ import annotations
@@ -85,6 +86,8 @@ def reparse(record: ItemRecord, suite_kpis: SuiteKpis, parse: Callable[[Path], A
     try:
         data = parse(directory)
         recorder = KpiRecorder(dataclasses.replace(record, kpis=[]), suite_kpis, test_uuid=test_uuid)
+        for scope, labels in (getattr(data, "kpi_scopes", None) or {}).items():  # run/worker-scoped KPIs' labels
+            recorder.scope(scope, **labels)
         recorder.record_from(data)
     except Exception as error:  # a parser failure is reported; the saved kpis.json stays in use
         problems.append(f"{directory}: parse failed ({type(error).__name__}: {error}); kept saved KPIs")

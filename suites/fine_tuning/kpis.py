@@ -7,6 +7,7 @@ scaling efficiency: docs/fine-tuning.md "Efficiency KPIs".
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,9 @@ from pytest_topsail.fine_tuning import (
     load_point,
     parse_file,
     point_shape,
+    replot_baseline,
     scaling_figure,
+    scaling_scope,
 )
 
 MASTER_LOG = "pod.log"
@@ -101,16 +104,39 @@ def scaling_efficiency(metrics: PointMetrics) -> float | None:
     return metrics.scaling_efficiency
 
 
-def parse(artifact_dir: Path) -> PointMetrics:
+@dataclass(frozen=True)
+class ReplotMetrics(PointMetrics):
+    """A replotted point's metrics and the labels of its run-scoped KPIs (the replot's ``kpis.scope``)."""
+
+    kpi_scopes: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def parse(artifact_dir: Path) -> ReplotMetrics:
     """--topsail-replot: the KPIs again from the saved master log and the point's validated settings (MFU with the
-    built-in catalog's model; scaling efficiency, a run-scoped KPI, is the live run's only)."""
+    built-in catalog's model; the scaling efficiency against its group's point at the smallest GPU count among the
+    saved points, from that point's saved log)."""
     directory = Path(artifact_dir)
     point = load_point(directory)
     try:
         shape = point_shape(point, builtin_catalog(), str(directory))
     except TopsailError:
         shape = None  # a model of the suite's own catalog: no MFU in the replot
-    return PointMetrics(parse_file(directory / MASTER_LOG), gpus=point.world_size, epochs=point.epochs, shape=shape)
+    baseline = replot_baseline(directory, point)
+    scopes = {"run": scaling_scope(point, baseline.gpus)} if baseline is not None else {}
+    return ReplotMetrics(parse_file(directory / MASTER_LOG), gpus=point.world_size, epochs=point.epochs, shape=shape,
+                         baseline=baseline, kpi_scopes=scopes)
+
+
+def samples(artifact_dir: Path) -> dict[str, list[float]]:
+    """The raw samples of the throughput and runtime KPIs, per logged step (PointMetrics.step_samples: a compare of
+    two runs bootstraps them); {} when the master log is missing, unreadable or carries no per-step time."""
+    directory = Path(artifact_dir)
+    try:
+        point = load_point(directory)
+        results = parse_file(directory / MASTER_LOG)
+    except (OSError, TopsailError):
+        return {}
+    return PointMetrics(results, gpus=point.world_size, epochs=point.epochs).step_samples()
 
 
 SCALING_KPIS = ("train_tokens_per_second", "dataset_tokens_per_second")

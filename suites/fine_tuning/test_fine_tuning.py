@@ -11,7 +11,6 @@ import pytest
 import pytest_topsail as topsail
 from pytest_topsail import Cluster
 from pytest_topsail.fine_tuning import (
-    GPU_LABELS,
     Catalog,
     MemoryEstimate,
     PointMetrics,
@@ -21,9 +20,11 @@ from pytest_topsail.fine_tuning import (
     loss_curve,
     memory_estimate,
     parse_file,
+    point_labels,
     point_shape,
     save_point,
     saved_baseline,
+    scaling_scope,
     smallest_gpus,
     validate_point,
 )
@@ -46,18 +47,17 @@ def test_fine_tuning(case: topsail.Case, cluster: Cluster, namespace: str, ft_se
     gpu_memory = ft_settings.gpu_memory_gb or cluster_gpu_memory_gib(cluster, point.gpus_per_pod)
     preflight(point, estimate, gpu_memory, ft_settings, artifact_dir)
     run = PointRun(cluster.kube, namespace, job_name(case.id), point, ft_settings, artifact_dir, progress,
-                   estimate, gpu_memory, dataset.samples, data_format)
+                   estimate, gpu_memory, dataset.samples, data_format, storage_pvc=ft_storage)
     try:
         master_log = run.run()
         results = parse_file(master_log)
     except topsail.TopsailError as error:
         pytest.fail(f"{run.job}: {error}\nartifacts: {artifact_dir}", pytrace=False)
-    kpis.labels(**labels_of(point))
+    kpis.labels(**point_labels(point))
     smallest = smallest_gpus(point, [c.settings for c in topsail_suite.cases], ft_catalog)
     baseline = saved_baseline(artifact_dir, point, smallest) if smallest < point.world_size else None
     if baseline is not None:  # scaling efficiency: measured once per group and GPU count of the run
-        kpis.scope("run", **{k: v for k, v in labels_of(point).items() if k not in GPU_LABELS},
-                   accelerator_count=point.world_size, baseline_accelerator_count=smallest)
+        kpis.scope("run", **scaling_scope(point, smallest))
     elif smallest < point.world_size:
         kpis.warn(f"scaling_efficiency not recorded: the {smallest}-GPU point of its group has no result yet (it "
                   "failed, was skipped, or runs later on another xdist worker); the suite's figure has it")
@@ -92,21 +92,3 @@ def preflight(point: PointSettings, estimate: MemoryEstimate, gpu_memory: float 
     if settings.preflight == "skip":
         pytest.skip(message)
     pytest.fail(message, pytrace=False)
-
-
-def labels_of(point: PointSettings) -> dict[str, object]:
-    """The reference's labels, with the effective batch size counting accumulation and every GPU."""
-    labels: dict[str, object] = {
-        "model_name": point.model, "tuning_method": point.method, "replicas": point.pods,
-        "accelerators_per_replica": point.gpus_per_pod, "accelerator_count": point.world_size,
-        "per_device_train_batch_size": point.per_device_batch_size,
-        "gradient_accumulation_steps": point.gradient_accumulation_steps,
-        "effective_batch_size": point.effective_batch_size, "max_seq_length": point.max_seq_length,
-        "container_image": point.container_image, "dataset_name": point.dataset.name,
-        "dataset_replication": point.dataset.replication, "epochs": point.epochs, "dtype": point.dtype,
-        "flash_attention": point.flash_attention,
-    }
-    if point.method != "full":
-        labels.update(lora_rank=point.lora.r, lora_alpha=point.lora.alpha, lora_dropout=point.lora.dropout,
-                      lora_modules=",".join(point.lora.target_modules or ()))
-    return labels
