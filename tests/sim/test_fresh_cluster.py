@@ -13,10 +13,12 @@ from typing import Any
 
 import pytest
 import yaml
+from controller_harness import CORE, profile, run, running_sim, wait_for
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from pytest_topsail.errors import TopsailError
+from pytest_topsail.sim.controllers.olm import PACKAGES
 from pytest_topsail.sim.controllers.profile import Profile
 
 WAIT = 60.0
@@ -256,3 +258,28 @@ def test_an_unknown_preinstalled_name_is_one_clear_message(tmp_path: Any) -> Non
     assert result.stderr == ("python -m pytest_topsail.sim: error: command line: invalid simulator profile: key "
                              "preinstalled: unknown 'gpu'; known: all, gpu_operator, kserve, kueue, trainingoperator "
                              "(got 'all,gpu')\n")
+
+
+def test_preinstalled_components_keep_their_kinds_whatever_the_datasciencecluster_says() -> None:
+    def served(sim: Any, crd: str) -> bool:
+        return sim.store.find(sim.store.resource_type("customresourcedefinitions", "apiextensions.k8s.io"),
+                              None, crd) is not None
+
+    async def scenario() -> None:
+        async with running_sim(profile(preinstalled=["kserve"]), CORE) as sim:
+            kinds = {crd.plural: sim.store.register_crd(crd.manifest()) for crd in PACKAGES["rhods-operator"].owned}
+            assert served(sim, "inferenceservices.serving.kserve.io")
+            assert not served(sim, "pytorchjobs.kubeflow.org")
+            components = {"kserve": {"managementState": "Removed"}, "trainingoperator": {"managementState": "Managed"},
+                          "kueue": {"managementState": "Unmanaged"}}
+            sim.store.create(kinds["datascienceclusters"], {
+                "apiVersion": "datasciencecluster.opendatahub.io/v1", "kind": "DataScienceCluster",
+                "metadata": {"name": "default-dsc"}, "spec": {"components": components}})
+            await wait_for(lambda: served(sim, "pytorchjobs.kubeflow.org"), "PyTorchJob served")
+            assert served(sim, "tfjobs.kubeflow.org") and served(sim, "inferenceservices.serving.kserve.io")
+            assert not served(sim, "workloads.kueue.x-k8s.io")  # Unmanaged: the DSC deploys nothing
+            sim.store.delete(kinds["datascienceclusters"], None, "default-dsc")
+            await wait_for(lambda: not served(sim, "pytorchjobs.kubeflow.org"), "PyTorchJob removed")
+            assert served(sim, "inferenceservices.serving.kserve.io")  # preinstalled: never removed
+
+    run(scenario, virtual_time=True)
