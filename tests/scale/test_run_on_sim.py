@@ -9,11 +9,13 @@ from collections.abc import Iterator
 import pytest
 
 from pytest_topsail.errors import TopsailError
-from pytest_topsail.kube.client import Kube, connect
-from pytest_topsail.kube.namespaces import namespace_exists
-from pytest_topsail.scale.lifecycle import Lifecycle
+from pytest_topsail.kube.client import Kube, ObjectRef, connect
+from pytest_topsail.kube.namespaces import create_namespace, namespace_exists
+from pytest_topsail.scale.latency import lifecycle_stats
+from pytest_topsail.scale.lifecycle import Lifecycle, builtin
 from pytest_topsail.scale.run import RunOptions, ScaleCase, run_case
 from pytest_topsail.scale.sampler import Sampler
+from pytest_topsail.scale.timelines import lifecycle_timelines
 from pytest_topsail.sim.run.launcher import SimCluster
 
 
@@ -96,3 +98,32 @@ def test_a_namespace_that_stays_is_reported_with_the_command_removing_it(api, tm
     assert entry["what"].startswith(f"namespace {held} (not seen gone within 1 s of its deletion)")
     assert entry["command"] == f"kubectl --kubeconfig {api.kubeconfig} delete namespace {held}"
     api.patch(ObjectRef("v1", "Namespace", held), {"metadata": {"finalizers": None}})
+
+
+def test_the_generic_sampler_times_an_inferenceservice_from_its_conditions(api):
+    """A kind the scale run never creates: the built-in inferenceservice lifecycle, the statuses written as KServe's
+    controller does (the simulator serves the CRD, no controller), PredictorReady then Ready 1 s later."""
+    namespace = "isvc-lc"
+    create_namespace(api, namespace, {})
+    sampler = Sampler(api, [namespace], [builtin("inferenceservice")])
+    sampler.start()
+    try:
+        for index in range(3):
+            name = f"model-{index}"
+            api.create({"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+                        "metadata": {"name": name, "namespace": namespace},
+                        "spec": {"predictor": {"model": {"modelFormat": {"name": "pytorch"}}}}})
+            ref = ObjectRef("serving.kserve.io/v1beta1", "InferenceService", name, namespace)
+            predictor = {"type": "PredictorReady", "status": "True",
+                         "lastTransitionTime": f"2026-01-01T00:00:0{index}Z"}
+            ready = {"type": "Ready", "status": "True", "lastTransitionTime": f"2026-01-01T00:00:0{index + 1}Z"}
+            api.patch(ref, {"status": {"conditions": [predictor]}}, subresource="status")
+            api.patch(ref, {"status": {"conditions": [predictor, ready]}}, subresource="status")
+        assert sampler.wait_for_lifecycles(["inferenceservice"], 10.0)
+    finally:
+        sampler.stop()
+    objects = sampler.snapshot()["lifecycles"]["inferenceservice"]["objects"]
+    lifecycle = builtin("inferenceservice")
+    (stats,) = lifecycle_stats(lifecycle, lifecycle_timelines(lifecycle, objects))
+    assert stats.step == "PredictorReady->Ready" and stats.count == 3 and stats.errors == 0
+    assert stats.P50 == stats.max == 1000.0  # the lastTransitionTimes, one second apart
