@@ -7,7 +7,7 @@ the names of ``__all__`` here are the rest a suite or fixture module may use (``
 pod_logs``): a pod's logs (``pod_logs``), polling any state (``poll``) or a pod phase (``wait_phase``), deleting
 objects and waiting until they are gone (``delete_and_wait``), a port-forward (``PortForward``), secrets taken out
 of text (``redact``), why a pod can never be scheduled (``never_schedulable``), which cluster fault ended a pod
-(``cluster_fault``). Never a module of the package. Names
+(``cluster_fault``), or each pod of a namespace (``faults_in``). Never a module of the package. Names
 load on first use.
 """
 
@@ -21,6 +21,7 @@ from pytest_topsail.fronts import lazy_front
 _EXPORTS = {
     "redact": "pytest_topsail.kube.capture",
     "cluster_fault": "pytest_topsail.kube.faults",
+    "faults_in": "pytest_topsail.kube.faults",
     "pod_logs": "pytest_topsail.kube.events",
     "PortForward": "pytest_topsail.kube.portforward",
     "never_schedulable": "pytest_topsail.kube.scheduling",
@@ -29,14 +30,14 @@ _EXPORTS = {
     "wait_phase": "pytest_topsail.kube.wait",
 }
 __all__ = [
-    "PortForward", "cluster_fault", "delete_and_wait", "never_schedulable", "pod_logs", "poll", "redact",
+    "PortForward", "cluster_fault", "delete_and_wait", "faults_in", "never_schedulable", "pod_logs", "poll", "redact",
     "wait_phase",
 ]
 
 if TYPE_CHECKING:
     from pytest_topsail.kube.capture import redact
     from pytest_topsail.kube.events import pod_logs
-    from pytest_topsail.kube.faults import cluster_fault
+    from pytest_topsail.kube.faults import cluster_fault, faults_in
     from pytest_topsail.kube.portforward import PortForward
     from pytest_topsail.kube.scheduling import never_schedulable
     from pytest_topsail.kube.wait import delete_and_wait, poll, wait_phase

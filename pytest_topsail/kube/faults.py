@@ -152,8 +152,8 @@ def _node_of(events: list[dict[str, Any]]) -> str:
         if host:
             return str(host)
         words = str(event.get("message") or "").rstrip(".").split()
-        if "node" in words[:-1]:
-            return words[words.index("node") + 1].rstrip(".:;,")
+        if "node" in words[:-1]:  # the last one: "The node was low on resource: ... Evicted from node X."
+            return words[len(words) - 1 - words[::-1].index("node") + 1].rstrip(".:;,")
     return "?"
 
 

@@ -42,6 +42,8 @@ class Endpoint:
     load_duration_s: float | None
     accelerator: str
     replicas: int = 1
+    namespace: str = ""  # an InferenceService's: where its predictor pods run
+    pods: tuple[str, ...] = ()  # the predictor pods serving it: a cluster fault of one fails the item
 
 
 class ServedModels:
@@ -50,6 +52,7 @@ class ServedModels:
     def __init__(self) -> None:
         self.served: dict[str, Endpoint] = {}
         self.threads: list[Any] = []
+        self.faulted: set[str] = set()  # keys whose served pod a cluster fault ended: served again
 
     def endpoint(self, model: str, server: dict[str, Any], options: Any, request: pytest.FixtureRequest,
                  where: str) -> Endpoint:
@@ -60,8 +63,27 @@ class ServedModels:
             elif options.serving == "endpoint":
                 self.served[key] = given_endpoint(model, options)
             else:
-                self.served[key] = inference_service(model, server, options, request, key)
+                self.served[key] = inference_service(model, server, options, request, key,
+                                                     replaced=key in self.faulted)
         return self.served[key]
+
+    def fault(self, endpoint: Endpoint, request: pytest.FixtureRequest) -> str | None:
+        """The cluster fault (pytest_topsail.kube.faults: a lost GPU or node, an eviction, a preemption, an OOM
+        kill) that ended a predictor pod of `endpoint`, as `<kind>: <message>`; the model is then served anew for
+        the next item, by the pod its Deployment makes instead, when the cluster can."""
+        if not endpoint.pods:
+            return None
+        from pytest_topsail.kube import faults_in
+
+        found = faults_in(request.getfixturevalue("cluster").kube, endpoint.namespace)
+        fault = next((found[pod] for pod in endpoint.pods if pod in found), None)
+        if fault is None:
+            return None
+        keys = [key for key, served in self.served.items() if served is endpoint]
+        for key in keys:
+            del self.served[key]
+        self.faulted.update(keys)
+        return f"{fault.kind}: {fault.message}"
 
     def in_process(self, model: str, server: dict[str, Any], options: Any, where: str,
                    request: pytest.FixtureRequest) -> Endpoint:
@@ -133,7 +155,8 @@ def isvc_manifest(name: str, namespace: str, model: str, server: dict[str, Any],
 
 
 def inference_service(model: str, server: dict[str, Any], options: Any, request: pytest.FixtureRequest,
-                      key: str) -> Endpoint:
+                      key: str, replaced: bool = False) -> Endpoint:
+    """`replaced`: a cluster fault ended its predictor pod: wait for a pod serving again (the Deployment's new one)."""
     cluster = request.getfixturevalue("cluster")
     namespace = request.getfixturevalue("namespace")
     kube = cluster.kube
@@ -141,8 +164,21 @@ def inference_service(model: str, server: dict[str, Any], options: Any, request:
     manifest = isvc_manifest(isvc_name(model, key), namespace, model, server, options)
     kube.apply(manifest)
     wait_serving(kube, manifest, options.serving_timeout_s)
-    pods = kube.list("v1", "Pod", namespace=namespace,
-                     label_selector=f"{ISVC_LABEL}={manifest['metadata']['name']}")
+
+    def live_pods() -> list[dict[str, Any]]:
+        listed = kube.list("v1", "Pod", namespace=namespace,
+                           label_selector=f"{ISVC_LABEL}={manifest['metadata']['name']}")
+        return [p for p in listed if not p["metadata"].get("deletionTimestamp")
+                and (p.get("status") or {}).get("phase") not in ("Failed", "Succeeded")]
+
+    if replaced:
+        from pytest_topsail.kube import poll
+
+        poll(live_pods, lambda pods: any(f"{ENDPOINT_ANNOTATION}{GRPC_PORT}" in (p["metadata"].get("annotations")
+                                                                               or {}) for p in pods),
+             what=f"a predictor pod of InferenceService {namespace}/{manifest['metadata']['name']} serving again",
+             timeout=options.serving_timeout_s, interval=0.5)
+    pods = live_pods()
     loads = [seconds for seconds in map(pod_load_seconds, pods) if seconds is not None]
     load_duration = max(loads) if loads else None  # the cluster's time, never the client's (tgis/load_time.py)
     annotations = next((p["metadata"].get("annotations") or {} for p in pods
@@ -158,7 +194,8 @@ def inference_service(model: str, server: dict[str, Any], options: Any, request:
     accelerator = ((node or {}).get("metadata", {}).get("labels") or {}).get("nvidia.com/gpu.product", "none")
     return Endpoint(http_url=http_url, grpc_target=annotations[f"{ENDPOINT_ANNOTATION}{GRPC_PORT}"],
                     served_model=served_model_name(http_url) or model, load_duration_s=load_duration,
-                    accelerator=accelerator, replicas=len(pods))
+                    accelerator=accelerator, replicas=len(pods), namespace=namespace,
+                    pods=tuple(p["metadata"]["name"] for p in pods))
 
 
 def wait_serving(kube: topsail.Kube, manifest: dict[str, Any], timeout: float) -> None:

@@ -58,8 +58,9 @@ def test_llm_load(case: topsail.Case, llm_endpoint: Any, llm_settings: Any, arti
             progress(server_line(case, server, {"stats": {}} if sweep else summary))  # a sweep's: all points
     except topsail.TopsailError as error:
         failure = str(error)
+    fault = served_fault(llm_endpoint, request)
     if failure is not None:  # outside the except: the message once, not chained on itself
-        pytest.fail(failure, pytrace=False)
+        pytest.fail(f"{fault}; {failure}" if fault else failure, pytrace=False)
     serving = {"load_duration_s": llm_endpoint.load_duration_s, "accelerator": llm_endpoint.accelerator,
                "replicas": llm_endpoint.replicas}
     (artifact_dir / "serving.json").write_text(json.dumps(serving, indent=1), encoding="utf-8")
@@ -71,6 +72,10 @@ def test_llm_load(case: topsail.Case, llm_endpoint: Any, llm_settings: Any, arti
                runtime_image=options.runtime_image, deployment_mode=options.deployment_mode,
                serving=options.serving, replicas=llm_endpoint.replicas, accelerator=llm_endpoint.accelerator)
     kpis.record_from({"summary": summary, "sweep": sweep, "serving": serving, "server": server})
+    if fault is not None:  # measured through the fault: kept and shown with why, never history points
+        kpis.exclude(fault)
+        pytest.fail(f"{fault}; the point: {point_line(case, summary)}; records: {load_dir / 'records.jsonl'}",
+                    pytrace=False)
     audits = [(done, audit_point(done, None if sweep else server)) for done in sweep or [summary]]
     warnings = [f"{done['label']}: {reason}" for done, reasons in audits for reason in reasons]
     for warning in warnings + ([ended] if ended else []):  # never silent: terminal summary and report
@@ -89,6 +94,11 @@ def test_llm_load(case: topsail.Case, llm_endpoint: Any, llm_settings: Any, arti
                     f"tests.llm_load.max_failure_rate "
                     f"{options.max_failure_rate}; records: {load_dir / 'records.jsonl'}\n"
                     f"{(load_dir / 'summary.txt').read_text()}", pytrace=False)
+
+
+def served_fault(endpoint: Any, request: pytest.FixtureRequest) -> str | None:
+    """The cluster fault that ended the pod serving the item's model (docs/reliability.md "Fault catalogue")."""
+    return request.getfixturevalue("llm_models").fault(endpoint, request)
 
 
 def run_point(case: topsail.Case, settings: LoadSettings, prompts: Any, backend: Any, endpoint: Any, options: Any,
