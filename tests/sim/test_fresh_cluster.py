@@ -20,6 +20,7 @@ from kubernetes.client.rest import ApiException
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.sim.controllers.olm import PACKAGES
 from pytest_topsail.sim.controllers.profile import Profile
+from pytest_topsail.sim.node.devices import devices
 
 WAIT = 60.0
 POOLS = [{"name": "train", "count": 2, "gpu_profile": "h100", "gpus_per_node": 4},
@@ -283,3 +284,49 @@ def test_preinstalled_components_keep_their_kinds_whatever_the_datasciencecluste
             assert served(sim, "inferenceservices.serving.kserve.io")  # preinstalled: never removed
 
     run(scenario, virtual_time=True)
+
+
+OPERATOR_SPECS = [*CORE, "pytest_topsail.sim.controllers.stages:StagesController",
+                  "pytest_topsail.sim.controllers.gpuoperator:GpuOperatorController"]
+
+
+def _operator_objects(sim: Any) -> dict[str, Any]:
+    """The NFD and GPU operator kinds (as OLM's InstallPlan registers them), a NodeFeatureDiscovery and a
+    ClusterPolicy created; their resource types by plural."""
+    kinds = {crd.plural: sim.store.register_crd(crd.manifest())
+             for package in ("nfd", "gpu-operator-certified") for crd in PACKAGES[package].owned}
+    sim.store.create(kinds["nodefeaturediscoveries"], yaml.safe_load(NFD.replace("openshift-nfd", "default")))
+    sim.store.create(kinds["clusterpolicies"], yaml.safe_load(CLUSTER_POLICY))
+    return kinds
+
+
+def test_a_cluster_policy_without_gpu_nodes_is_ready_with_reason_no_gpu_nodes() -> None:
+    async def scenario() -> dict[str, Any]:
+        prof = profile(preinstalled=[], node_pools=[{"name": "cpu", "count": 2, "gpu_profile": "none"}])
+        async with running_sim(prof, OPERATOR_SPECS) as sim:
+            policies = _operator_objects(sim)["clusterpolicies"]
+            return await wait_for(lambda: (sim.store.get(policies, None, "gpu-cluster-policy").get("status") or {})
+                                  .get("state") == "ready" and sim.store.get(policies, None, "gpu-cluster-policy"),
+                                  "policy ready")
+
+    policy = run(scenario, virtual_time=True)
+    ready = next(c for c in policy["status"]["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("True", "NoGPUNodes")
+
+
+def test_the_device_plugin_advertises_only_the_gpus_a_fault_left() -> None:
+    async def scenario() -> tuple[str, str]:
+        async with running_sim(profile(preinstalled=[]), OPERATOR_SPECS) as sim:
+            _operator_objects(sim)
+            await wait_for(lambda: (sim.store.get(sim.nodes, None, "gpu-0000")["status"]["allocatable"]
+                                    .get("nvidia.com/gpu")), "gpu-0000 advertising")
+            devices(sim.store).lose("gpu-0000", 3)  # fallen off the bus: the restarted device plugin leaves it out
+            plugin = next(p for p in sim.store.list(sim.pods, "nvidia-gpu-operator", label_selector={
+                "app": "nvidia-device-plugin-daemonset"}) if p["spec"]["nodeName"] == "gpu-0000")
+            sim.store.delete(sim.pods, "nvidia-gpu-operator", plugin["metadata"]["name"])
+            await wait_for(lambda: sim.store.get(sim.nodes, None, "gpu-0000")["status"]["allocatable"]
+                           .get("nvidia.com/gpu") == "7", "gpu-0000 advertising 7")
+            status = sim.store.get(sim.nodes, None, "gpu-0000")["status"]
+            return status["capacity"]["nvidia.com/gpu"], status["allocatable"]["nvidia.com/gpu"]
+
+    assert run(scenario, virtual_time=True) == ("8", "7")

@@ -221,8 +221,15 @@ class GpuOperatorController(OperatorController):
     async def after_batch(self) -> None:
         self._operators = None
         policy = self._policy()
-        if policy is not None:
+        if policy is None:
+            return
+        try:
             self._write_policy_status(policy)
+        except ApiError as exc:  # changed or deleted meanwhile: look again (a 404 ends it)
+            if exc.code == 409:
+                self.enqueue(POLICY_KEY)
+            elif exc.code != 404:
+                log.warning("sim %s: ClusterPolicy %s: %s", self.name, policy["metadata"]["name"], exc.message)
 
     def _waiting(self) -> list[str]:
         """The GPU nodes that do not advertise nvidia.com/gpu yet (or are not Ready)."""
