@@ -1,5 +1,6 @@
 """The simulator profile's data model: node pools, lifecycle stage timings, faults, seed, extra controllers and their
-plugin settings, real workloads, what is preinstalled (`preinstalled`: nothing by default, a fresh cluster). What the controllers and the API server of a run are told (immutable pydantic models).
+plugin settings, real workloads, what is preinstalled (`preinstalled`: nothing by default, a fresh cluster). What
+the controllers and the API server of a run are told (immutable pydantic models).
 
 `Profile.from_dict(data, source=...)` checks a mapping against the model (shortcut keys `nodes`, `gpu_profile`,
 `gpus_per_node` on the first pool); any mistake is one TopsailError naming the source and the key. The plugin settings
