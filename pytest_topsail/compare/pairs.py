@@ -269,7 +269,11 @@ def compare_kpi(kpi_a: Mapping[str, Any], kpi_b: Mapping[str, Any], comparison: 
 
 
 def sample_statistic(kpi: str, metrics: Iterable[str]) -> tuple[str, str] | None:
-    """(metric, statistic) when the KPI is named ``<metric>_<statistic>[_<unit>]`` after a sampled metric."""
+    """(metric, statistic) when the KPI is named ``<metric>_<statistic>[_<unit>]`` after a sampled metric, or
+    (kpi, ``mean``) for samples named as the KPI itself: per-step values whose mean the KPI is or is proportional to
+    (fine_tuning's tokens/s and step seconds per logged step)."""
+    if kpi in metrics:
+        return kpi, "mean"
     for metric in sorted(metrics, key=len, reverse=True):
         if kpi.startswith(f"{metric}_"):
             statistic = kpi[len(metric) + 1:].split("_")[0]
@@ -284,6 +288,9 @@ def sample_statistic(kpi: str, metrics: Iterable[str]) -> tuple[str, str] | None
 def not_judged(kpi_a: Mapping[str, Any], kpi_b: Mapping[str, Any]) -> str:
     """Why the KPI is informational, as the history judges it ('' when it is judged): declared
     ``ignored_for_regression``, or taken from fewer samples than its ``min_samples`` in either run."""
+    untrusted = kpi_b.get("untrusted") or kpi_a.get("untrusted")
+    if untrusted:  # the measurement says it cannot be trusted (e.g. a saturated load client): as the history does
+        return f"informational: not judged: {untrusted}"
     if kpi_a.get("ignored_for_regression") or kpi_b.get("ignored_for_regression"):
         return f"informational: {kpi_b.get('why') or 'declared ignored_for_regression'}"
     for kpi in (kpi_a, kpi_b):

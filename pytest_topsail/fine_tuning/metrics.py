@@ -15,6 +15,7 @@ Efficiency (docs/fine-tuning.md "Efficiency KPIs"):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from pytest_topsail.fine_tuning.efficiency import DevicePeak, device_peak
@@ -114,6 +115,41 @@ class PointMetrics:
         if tokens is None or base is None or base.gpus >= self.gpus:
             return None
         return scaling_efficiency(tokens, base.tokens_per_second, self.gpus, base.gpus, higher_better=True)
+
+    def step_samples(self) -> dict[str, list[float]]:
+        """Per logged step, the samples of the throughput KPIs and of the runtime (``{KPI name: values}``, what
+        ``python -m pytest_topsail.compare`` bootstraps): between two progress lines, the tokens seen (padding
+        included, every rank) and the text tokens trained (TRL's num_tokens) over the seconds elapsed, the same per
+        GPU, and the seconds themselves. From progress lines that carry the elapsed train_runtime and
+        num_input_tokens_seen (transformers 5.x, or include_num_input_tokens_seen): {} otherwise, or below 2 steps."""
+        found: dict[str, list[float]] = {"train_runtime": [], "train_tokens_per_second": [],
+                                         "dataset_tokens_per_second": []}
+        before_t = before_seen = before_text = 0.0
+        for progress in self.results.progress:
+            values = progress.values
+            t, seen = _finite(values.get("train_runtime")), _finite(values.get("num_input_tokens_seen"))
+            text = _finite(values.get("num_tokens"))
+            if t is None or seen is None:
+                continue
+            elapsed = t - before_t
+            if elapsed > 0 and seen >= before_seen:
+                found["train_runtime"].append(elapsed)
+                found["train_tokens_per_second"].append((seen - before_seen) / elapsed)
+                if text is not None:
+                    found["dataset_tokens_per_second"].append((text - before_text) / elapsed)
+            before_t, before_seen, before_text = t, seen, before_text if text is None else text
+        if len(found["train_runtime"]) < 2:
+            return {}
+        found["train_tokens_per_gpu_per_second"] = [v / self.gpus for v in found["train_tokens_per_second"]]
+        if len(found["dataset_tokens_per_second"]) == len(found["train_runtime"]):
+            found["dataset_tokens_per_second_per_gpu"] = [v / self.gpus for v in found["dataset_tokens_per_second"]]
+        else:  # a line without num_tokens: its interval's text tokens are unknown
+            del found["dataset_tokens_per_second"]
+        return found
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
 
 
 def speedup(value: float, baseline: float, higher_better: bool) -> float:
