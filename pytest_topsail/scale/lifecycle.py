@@ -21,7 +21,9 @@ names the ready-made ones a suite may configure: pytorchjob, workload (Kueue), i
 from __future__ import annotations
 
 import re
+from collections.abc import Container
 from datetime import datetime
+from functools import lru_cache
 from typing import Any, Literal
 
 import pydantic
@@ -38,6 +40,11 @@ def parse_ts(value: Any) -> float | None:
     """RFC 3339 timestamp (whole seconds or fractional) -> epoch milliseconds; None if it is not one."""
     if not value or not isinstance(value, str):
         return None
+    return parse_text_ts(value)
+
+
+@lru_cache(maxsize=4096)  # every event of every object repeats the same few stamps (whole seconds)
+def parse_text_ts(value: str) -> float | None:
     try:
         return round(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000.0, 3)
     except ValueError:
@@ -51,19 +58,30 @@ def check_path(path: str) -> str:
     return path
 
 
+@lru_cache(maxsize=256)
+def compiled(path: str) -> tuple[tuple[tuple[str, ...], str | None], ...]:
+    """`path` as (alternative keys, index) per part; parsed once (every event of every object resolves it)."""
+    parts = []
+    for part in path.split("."):
+        match = PATH_PART.match(part)
+        assert match is not None  # checked when the lifecycle was validated
+        parts.append((tuple(match["keys"].split("|")), match["index"]))
+    return tuple(parts)
+
+
 def resolve(obj: Any, path: str) -> list[Any]:
     """The values at `path` (one per element a `[*]` spans); None where the path is missing. An empty list under
     `[*]` gives no value at all."""
     values = [obj]
-    for part in path.split("."):
-        match = PATH_PART.match(part)
-        assert match is not None  # checked when the lifecycle was validated
+    for keys, index in compiled(path):
         found = []
         for value in values:
             child = None
             if isinstance(value, dict):
-                child = next((value[k] for k in match["keys"].split("|") if value.get(k) is not None), None)
-            index = match["index"]
+                for key in keys:
+                    child = value.get(key)
+                    if child is not None:
+                        break
             if index is None:
                 found.append(child)
             elif isinstance(child, list):
@@ -169,8 +187,10 @@ class Lifecycle(pydantic.BaseModel):
             chosen = "observed"  # the lifecycle's default does not apply to a step without a transition time
         return "object" if chosen == "transition" else "watch"
 
-    def states(self, obj: dict[str, Any]) -> dict[str, tuple[bool, float | None]]:
-        return {step.name: step.state(obj) for step in self.steps}
+    def states(self, obj: dict[str, Any], skip: Container[str] = ()) -> dict[str, tuple[bool, float | None]]:
+        """Each step's (reached, transition time) in this version of `obj`; the steps in `skip` (already reached:
+        only their first time counts) are not evaluated."""
+        return {step.name: step.state(obj) for step in self.steps if step.name not in skip}
 
 
 def cond(name: str, condition: str | None = None, **options: Any) -> dict[str, Any]:

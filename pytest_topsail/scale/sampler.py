@@ -260,7 +260,7 @@ class Sampler:
                     self.pods_by_job.setdefault(group, {})[key] = tracked
             self.touched.add(group)
             tracked.obj = trim_pod(obj) if lifecycle.kind == "Pod" else trim_object(obj)
-            tracked.update(obj, lifecycle.states(obj), now_ms)
+            tracked.update(obj, lifecycle.states(obj, tracked.steps), now_ms)
             tracked.deleted = event_type == "DELETED"
 
     def on_event(self, kind: str, event: dict[str, Any], now_ms: float) -> None:
