@@ -201,15 +201,20 @@ def synthetic(count: int, input_tokens: tuple[int, int], output_tokens: tuple[in
     return prompts
 
 
+def prompt_entry(prompt: Prompt) -> dict[str, Any]:
+    """The prompt as a line of our JSON-lines format (``parse_entry`` reads it back)."""
+    entry: dict[str, Any] = {"prompt": prompt.text, "input_tokens": prompt.input_tokens,
+                             "output_tokens": prompt.output_tokens}
+    if prompt.system_prompt:
+        entry["system_prompt"] = prompt.system_prompt
+    if prompt.model:
+        entry["model"] = prompt.model
+    if prompt.turn is not None:
+        entry.update(history=list(prompt.history), turn=prompt.turn)
+    return entry
+
+
 def write_dataset(prompts: list[Prompt], path: Path) -> None:
     with path.open("w", encoding="utf-8") as file:
         for prompt in prompts:
-            entry: dict[str, Any] = {"prompt": prompt.text, "input_tokens": prompt.input_tokens,
-                                     "output_tokens": prompt.output_tokens}
-            if prompt.system_prompt:
-                entry["system_prompt"] = prompt.system_prompt
-            if prompt.model:
-                entry["model"] = prompt.model
-            if prompt.turn is not None:
-                entry.update(history=list(prompt.history), turn=prompt.turn)
-            file.write(json.dumps(entry) + "\n")
+            file.write(json.dumps(prompt_entry(prompt)) + "\n")

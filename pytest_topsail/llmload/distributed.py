@@ -25,7 +25,7 @@ from pytest_topsail.kube.client import Kube, KubeError, ObjectRef
 from pytest_topsail.kube.events import pod_logs
 from pytest_topsail.kube.wait import poll
 from pytest_topsail.llmload.collect import PORT, PORT_ENV, Collector
-from pytest_topsail.llmload.dataset import Prompt
+from pytest_topsail.llmload.dataset import Prompt, prompt_entry
 from pytest_topsail.llmload.generator import LoadPoint
 from pytest_topsail.llmload.records import TIMES
 from pytest_topsail.llmload.run import POINTS, RECORDS, analyse_directory
@@ -72,9 +72,7 @@ def run_distributed(kube: Kube, namespace: str, name: str, settings: dict[str, A
     records_dir.mkdir(parents=True)
     start_at = time.time() + pool.start_delay_s
     config = {"settings": settings, "start_at": start_at, "late_s": pool.late_s, **endpoint}
-    lines = [json.dumps({"prompt": p.text, "input_tokens": p.input_tokens, "output_tokens": p.output_tokens,
-                         "system_prompt": p.system_prompt, **({"model": p.model} if p.model else {})})
-             for p in prompts]
+    lines = [json.dumps(prompt_entry(p)) for p in prompts]
     configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace},
                  "data": {SETTINGS_FILE: json.dumps(config), PROMPTS_FILE: "\n".join(lines) + "\n", **(files or {})}}
     secret = api_key_secret(f"{name}-api-key", namespace, api_key) if api_key else None

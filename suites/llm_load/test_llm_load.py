@@ -133,7 +133,7 @@ def distributed(case: topsail.Case, settings: LoadSettings, prompts: Any, endpoi
     if settings.grpc_ca_file:  # a CA bundle is public: it travels in the ConfigMap, beside load.json
         files[CA_FILE] = (request.config.rootpath / settings.grpc_ca_file).read_text(encoding="utf-8")
         values["grpc_ca_file"] = CA_FILE  # the worker reads it relative to the mounted settings directory
-    name = "llm-load-" + re.sub(r"[^a-z0-9]+", "-", case.id.lower()).strip("-")[:40]
+    name = "llm-load-" + re.sub(r"[^a-z0-9]+", "-", case.id.lower())[:40].strip("-")  # a DNS label ends alphanumeric
     summary, generators = run_distributed(
         cluster.kube, namespace, name, values, prompts,
         {"http_url": endpoint.http_url, "grpc_target": endpoint.grpc_target, "served_model": endpoint.served_model},

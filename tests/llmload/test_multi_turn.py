@@ -13,6 +13,7 @@ import pytest
 
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.llmload.backends.openai_http import OpenAIBackend
+from pytest_topsail.llmload.dataset import load_dataset, parse_entry, prompt_entry, write_dataset
 from pytest_topsail.llmload.records import read_records
 from pytest_topsail.llmload.run import run_load_test
 from pytest_topsail.llmload.settings import case_load_settings
@@ -137,3 +138,12 @@ def test_the_multi_turn_preset_grows_ttft_with_history_unless_the_prefix_is_cach
             assert kpis.get("server_prefix_cache_hit_rate") in (None, 0)
     cached_ttft, uncached_ttft = items[True][1]["turn4_ttft_median_ms"], items[False][1]["turn4_ttft_median_ms"]
     assert cached_ttft < uncached_ttft
+
+
+def test_conversations_reach_generator_pods_whole(tmp_path: Path) -> None:
+    """The prompts file of the generator pods' ConfigMap (distributed.py) and a saved dataset keep each turn's
+    history and turn (a pod otherwise sends every turn without its history)."""
+    prompts = settings(multi_turn={"conversations": 2, "turns": 3, "input_tokens": 4, "output_tokens": 2}).prompts(".")
+    write_dataset(prompts, tmp_path / "prompts.jsonl")
+    assert load_dataset(tmp_path / "prompts.jsonl") == prompts
+    assert [parse_entry(prompt_entry(p), "x") for p in prompts] == prompts
