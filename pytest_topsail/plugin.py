@@ -8,7 +8,9 @@ here (as pytest registers ``terminal``, ``junitxml``...):
 - ``item_context``: around each suite item, its directory, record and configuration; the record on its report;
 - ``xdist_hooks``: what each xdist role adds (``xdist_role``: the role of this process);
 - ``engine_fixtures``, ``cluster.plugin``, ``metrics.fixture``, ``report.plugin``: fixtures, cluster, metrics,
-  reporting; ``compare.plugin``: ``--topsail-baseline``.
+  reporting; ``compare.plugin``: ``--topsail-baseline``;
+- ``prepare.plugin``: the cluster preparation fixtures (``gpu_operator``, ``rhoai``, ``storage``, ``tgis_workers``)
+  and each suite's ``cluster.stack``.
 
 Kept tiny: importing it, and the plugin modules it registers, costs nothing measurable when no suite is collected
 (each imports what it needs inside its hooks).
@@ -33,12 +35,14 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     from pytest_topsail.cluster import plugin as cluster_plugin
     from pytest_topsail.compare import plugin as compare_plugin
     from pytest_topsail.metrics import fixture as metrics_plugin
+    from pytest_topsail.prepare import plugin as prepare_plugin
     from pytest_topsail.report import plugin as report_plugin
 
     pluginmanager.add_hookspecs(hookspec)
     # pluggy calls the plugins registered last first: the engine's hooks run before the cluster's, the reporting's
     # and the metrics' (pytest_configure: the suites are validated before the cluster checks them), presets first
-    for name, plugin in (("compare", compare_plugin), ("engine-fixtures", engine_fixtures), ("cluster", cluster_plugin),
+    for name, plugin in (("prepare", prepare_plugin), ("compare", compare_plugin), ("engine-fixtures", engine_fixtures),
+                         ("cluster", cluster_plugin),
                          ("report", report_plugin), ("metrics", metrics_plugin), ("xdist", xdist_hooks),
                          ("item-context", item_context), ("show-config", show_config), ("collection", collection),
                          ("resume", resume), ("presets", presets)):

@@ -13,7 +13,7 @@ import yaml
 from pytest_topsail.cluster.settings import ClusterSettings, suite_settings, where
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.hardware import SHAPES
-from pytest_topsail.suites import load_suites_in_scope
+from pytest_topsail.suites import Suite, load_suites_in_scope
 
 if TYPE_CHECKING:
     from pytest_topsail.kube.client import Kube
@@ -70,7 +70,7 @@ def build_run_profile(config: pytest.Config) -> tuple[Profile, dict[str, Any] | 
                  if isinstance(s.config.get("cluster", None), dict) and "sim" in s.config.get("cluster")]
     if len(declaring) <= 1:
         suite = declaring[0] if declaring else None
-        profile, operators = sim_profile(suite_settings(suite, "cluster", ClusterSettings).sim, where(suite, "cluster"))
+        profile, operators = sim_profile(suite_sim(suite), where(suite, "cluster"))
         return with_controllers(profile, Path(config.rootpath)), operators
     from pytest_topsail.sim.run.profile import build_profile
 
@@ -78,7 +78,7 @@ def build_run_profile(config: pytest.Config) -> tuple[Profile, dict[str, Any] | 
     merged: dict[str, Any] = {}
     sources: dict[tuple[str, ...], str] = {}  # key path -> the file that set it
     for suite in declaring:
-        own = suite_settings(suite, "cluster", ClusterSettings).sim
+        own = suite_sim(suite)
         profile, _ = sim_profile(own, where(suite, "cluster"))  # each suite's shape checked on its own, naming its file
         prefix = re.sub(r"[^a-z0-9-]+", "-", suite.name.lower()).strip("-")
         pools += [{**pool, "name": f"{prefix}-{pool['name']}"[:40].rstrip("-")}
@@ -90,15 +90,26 @@ def build_run_profile(config: pytest.Config) -> tuple[Profile, dict[str, Any] | 
     return with_controllers(validated, Path(config.rootpath)), operators
 
 
+def suite_sim(suite: Suite | None) -> dict[str, Any]:
+    """A suite's ``cluster.sim`` with ``preinstalled`` defaulted: a suite with a ``cluster.stack`` prepares its cluster
+    itself and gets a fresh one (``[]``); one without (or no suite) gets the stack there from the start (``all``),
+    since nothing of the run would install it (docs/fresh-cluster.md)."""
+    settings = suite_settings(suite, "cluster", ClusterSettings)
+    if "preinstalled" in settings.sim:
+        return settings.sim
+    return {**settings.sim, "preinstalled": [] if settings.stack else ["all"]}
+
+
 def _merge(into: dict[str, Any], new: dict[str, Any], path: tuple[str, ...], source: str,
            sources: dict[tuple[str, ...], str]) -> None:
     """`new` merged into `into`: mappings key by key (a key holding dots, such as a model name, stays one key), the
-    `runtime` tables joined (each suite's real workloads: its own images), a value two suites set differently is a
+    `runtime` tables joined (each suite's real workloads: its own images), `preinstalled` too (what any suite does
+    not prepare itself is there from the start), a value two suites set differently is a
     TopsailError naming the key and both files."""
     for key, value in new.items():
         here = (*path, key)
         current = into.get(key)
-        if here == ("runtime",) and isinstance(value, list) and isinstance(current, list):
+        if here in (("runtime",), ("preinstalled",)) and isinstance(value, list) and isinstance(current, list):
             into[key] = current + [entry for entry in value if entry not in current]
         elif isinstance(value, dict) and (key not in into or isinstance(current, dict)):
             _merge(into.setdefault(key, {}), value, here, source, sources)

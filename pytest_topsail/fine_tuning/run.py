@@ -71,6 +71,7 @@ class PointRun:
     gpu_memory_gib: float | None = None
     samples: int | None = None  # the dataset's sample count (the logging interval); None: the built-in catalog's
     data_format: FormatSpec | None = None  # the dataset's template; None: the trainer's default text
+    storage_pvc: str = "fine-tuning-storage"  # the claim holding models and datasets (the suite's storage.pvc)
 
     @property
     def job_ref(self) -> ObjectRef:
@@ -79,7 +80,7 @@ class PointRun:
     def manifests(self) -> list[dict[str, Any]]:
         labels = {"app.kubernetes.io/part-of": "topsail-fine-tuning", "topsail.fine-tuning/job": self.job}
         return [*config_maps(self.job, self.namespace, self.point, labels, self.samples, self.data_format),
-                pytorchjob(self.job, self.namespace, self.point, self.settings.storage_pvc, labels)]
+                pytorchjob(self.job, self.namespace, self.point, self.storage_pvc, labels)]
 
     def run(self) -> Path:
         """Run the point; the path of the master's log. Raises PointFailure (or TopsailError on API problems)."""

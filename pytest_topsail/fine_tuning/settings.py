@@ -29,8 +29,6 @@ class SuiteSettings(FrozenSettings):
     """`tests.fine_tuning` of suites/fine_tuning/config.yaml."""
 
     namespace: str = Field("fine-tuning-testing", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=50)
-    storage_pvc: str = "fine-tuning-storage"
-    storage_size: str = "80Gi"
     preflight: Literal["skip", "run", "fail"] = "skip"  # a point whose memory estimate exceeds the GPU memory
     gpu_memory_gb: float | None = Field(None, gt=0)  # GPU memory for the pre-flight; None: read from the nodes
     memory_reserve_gb: float = Field(2.0, ge=0)  # CUDA context, allocator fragmentation

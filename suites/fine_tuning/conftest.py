@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 import pytest_topsail as topsail
@@ -31,28 +33,24 @@ def ft_catalog(ft_settings: SuiteSettings, topsail_config: topsail.Config) -> Ca
 
 
 @pytest.fixture
-def ft_storage(cluster: Cluster, namespace: str, ft_settings: SuiteSettings) -> str:
-    """The PVC holding models and datasets (created once, removed with the namespace)."""
-    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-             "metadata": {"name": ft_settings.storage_pvc, "namespace": namespace},
-             "spec": {"accessModes": ["ReadWriteOnce"],
-                      "resources": {"requests": {"storage": ft_settings.storage_size}}}}
+def ft_storage(cluster: Cluster, namespace: str, storage: dict[str, Any], ft_settings: SuiteSettings) -> str:
+    """The PVC holding models and datasets: the ``storage`` preparation's (cluster.stack), with the catalog's tiny
+    models written onto it first when ``storage_setup_image`` is set (the real-trainer preset)."""
+    pvc = str(storage["pvc"])
     try:
-        existing = cluster.kube.get(topsail.ObjectRef.of(claim))
-        if existing is None:
-            existing = cluster.kube.apply(claim).object
-        labels = existing.get("metadata", {}).get("labels") or {}
+        claim = cluster.kube.get(topsail.ObjectRef("v1", "PersistentVolumeClaim", pvc, namespace)) or {}
+        labels = claim.get("metadata", {}).get("labels") or {}
         if ft_settings.storage_setup_image and labels.get(TINY_MODELS_LABEL) != "yes":
-            setup_storage(cluster.kube, namespace, ft_settings)
+            setup_storage(cluster.kube, namespace, pvc, ft_settings)
     except topsail.TopsailError as error:
-        pytest.fail(f"fine-tuning storage PVC {namespace}/{ft_settings.storage_pvc}: {error}", pytrace=False)
-    return ft_settings.storage_pvc
+        pytest.fail(f"fine-tuning storage PVC {namespace}/{pvc}: {error}", pytrace=False)
+    return pvc
 
 
-def setup_storage(kube: topsail.Kube, namespace: str, settings: SuiteSettings) -> None:
+def setup_storage(kube: topsail.Kube, namespace: str, pvc: str, settings: SuiteSettings) -> None:
     """Run the storage setup pod to its end (the tiny models and datasets written), then label the PVC."""
     assert settings.storage_setup_image is not None
-    pod = storage_setup_pod(namespace, settings.storage_pvc, settings.storage_setup_image)
+    pod = storage_setup_pod(namespace, pvc, settings.storage_setup_image)
     ref = topsail.ObjectRef.of(pod)
     delete_and_wait(kube, ref, timeout=settings.timeouts.cleanup)  # a setup pod of an earlier run
     kube.create(pod)
@@ -65,5 +63,5 @@ def setup_storage(kube: topsail.Kube, namespace: str, settings: SuiteSettings) -
             raise topsail.TopsailError(f"pod {ref.name} ({settings.storage_setup_image}) failed:\n{tail(log)}")
     finally:
         kube.delete(ref)
-    kube.patch(topsail.ObjectRef("v1", "PersistentVolumeClaim", settings.storage_pvc, namespace),
+    kube.patch(topsail.ObjectRef("v1", "PersistentVolumeClaim", pvc, namespace),
                {"metadata": {"labels": {TINY_MODELS_LABEL: "yes"}}})

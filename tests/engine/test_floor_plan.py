@@ -126,7 +126,7 @@ def floor(module: str) -> str:
         return "base"
     if name in FOUNDATION:
         return "foundation"
-    if name in ("kube", "sim"):
+    if name in ("kube", "sim", "prepare"):
         return name
     if name in DOMAINS:
         return "domain"
@@ -154,7 +154,10 @@ def allowed(source: str, target: str) -> bool:
             return target.startswith(ENGINE_LITE)
         return True  # base, foundation, kube
     if above == "engine":
-        return below in ("base", "foundation", "kube", "sim", "engine")
+        return below in ("base", "foundation", "kube", "sim", "engine") or (
+            below == "prepare" and source == "pytest_topsail.plugin")  # the wiring registers the preparation plugin
+    if above == "prepare":
+        return below in ("base", "foundation", "kube", "engine", "prepare") or target in FRONTS
     if above == "fixtures":
         return below == "fixtures" or public(target)
     return public(target)  # suites: never fixtures (they are plugins), never another suite
@@ -241,6 +244,10 @@ def test_the_checks_catch_what_they_are_for() -> None:
     assert not allowed("fixtures.olm", "pytest_topsail.kube.events")  # modules behind the fronts
     assert not allowed("suites.fine_tuning.test_fine_tuning", "pytest_topsail.fine_tuning.estimate")
     assert allowed("fixtures.olm", "pytest_topsail.kube") and allowed("suites.scale.kpis", "pytest_topsail.kpi")
+    # the preparation plugin: above the engine, the domains through their fronts; only the wiring imports it
+    assert allowed("pytest_topsail.prepare.tgis_workers", "pytest_topsail.tgis")
+    assert not allowed("pytest_topsail.prepare.tgis_workers", "pytest_topsail.tgis.client")
+    assert not allowed("pytest_topsail.report.plugin", "pytest_topsail.prepare.stack")
     assert sorted(map(sorted, strongly_connected({"a": {"b"}, "b": {"a"}, "c": {"a"}}))) == [["a", "b"], ["c"]]
     assert private_imports(ast.parse(
         "from pytest_topsail.kpi import kpi\nfrom pytest_topsail import kpi, _EXPORTS\nimport pytest_topsail.cases\n"

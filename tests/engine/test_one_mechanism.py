@@ -24,6 +24,8 @@ NOT_WAITS = {
     ("pytest_topsail/waiting.py", "*"): "the one helper itself",
     ("pytest_topsail/llmload/generator.py", "open_loop"): "the load schedule: when each request is sent (rate, "
                                                           "poisson), not a wait for something",
+    ("pytest_topsail/prepare/download.py", "copy_stream"): "a progress line every 5 s of a copy; the download pod's "
+                                                          "program runs alone (standard library only)",
     ("pytest_topsail/sim/controllers/pods.py", "_write_due_logs"): "the simulator's timeline of a pod's log lines "
                                                                    "(a scheduler on the event loop's clock)",
 }
@@ -34,7 +36,8 @@ NOT_USER_YAML = {
     ("pytest_topsail/tgis/catalog.py", "builtin_catalog"): "catalog.yaml, the package's own data",
     ("pytest_topsail/tgis/recording.py", "record_expectation"): "re-reads the text it just wrote, to check the splice",
     ("pytest_topsail/templates.py", "write_command_args"): "command_args.yaml, a file the run itself writes",
-    ("fixtures/olm.py", "render"): "manifests rendered from the fixtures' own templates, several documents a file",
+    ("pytest_topsail/prepare/olm.py", "render"): "manifests rendered from the package's own templates, several "
+                                                 "documents a file",
     ("pytest_topsail/sim/api/messages.py", "read_body"): "a request body of the simulated API server (decoded as the "
                                                          "apiserver does, not a file)",
     ("pytest_topsail/sim/api/server.py", "_patch"): "a patch request body of the simulated API server",

@@ -45,7 +45,7 @@ def run_points(kube: Kube, root: Path) -> dict[str, Path]:
     settings = validate_suite({}, "test")
     create_namespace(kube, NAMESPACE, {})
     kube.create({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-                 "metadata": {"name": settings.storage_pvc, "namespace": NAMESPACE},
+                 "metadata": {"name": PointRun.storage_pvc, "namespace": NAMESPACE},
                  "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "80Gi"}}}})
     directories = {}
     for job, shape in POINTS.items():

@@ -209,7 +209,7 @@ def _templates() -> dict[str, dict[str, Any]]:
 
 
 def test_every_manifest_template_we_ship_is_valid_under_strict_field_validation(sim: Any) -> None:
-    from fixtures.olm import MANIFESTS, render
+    from pytest_topsail.prepare.olm import MANIFESTS, render
 
     shipped = sorted(path.name for path in Path(MANIFESTS).glob("*.j2"))
     assert shipped == sorted(_templates())  # a new template needs its context here

@@ -15,7 +15,7 @@ MODEL = "google/flan-t5-small"
 
 
 def isvc_name(config: dict[str, str]) -> str:
-    from fixtures.tgis_workers import object_name
+    from pytest_topsail.prepare.tgis_workers import object_name
 
     return object_name(MODEL, ModelConfig.model_validate(config))
 
