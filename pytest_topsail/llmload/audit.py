@@ -8,6 +8,9 @@ judged (suites/llm_load/kpis.py), and is shown as a problem of the item.
   window differ by more than ``STEADY_TOLERANCE`` of the larger count, plus what chance and the users' lockstep
   explain (3 x the square root of the total, for Poisson noise; ``concurrency``, a closed loop's users finishing
   together); judged from ``STEADY_MIN_REQUESTS`` requests on (a few requests say nothing about a trend).
+- **errors**: more than ``MAX_ERROR_SHARE`` of the measured requests failed (an item fails beyond
+  ``max_failure_rate``, 0 by default; a suite allowing more still judges nothing of such a point): its latencies are
+  those of the requests that got through.
 - **server and client disagree on TTFT**: the server's mean time to first token over the point (its /metrics
   histogram, server_metrics.py) and the client's differ by more than ``TTFT_TOLERANCE_MS`` and
   ``TTFT_TOLERANCE`` of the client's. The server's clock starts when the request arrives, the client's when it sends
@@ -25,6 +28,7 @@ STEADY_TOLERANCE = 0.3
 STEADY_MIN_REQUESTS = 40
 TTFT_TOLERANCE_MS = 10.0
 TTFT_TOLERANCE = 0.25
+MAX_ERROR_SHARE = 0.05
 
 
 def audit_point(summary: dict[str, Any], server: dict[str, Any] | None = None) -> list[str]:
@@ -33,6 +37,10 @@ def audit_point(summary: dict[str, Any], server: dict[str, Any] | None = None) -
     warning = (summary.get("client") or {}).get("warning")
     if warning:
         reasons.append(warning)
+    failed = summary.get("failure_rate") or 0.0
+    if failed > MAX_ERROR_SHARE:
+        reasons.append(f"{failed:.0%} of the measured requests failed (> {MAX_ERROR_SHARE:.0%}): the latencies are "
+                       "those of the requests that got through")
     steady = steady_state(summary)
     if steady:
         reasons.append(steady)

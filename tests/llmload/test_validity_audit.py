@@ -38,6 +38,9 @@ def test_each_reason_is_named() -> None:
     assert saturated == ["load client saturated: its CPU was 99% of a core"]
     [ramp] = audit_point(summary(window_halves=[100, 300]))
     assert ramp.startswith("not at steady state: 100 requests ended in the first half")
+    [errors] = audit_point(summary(failure_rate=0.1))
+    assert errors.startswith("10% of the measured requests failed (> 5%)")
+    assert audit_point(summary(failure_rate=0.05)) == []
     [ttft] = audit_point(summary(), {"ttft_mean_ms": 20.0})
     assert ttft.startswith("server and client disagree on TTFT: mean 20.0 ms on the server") and "50.0 ms" in ttft
     assert audit_point(summary(stats={"ttft_ms": {"mean": 4.0}}), {"ttft_mean_ms": 1.0}) == []  # within 10 ms
