@@ -28,6 +28,7 @@ from pytest_topsail.scale.timelines import (
 
 MAX_ERROR_RATIO = 0.10
 METRICS = ("P50", "P95", "P99", "max", "avg")
+THRESHOLD_METRICS = ("P50", "P90", "P95", "P99", "max", "avg")
 
 
 @dataclass
@@ -146,20 +147,32 @@ class Threshold:
     level: str = "job"
 
     @classmethod
-    def parse(cls, raw: Any, where: str) -> Threshold:
+    def parse(cls, raw: Any, where: str, lifecycles: list[Lifecycle] | tuple[Lifecycle, ...] = ()) -> Threshold:
+        """A threshold of a job or pod step, or (``level: <lifecycle name>``) of a transition ``<step>-><next>`` of
+        one of `lifecycles` (measured in the times the lifecycle reports: ``source`` is ``lifecycle``)."""
         if not isinstance(raw, dict) or not {"step", "metric", "max_ms"} <= raw.keys():
             raise TopsailError(f"{where}: a threshold needs step, metric and max_ms, got {raw!r}")
         unknown = set(raw) - {"step", "metric", "max_ms", "source", "level"}
         if unknown:
             raise TopsailError(f"{where}: unknown threshold keys {sorted(unknown)} in {raw!r}")
-        threshold = cls(**raw)
-        steps = JOB_STEPS if threshold.level == "job" else POD_STEPS
+        named = {lifecycle.name: lifecycle for lifecycle in lifecycles}
+        level = raw.get("level", "job")
+        if level in named:
+            threshold = cls(**{"source": LIFECYCLE, **raw})
+            steps = tuple(f"{a}->{b}" for a, b in transitions(named[level]))
+            sources: tuple[str, ...] = (LIFECYCLE,)
+        else:
+            threshold = cls(**raw)
+            steps, sources = (JOB_STEPS if level == "job" else POD_STEPS), SOURCES
+        if level not in ("job", "pod", *named):
+            raise TopsailError(f"{where}: level must be job, pod or a lifecycle of tests.scale.lifecycle "
+                               f"({', '.join(named) or 'none configured'}) in {raw!r}")
         if threshold.step not in steps:
             raise TopsailError(f"{where}: unknown step {threshold.step!r}; steps: {', '.join(steps)}")
-        if threshold.metric not in METRICS:
-            raise TopsailError(f"{where}: unknown metric {threshold.metric!r}; metrics: {', '.join(METRICS)}")
-        if threshold.source not in SOURCES or threshold.level not in ("job", "pod"):
-            raise TopsailError(f"{where}: source must be watch|object and level job|pod in {raw!r}")
+        if threshold.metric not in THRESHOLD_METRICS:
+            raise TopsailError(f"{where}: unknown metric {threshold.metric!r}; metrics: {', '.join(THRESHOLD_METRICS)}")
+        if threshold.source not in sources:
+            raise TopsailError(f"{where}: source must be {'|'.join(sources)} in {raw!r}")
         if not isinstance(threshold.max_ms, int | float):
             raise TopsailError(f"{where}: max_ms must be a number in {raw!r}")
         return threshold

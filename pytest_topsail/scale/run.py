@@ -261,7 +261,7 @@ def analyse_lifecycle(sampled: dict[str, Any], directory: Path, stats: list[Step
     timelines = lifecycle_timelines(lifecycle, sampled.get("objects") or [])
     write_padded_csv(*lifecycle_table(lifecycle, timelines), directory / f"lifecycle_{lifecycle.name}.csv")
     transitions = lifecycle_stats(lifecycle, timelines)
-    stats.extend(transitions)
+    stats.extend(s for s in transitions if s.expected)  # none: its thresholds are not checked (no such objects)
     if figures is not None:
         from pytest_topsail.scale.plots import lifecycle_figure, save_html
 

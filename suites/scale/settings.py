@@ -32,25 +32,26 @@ class ScaleSettings(topsail.Settings):
             raise ValueError(str(error)) from None
         return value
 
-    @pydantic.field_validator("thresholds")
-    @classmethod
-    def thresholds_parse(cls, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        for index, raw in enumerate(value):
+    @pydantic.model_validator(mode="after")
+    def thresholds_parse(self) -> ScaleSettings:
+        lifecycles = parse_lifecycles(self.lifecycle, "lifecycle")  # checked first (a field validator)
+        for index, raw in enumerate(self.thresholds):
             try:
-                Threshold.parse(raw, f"[{index}]")
+                Threshold.parse(raw, f"thresholds[{index}]", lifecycles)
             except topsail.TopsailError as error:
                 raise ValueError(str(error)) from None
-        return value
+        return self
 
     def run_options(self) -> RunOptions:
+        lifecycles = tuple(parse_lifecycles(self.lifecycle, "tests.scale.lifecycle"))
         return RunOptions(
             namespace_prefix=self.namespace_prefix,
-            thresholds=tuple(Threshold.parse(raw, "tests.scale.thresholds") for raw in self.thresholds),
+            thresholds=tuple(Threshold.parse(raw, "tests.scale.thresholds", lifecycles) for raw in self.thresholds),
             keep=self.keep,
             plots=self.plots,
             include_plotlyjs=self.include_plotlyjs,
             cleanup_timeout_s=self.cleanup_timeout_s,
-            lifecycles=tuple(parse_lifecycles(self.lifecycle, "tests.scale.lifecycle")),
+            lifecycles=lifecycles,
         )
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from pytest_topsail.errors import TopsailError
-from pytest_topsail.scale.latency import lifecycle_stats
+from pytest_topsail.scale.latency import Threshold, check_thresholds, lifecycle_stats
 from pytest_topsail.scale.lifecycle import POD, SCALE_WORKLOADS, builtin, parse_lifecycles, resolve
 from pytest_topsail.scale.plots import lifecycle_figure
 from pytest_topsail.scale.timelines import lifecycle_table, lifecycle_timelines, write_padded_csv
@@ -125,3 +125,20 @@ def test_transitions_per_object_with_quantiles_csv_and_figure(tmp_path):
     figure = lifecycle_figure(lifecycle, timelines)
     assert [a.text for a in figure.layout.annotations][0].startswith("Created -> Running")
     assert len(figure.data) == 4 and len(figure.data[0].y) == 21
+
+
+def test_a_threshold_on_a_lifecycle_transition_is_checked_and_named():
+    lifecycle = builtin("pytorchjob")
+    objects = [sampled_object(f"job-{i}", {"Created": T0_MS, "Running": T0_MS + 2000, "Succeeded": T0_MS + 3000})
+               for i in range(5)]
+    stats = lifecycle_stats(lifecycle, lifecycle_timelines(lifecycle, objects))
+    slow = Threshold.parse({"level": "pytorchjob", "step": "Created->Running", "metric": "P90", "max_ms": 1500},
+                           "thresholds[0]", [lifecycle])
+    fast = Threshold.parse({"level": "pytorchjob", "step": "Running->Succeeded", "metric": "max", "max_ms": 1500},
+                           "thresholds[1]", [lifecycle])
+    assert slow.source == "lifecycle"
+    assert check_thresholds(stats, [slow, fast]) == [
+        "pytorchjob step Created->Running (lifecycle) P90 = 2000.0 ms exceeds threshold 1500 ms"]
+    with pytest.raises(TopsailError, match=r"thresholds\[0\]: source must be lifecycle"):
+        Threshold.parse({"level": "pytorchjob", "step": "Created->Running", "metric": "P90", "max_ms": 1,
+                         "source": "watch"}, "thresholds[0]", [lifecycle])

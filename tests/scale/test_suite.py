@@ -123,7 +123,9 @@ def test_configured_lifecycles_are_sampled_reported_and_replotted(tmp_path):
     """tests.scale.lifecycle: the built-in pytorchjob and a lifecycle of the suite's own, beside the distributed
     smoke case's jobs: their CSV, figure and transition KPIs; a replot recomputes the built-in's KPIs."""
     result = run_pytest(tmp_path, "suites/scale", "--preset", "smoke", "-k", "distributed", "-q",
-                        f"--var=tests.scale.lifecycle={LIFECYCLES}")
+                        f"--var=tests.scale.lifecycle={LIFECYCLES}",
+                        "--var=tests.scale.thresholds=[{level: podstart, step: Scheduled->Ready, metric: P90, "
+                        "max_ms: 60000}]")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     (directory,) = item_dirs(tmp_path / "artifacts")
     for name in ("lifecycle_pytorchjob.csv", "lifecycle_pytorchjob.html", "lifecycle_podstart.csv"):
