@@ -14,7 +14,7 @@ per point, over the measurement window W = [measure_start, measure_end] (ramp-up
 - ``output_tokens_per_s``: tokens of successful requests that arrived inside W / |W|
 - ``requests_per_s``: successful requests that ended inside W / |W|
 - ``achieved_rate``: measured requests started inside W / |W|; ``offered_rate``: the open loop's rate
-- ``turns`` (conversations): per turn index, its requests, mean input tokens, TTFT and e2e statistics
+- ``turns`` (conversations): per turn index, its requests, mean input tokens, cached share, TTFT and e2e statistics
 - ``window_halves``: successful requests that ended in W's first half, and in its second (steady state: audit.py)
 - ``failures``: measured requests by status; ``failure_rate``: failed / measured
 with service-level objectives (the point's ``slo``: ``ttft_ms``, ``itl_ms``, ``e2e_ms`` targets), a measured request
@@ -139,7 +139,8 @@ def summarize_point(point: dict[str, Any], records: Iterable[dict[str, Any]]) ->
 
 def turn_summaries(succeeded: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Conversations: per turn index (1: the first), its successful measured requests, their mean input tokens (the
-    history grows them) and their TTFT and e2e statistics (ms); empty without conversations."""
+    history grows them), the share of their prompt tokens the server's prefix cache held (``cached_share``, when the
+    server reports ``cached_tokens``) and their TTFT and e2e statistics (ms); empty without conversations."""
     by_turn: dict[int, list[dict[str, Any]]] = {}
     for record in succeeded:
         if record.get("turn") is not None:
@@ -147,8 +148,11 @@ def turn_summaries(succeeded: list[dict[str, Any]]) -> list[dict[str, Any]]:
     turns = []
     for turn, records in sorted(by_turn.items()):
         latencies = latency_samples(records)
+        told = [r for r in records if r.get("cached_tokens") is not None]
+        prompt_tokens = sum(r.get("input_tokens") or 0 for r in told)
         turns.append({"turn": turn, "requests": len(records),
                       "input_tokens_mean": float(np.mean([r.get("input_tokens") or 0 for r in records])),
+                      "cached_share": sum(r["cached_tokens"] for r in told) / prompt_tokens if prompt_tokens else None,
                       "ttft_ms": scale(statistics(latencies["ttft"]), 1000.0),
                       "e2e_ms": scale(statistics(latencies["e2e"]), 1000.0)})
     return turns

@@ -37,6 +37,7 @@ class RequestRecord:
     cooldown: bool = False  # issued after the measurement ended (cool-down): kept, out of the metrics
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_tokens: int | None = None  # prompt tokens the server's prefix cache held, when it says (vLLM's usage)
     status: str = OK
     error: str | None = None
     chunks: list[list[float]] = field(default_factory=list)

@@ -206,7 +206,7 @@ class OpenAIFront:
         assert generation is not None
         body = self.envelope(completion, new_id(completion), chunk=False)
         body["choices"] = [self.choice(completion, generation.text, finish_reason(generation), whole=True)]
-        body["usage"] = usage(input_tokens, len(generation.tokens))
+        body["usage"] = usage(input_tokens, len(generation.tokens), generation.cached_tokens)
         return web.json_response(body)
 
     async def stream(self, request: web.Request, completion: Completion, input_tokens: int,
@@ -226,7 +226,8 @@ class OpenAIFront:
                         await send_event(response, {**base, "choices": [self.choice(completion, step.text, finish)]})
             if completion.include_usage and generation is not None:
                 await send_event(response, {**base, "choices": [],
-                                            "usage": usage(input_tokens, len(generation.tokens))})
+                                            "usage": usage(input_tokens, len(generation.tokens),
+                                                           generation.cached_tokens)})
             await response.write(b"data: [DONE]\n\n")
             await response.write_eof()
         except ConnectionResetError:  # the client closed the stream (aiohttp's ClientConnectionResetError)
@@ -238,9 +239,14 @@ def finish_reason(generation: Generation) -> str:
     return FINISH_REASONS.get(generation.stop_reason, "length")
 
 
-def usage(input_tokens: int, output_tokens: int) -> dict[str, int]:
-    return {"prompt_tokens": input_tokens, "completion_tokens": output_tokens,
-            "total_tokens": input_tokens + output_tokens}
+def usage(input_tokens: int, output_tokens: int, cached_tokens: int | None = None) -> dict[str, Any]:
+    """vLLM's usage; with prefix caching, ``prompt_tokens_details.cached_tokens`` (as vLLM with
+    --enable-prompt-tokens-details): the prompt tokens its prefix cache held."""
+    counts: dict[str, Any] = {"prompt_tokens": input_tokens, "completion_tokens": output_tokens,
+                              "total_tokens": input_tokens + output_tokens}
+    if cached_tokens is not None:
+        counts["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
+    return counts
 
 
 def new_id(completion: Completion) -> str:

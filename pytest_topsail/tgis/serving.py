@@ -162,6 +162,8 @@ class ModelServer:
             due = await self._prefill(request, admitted, served)  # when the next step is due (module docstring)
             while request.recompute:  # preempted during its prefill
                 due = await self._resume(request, served)
+            if scheduler.config.enable_prefix_caching:  # vLLM's usage.prompt_tokens_details.cached_tokens
+                generation.cached_tokens = request.cached_tokens
             first = last = loop.time()
             metrics.observe("time_to_first_token_seconds", (first - arrival) / scale)
             metrics.observe("request_prefill_time_seconds", (first - admitted) / scale)

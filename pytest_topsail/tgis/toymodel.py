@@ -164,6 +164,7 @@ class Generation:
         self._emitted = 0
         self.stop_reason = StopReason.NOT_FINISHED
         self.stop_sequence = ""
+        self.cached_tokens: int | None = None  # prompt tokens found in the server's prefix cache (None: no cache)
 
     @property
     def finished(self) -> bool:

@@ -14,8 +14,9 @@
 - a point failing its validity audit (pytest_topsail/llmload/audit.py: load client saturated, no steady state, the
   server's TTFT far from the client's) has every KPI its client measured (latencies, throughput, requests_per_s,
   goodput, slo_attainment) recorded as untrusted: verdict ``ignored`` with the reason, kept out of later baselines
-- conversations (``dataset: multi-turn``): ``turn<k>_ttft_median_ms``, ``turn<k>_e2e_median_ms`` and
-  ``turn<k>_input_tokens`` (mean) for the turns 1 to 8, informational (the history grows the input turn after turn)
+- conversations (``dataset: multi-turn``): ``turn<k>_ttft_median_ms``, ``turn<k>_e2e_median_ms``,
+  ``turn<k>_input_tokens`` (mean) and ``turn<k>_cached_share`` (0..1, when the server reports its cached tokens) for
+  the turns 1 to 8, informational (the history grows the input turn after turn)
 - ``failures``: failed requests (count); ``model_load_duration``: seconds until the model served, per served model
   (scope ``worker``: judged once per run however many load points use the model), in the cluster's own time (the
   simulator's model-load stage; a real cluster's pod timestamps), never the client's wall clock
@@ -203,14 +204,17 @@ def turn_figure(turn: int, name: str, statistic: str | None) -> Callable[[PointR
 TURN_KPIS: list[tuple[str, str, str | None, str, str]] = [  # name, the turn's figure, its statistic, unit, help
     ("ttft_median_ms", "ttft_ms", "median", "ms", "median of the time to first token"),
     ("e2e_median_ms", "e2e_ms", "median", "ms", "median of the end-to-end request latency"),
-    ("input_tokens", "input_tokens_mean", None, "tokens", "mean input tokens (the conversation so far)")]
+    ("input_tokens", "input_tokens_mean", None, "tokens", "mean input tokens (the conversation so far)"),
+    ("cached_share", "cached_share", None, "ratio", "share of the prompt tokens the server's prefix cache held "
+     "(usage.prompt_tokens_details.cached_tokens)")]
 for _turn in range(1, MAX_TURN_KPIS + 1):
     for _name, _figure, _which, _unit, _help in TURN_KPIS:
         _function = turn_figure(_turn, _figure, _which)
         _function.__name__ = f"turn{_turn}_{_name}"
         globals()[_function.__name__] = kpi(
-            unit=_unit, help=f"Conversations: {_help} of their turn {_turn}", lower_better=True,
-            format="{:.2f}" if _which else "{:.0f}", ignored_for_regression=True, why=TURN_WHY)(_function)
+            unit=_unit, help=f"Conversations: {_help} of their turn {_turn}", lower_better=_name != "cached_share",
+            higher_better=_name == "cached_share", format="{:.0f}" if _unit == "tokens" else "{:.2f}",
+            ignored_for_regression=True, why=TURN_WHY)(_function)
 
 
 def parse(artifact_dir: Path) -> PointResult:

@@ -113,8 +113,9 @@ def test_users_hold_conversations_in_order_with_think_time(fake_server, tmp_path
 
 def test_the_multi_turn_preset_grows_ttft_with_history_unless_the_prefix_is_cached(tmp_path: Path) -> None:
     """``--preset multi-turn`` as a user runs it (the reference server in-process, the simulated vLLM's scheduler):
-    without prefix caching TTFT grows turn after turn with the history; with it, it stays near the first turn's, and
-    the server's prefix-cache hit rate is the share of the prompt tokens the previous turn already sent."""
+    without prefix caching TTFT grows turn after turn with the history; with it, it stays near the first turn's, the
+    server's prefix-cache hit rate is the share of the prompt tokens the previous turn already sent, and per turn
+    (its usage's cached tokens) that share rises."""
     result = run_pytest(tmp_path, "artifacts", "-m", "llm_load", "--preset", "multi-turn", "-q",
                         "--var", "tests.llm_load.serving=in-process")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
@@ -133,9 +134,14 @@ def test_the_multi_turn_preset_grows_ttft_with_history_unless_the_prefix_is_cach
         if cached:
             shared = sum(inputs[:3]) / sum(inputs)  # each turn after the first resends the previous turn's prompt
             assert abs(kpis["server_prefix_cache_hit_rate"] - 100 * shared) <= 5, (kpis, shared)
+            # per turn, as the server's usage says it: the previous turn's prompt, a growing share of the next
+            hits = [kpis[f"turn{k}_cached_share"] for k in (1, 2, 3, 4)]
+            assert hits[0] == 0 and hits == sorted(hits), hits
+            for turn in (2, 3, 4):
+                assert abs(hits[turn - 1] - inputs[turn - 2] / inputs[turn - 1]) <= 0.05, (hits, inputs)
         else:
             assert ttft[3] > 1.5 * ttft[0], ttft
-            assert kpis.get("server_prefix_cache_hit_rate") in (None, 0)
+            assert kpis.get("server_prefix_cache_hit_rate") in (None, 0) and "turn2_cached_share" not in kpis
     cached_ttft, uncached_ttft = items[True][1]["turn4_ttft_median_ms"], items[False][1]["turn4_ttft_median_ms"]
     assert cached_ttft < uncached_ttft
 

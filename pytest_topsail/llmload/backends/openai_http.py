@@ -153,6 +153,9 @@ class OpenAIBackend:
         if usage:
             record.input_tokens = int(usage.get("prompt_tokens") or 0)
             record.output_tokens = int(usage.get("completion_tokens") or 0)
+            cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+            if cached is not None:  # vLLM with --enable-prompt-tokens-details: its prefix cache's share
+                record.cached_tokens = int(cached)
 
 
 async def end_of(response: aiohttp.ClientResponse) -> None:
