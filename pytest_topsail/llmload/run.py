@@ -27,7 +27,7 @@ SUMMARY = "summary.json"
 CSV = "records.csv"
 CSV_COLUMNS = ("point", "index", "generator", "user", "turn", "status", "warmup", "cooldown", "scheduled", "start",
                "ack", "first_token", "end", "tt_ack_ms", "ttft_ms", "tpot_ms", "e2e_ms", "input_tokens",
-               "output_tokens", "chunks", "error")
+               "output_tokens", "cached_tokens", "chunks", "error")
 
 
 def point_document(result: PointResult) -> dict[str, Any]:
