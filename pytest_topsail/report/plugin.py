@@ -159,7 +159,12 @@ class ReportPlugin:               # in every signals_held(); with the results in
             self.previous_sigterm = None
 
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
-        self.results.interrupted = "SIGTERM" if isinstance(excinfo.value, Terminated) else "SIGINT (Ctrl-C)"
+        if isinstance(excinfo.value, Terminated):
+            self.results.interrupted = "SIGTERM"
+        elif isinstance(excinfo.value, pytest.Session.Interrupted):  # stopped by the run itself (-x, a preparation)
+            self.results.interrupted = str(excinfo.value)
+        else:
+            self.results.interrupted = "SIGINT (Ctrl-C)"
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
