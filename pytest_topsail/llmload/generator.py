@@ -225,8 +225,8 @@ class PointRun:
         ``think_time_s`` between an answer and the next turn; a failed turn ends its conversation."""
         while self.issuing(time.perf_counter()):
             turns = conversations[next(self.next_conversation) % len(conversations)]
-            for prompt in turns:
-                if (prompt.turn or 1) > 1 and self.point.think_time_s:
+            for position, prompt in enumerate(turns):
+                if position and self.point.think_time_s:
                     await asyncio.sleep(self.point.think_time_s)
                 if not self.issuing(now := time.perf_counter()):
                     return
