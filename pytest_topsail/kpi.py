@@ -134,6 +134,9 @@ class SuiteKpis:
     # optional samples(artifact_dir) -> {metric: values}: an item's raw samples of the KPIs named
     # <metric>_<statistic>[_<unit>], in the KPIs' unit (python -m pytest_topsail.compare bootstraps them)
     samples: Callable[[Path], dict[str, Any]] | None = None
+    # optional compare_figures(runs) -> {title: plotly figure}: figures overlaying runs (python -m
+    # pytest_topsail.compare), runs = {run name: its items' records of this suite}
+    compare_figures: Callable[[dict[str, list[dict[str, Any]]]], dict[str, Any]] | None = None
 
 
 def load_suite_kpis(path: Path) -> SuiteKpis:
@@ -153,8 +156,10 @@ def load_suite_kpis(path: Path) -> SuiteKpis:
     parse = getattr(module, "parse", None)
     figures = getattr(module, "figures", None)
     samples = getattr(module, "samples", None)
+    compare_figures = getattr(module, "compare_figures", None)
     return SuiteKpis(path=path, specs=specs, labels_model=labels_model, parse=parse if callable(parse) else None,
-                     figures=figures if callable(figures) else None, samples=samples if callable(samples) else None)
+                     figures=figures if callable(figures) else None, samples=samples if callable(samples) else None,
+                     compare_figures=compare_figures if callable(compare_figures) else None)
 
 
 def flatten_labels(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

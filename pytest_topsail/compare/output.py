@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_topsail.compare.load import Run, RunItem, item_samples
+from pytest_topsail.compare.load import Run, RunItem, item_samples, suite_kpis
 from pytest_topsail.compare.pairs import Comparison, counts, summary_line
 from pytest_topsail.compare.stats import BETTER, INFORMATIONAL, NOT_COMPARABLE, SAME, WORSE
 from pytest_topsail.kpi import format_value
@@ -184,6 +184,19 @@ def distribution_figures(runs: Sequence[Run], suites_dir: Path) -> list[tuple[st
     return figures
 
 
+def suite_figures(runs: Sequence[Run], suites_dir: Path) -> list[tuple[str, dict[str, Any]]]:
+    """(title, plotly spec): each suite's own figures of the runs overlaid (its kpis.py ``compare_figures``, given
+    its items' records per run: fine_tuning's loss curves and tokens/s by GPU count)."""
+    figures = []
+    for suite in sorted({item.suite for run in runs for item in run.items}):
+        draw = suite_kpis((suites_dir / suite / "kpis.py").resolve()).compare_figures
+        records = {run.name: [{**item.record.to_dict(), "artifact_dir": str(item.directory or "")}
+                              for item in run.items if item.suite == suite] for run in runs}
+        if draw is not None and sum(1 for found in records.values() if found) > 1:
+            figures += [(f"{suite}: {title}", spec) for title, spec in draw(records).items()]
+    return figures
+
+
 def sweep_figures(runs: Sequence[Run], tables: Sequence[MatrixTable]) -> list[tuple[str, dict[str, Any]]]:
     """(title, plotly spec): each headline KPI against the numeric case setting its suite's items vary (throughput
     against concurrency, tokens/s against GPUs), one line per run and per value of the other settings."""
@@ -239,7 +252,8 @@ def write_html(path: Path, runs: Sequence[Run], comparisons: Sequence[Comparison
     """The comparison as one offline page (the report's template helpers and figure script)."""
     from pytest_topsail.report.html import Figure, figure_context, write_page
 
-    drawn = [*sweep_figures(runs, tables or build_matrix(runs)), *distribution_figures(runs, suites_dir)]
+    drawn = [*sweep_figures(runs, tables or build_matrix(runs)), *suite_figures(runs, suites_dir),
+             *distribution_figures(runs, suites_dir)]
     figures = [Figure(title=title, spec=spec, id=f"fig-{index}") for index, (title, spec) in enumerate(drawn)]
     rows = [dict(zip(("item", "kpi", "a", "b", "change", "p", "verdict"), row_cells(c), strict=True))
             | {"color": VERDICT_COLORS[c.verdict], "method": c.method, "reason": c.reason}

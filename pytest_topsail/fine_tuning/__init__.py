@@ -33,6 +33,7 @@ _EXPORTS = {
     "by_dimension_figure": "pytest_topsail.fine_tuning.plots",
     "efficiency_figure": "pytest_topsail.fine_tuning.plots",
     "loss_curve": "pytest_topsail.fine_tuning.plots",
+    "runs_figures": "pytest_topsail.fine_tuning.plots",
     "scaling_figure": "pytest_topsail.fine_tuning.plots",
     "PointSettings": "pytest_topsail.fine_tuning.point",
     "load_point": "pytest_topsail.fine_tuning.point",
@@ -54,8 +55,8 @@ __all__ = [
     "GPU_LABELS", "Catalog", "MemoryEstimate", "PointMetrics", "PointRun", "PointSettings", "SuiteSettings",
     "TINY_MODELS_LABEL", "builtin_catalog", "by_dimension_figure", "efficiency_figure", "group_efficiencies",
     "load_point", "loss_curve", "memory_estimate", "parse_file", "point_labels", "point_shape", "replot_baseline",
-    "save_point", "saved_baseline", "scaling_figure", "scaling_scope", "smallest_gpus", "storage_setup_pod", "tail",
-    "validate_point",
+    "runs_figures", "save_point", "saved_baseline", "scaling_figure", "scaling_scope", "smallest_gpus",
+    "storage_setup_pod", "tail", "validate_point",
 ]
 
 if TYPE_CHECKING:
@@ -63,7 +64,13 @@ if TYPE_CHECKING:
     from pytest_topsail.fine_tuning.estimate import MemoryEstimate, memory_estimate, point_shape
     from pytest_topsail.fine_tuning.manifests import TINY_MODELS_LABEL, storage_setup_pod
     from pytest_topsail.fine_tuning.metrics import PointMetrics
-    from pytest_topsail.fine_tuning.plots import by_dimension_figure, efficiency_figure, loss_curve, scaling_figure
+    from pytest_topsail.fine_tuning.plots import (
+        by_dimension_figure,
+        efficiency_figure,
+        loss_curve,
+        runs_figures,
+        scaling_figure,
+    )
     from pytest_topsail.fine_tuning.point import PointSettings, load_point, save_point, validate_point
     from pytest_topsail.fine_tuning.run import PointRun
     from pytest_topsail.fine_tuning.scaling import (

@@ -1,16 +1,20 @@
 """Figures of the fine-tuning suite (plotly): the loss curve of a point; throughput against GPU count with the
 perfect-scaling line and the scaling efficiency; an efficiency (MFU, scaling efficiency) against GPU count;
-tokens/s/GPU by the dimensions that vary."""
+tokens/s/GPU by the dimensions that vary; the loss curves and tokens/s by GPU count of several runs overlaid
+(``runs_figures``, for python -m pytest_topsail.compare)."""
 
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
+from pytest_topsail.errors import TopsailError
 from pytest_topsail.fine_tuning.metrics import scaling_efficiency
-from pytest_topsail.fine_tuning.trainer_log import Progress
+from pytest_topsail.fine_tuning.trainer_log import Progress, parse_file
 
 
 def loss_curve(progress: list[Progress], title: str) -> dict[str, Any]:
@@ -100,3 +104,55 @@ def efficiency_figure(points: Iterable[Mapping[str, Any]], title: str, y_title: 
                                        "yaxis": {"title": {"text": y_title}, "rangemode": "tozero"},
                                        "legend": {"orientation": "h", "x": 0, "y": -0.2, "yanchor": "top"},
                                        "height": 460 + 24 * len(by_series)}}
+
+
+SERIES_LABELS = ("model_name", "tuning_method", "per_device_train_batch_size", "max_seq_length")  # not GPU-bound
+
+
+def runs_figures(runs: Mapping[str, list[dict[str, Any]]], master_log: str) -> dict[str, Any]:
+    """Figures overlaying runs (python -m pytest_topsail.compare; `runs`: each run's item records by run name, in
+    order): per point found in two runs or more (same case settings), the loss of each run against the epoch (from
+    its `master_log`); and the job's tokens/s against its GPU count, one line per run and per value of the other
+    settings that vary (model, tuning method, batch size, sequence length)."""
+    curves: dict[str, dict[str, Any]] = defaultdict(dict)  # point -> run -> (title, progress)
+    throughput: list[tuple[str, float, float, dict[str, Any]]] = []  # run, GPUs, tokens/s, labels
+    for name, records in runs.items():
+        for record in records:
+            case = record.get("case") or {}
+            key = json.dumps([case.get("name"), case.get("settings")], sort_keys=True, default=str)
+            log = Path(str(record.get("artifact_dir") or "-")) / master_log
+            try:
+                curves[key][name] = (case.get("id") or record.get("test_id") or key, parse_file(log).progress)
+            except (OSError, TopsailError):
+                pass  # a failed point (no log, or no summary in it): no curve
+            for kpi in record.get("kpis") or []:
+                gpus = (kpi.get("labels") or {}).get("accelerator_count")
+                if kpi.get("name") == "train_tokens_per_second" and isinstance(gpus, int | float):
+                    throughput.append((name, float(gpus), float(kpi["value"]), kpi.get("labels") or {}))
+    built: dict[str, Any] = {}
+    for by_run in curves.values():
+        if len(by_run) < 2:
+            continue
+        title = next(iter(by_run.values()))[0]
+        traces = [{"type": "scatter", "mode": "lines+markers", "name": run,
+                   "x": [p.epoch for p in progress if _plotted(p)], "y": [p.loss for p in progress if _plotted(p)]}
+                  for run, (_, progress) in by_run.items()]
+        built[f"{title}: loss by run"] = {"data": traces, "layout": {
+            "title": {"text": f"{title}: loss"}, "xaxis": {"title": {"text": "epoch"}},
+            "yaxis": {"title": {"text": "loss"}}, "legend": {"orientation": "h"}, "margin": {"t": 60}}}
+    if len({run for run, *_ in throughput}) > 1:
+        varying = [d for d in SERIES_LABELS if len({str(labels.get(d)) for *_, labels in throughput}) > 1]
+        lines: dict[str, list[tuple[float, float]]] = defaultdict(list)  # a line per run and other settings
+        for run, gpus, value, labels in throughput:
+            lines[" ".join([run, *(f"{d}={labels.get(d)}" for d in varying)])].append((gpus, value))
+        traces = [{"type": "scatter", "mode": "lines+markers", "name": line, "x": [g for g, _ in sorted(points)],
+                   "y": [v for _, v in sorted(points)]} for line, points in lines.items()]
+        built["train_tokens_per_second by GPU count and run"] = {"data": traces, "layout": {
+            "title": {"text": "train_tokens_per_second by GPU count"}, "xaxis": {"title": {"text": "GPUs"}},
+            "yaxis": {"title": {"text": "tokens/s"}, "rangemode": "tozero"}, "legend": {"orientation": "h"},
+            "margin": {"t": 60}}}
+    return built
+
+
+def _plotted(progress: Progress) -> bool:
+    return progress.epoch is not None and progress.loss is not None and math.isfinite(progress.loss)

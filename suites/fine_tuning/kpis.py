@@ -23,6 +23,7 @@ from pytest_topsail.fine_tuning import (
     parse_file,
     point_shape,
     replot_baseline,
+    runs_figures,
     scaling_figure,
     scaling_scope,
 )
@@ -137,6 +138,11 @@ def samples(artifact_dir: Path) -> dict[str, list[float]]:
     except (OSError, TopsailError):
         return {}
     return PointMetrics(results, gpus=point.world_size, epochs=point.epochs).step_samples()
+
+
+def compare_figures(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """python -m pytest_topsail.compare: each point's loss curve overlaid run by run, tokens/s by GPU count."""
+    return runs_figures(runs, MASTER_LOG)
 
 
 SCALING_KPIS = ("train_tokens_per_second", "dataset_tokens_per_second")

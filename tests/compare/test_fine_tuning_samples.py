@@ -1,7 +1,8 @@
 """Per-step samples of the fine-tuning KPIs (``PointMetrics.step_samples``, the suite's ``samples``): from real
 trainer logs (tests/fine_tuning/data), and on two simulated runs: a trainer a third slower (the simulator's
 ``mfu_max`` 0.45 -> 0.3) is worse on every throughput KPI and the runtime, with intervals excluding zero, exit 1;
-two identical runs are not significantly different, exit 0."""
+two identical runs are not significantly different, exit 0. The page overlays each point's loss curve run by run
+and draws tokens/s by GPU count, one line per run and tuning method (the suite's ``compare_figures``)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from pytest_topsail.fine_tuning import PointMetrics, parse_file
+from tests.report.chromium import CHROMIUM, READY, visit_page
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "fine_tuning" / "data"
@@ -70,8 +72,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             "slow": run_suite(root, "slow", "--var", SLOWER)}
 
 
-def compare(a: Path, b: Path, junit: Path) -> tuple[int, dict[tuple[str, str], dict[str, str]]]:
-    result = subprocess.run([sys.executable, "-m", "pytest_topsail.compare", str(a), str(b), "--no-html",
+def compare(a: Path, b: Path, junit: Path, *page: str) -> tuple[int, dict[tuple[str, str], dict[str, str]]]:
+    result = subprocess.run([sys.executable, "-m", "pytest_topsail.compare", str(a), str(b), *(page or ["--no-html"]),
                              "--junitxml", str(junit), "--history", str(a.parent / "history.sqlite")],
                             cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode in (0, 1), result.stdout + result.stderr
@@ -107,3 +109,26 @@ def test_two_identical_runs_show_no_significant_difference(runs: dict[str, Path]
             assert "[" in entry["change"], entry  # with its interval
         else:
             assert entry["verdict"] in ("no significant difference", "informational"), (item, kpi, entry)
+
+
+def test_the_page_overlays_the_loss_curves_and_tokens_per_gpu_count_by_run(runs: dict[str, Path],
+                                                                           tmp_path: Path) -> None:
+    page = tmp_path / "compare.html"
+    compare(runs["a"], runs["slow"], tmp_path / "compare.xml", "--html", str(page))
+    html = page.read_text(encoding="latin-1")
+    titles = ["fine_tuning: smoke-method=full: loss by run", "fine_tuning: smoke-method=lora: loss by run",
+              "fine_tuning: train_tokens_per_second by GPU count and run"]
+    assert all(title in html for title in titles)
+    if CHROMIUM is None:
+        return
+    visit = visit_page(page, READY, """(async () => { await window.topsailDrawAll();
+      return Array.from(document.querySelectorAll("div[data-figure]")).filter(d => /: loss$|by GPU count$/.test(
+        (d.layout.title || {}).text || "")).map(d => ({
+        drawn: !!d.querySelector("svg"), traces: d.data.map(t => [t.name, t.x.length])})); })()""")
+    assert visit.exceptions == [] and visit.console_errors == []
+    loss_full, loss_lora, throughput = visit.result
+    for loss in (loss_full, loss_lora):  # 25 logged steps of each run, overlaid
+        assert loss["drawn"] and loss["traces"] == [["a", 25], ["slow", 25]]
+    assert throughput["drawn"] and sorted(throughput["traces"]) == [
+        ["a tuning_method=full", 1], ["a tuning_method=lora", 1], ["slow tuning_method=full", 1],
+        ["slow tuning_method=lora", 1]]
