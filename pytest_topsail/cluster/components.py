@@ -99,7 +99,9 @@ def _sequence(state: ClusterSession, cluster: Cluster, name: str, settings: C, s
             if settings.prepare:
                 result.update(prepare(prep), prepared=True)
             else:
-                progress(f"{name}: prepare is false in {source}: the cluster is used as it is")
+                note = f"{name}: prepare is false in {source}: the cluster is used as it is"
+                (directory / "skipped.txt").write_text(note + "\n", encoding="utf-8")
+                progress(note)
                 result.update(unprepared(prep))
         except BaseException:
             if not settings.keep and not state.discards_cluster:
