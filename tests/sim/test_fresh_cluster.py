@@ -214,7 +214,7 @@ def test_a_datasciencecluster_serves_the_kinds_of_its_managed_components_only(ba
     bare.kubectl("apply", "-f", "-", stdin=dsc(trainingoperator="Managed", kserve="Removed", kueue="Removed"))
     bare.kubectl("wait", "--for=jsonpath={.status.phase}=Ready", "dsc/default-dsc", f"--timeout={WAIT:.0f}s")
     status = yaml.safe_load(bare.kubectl("get", "dsc/default-dsc", "-o", "yaml").stdout)["status"]
-    assert {c["type"]: c["status"] for c in status["conditions"]}["trainingoperatorReady"] == "True"
+    assert {c["type"]: c["status"] for c in status["conditions"]}["TrainingOperatorReady"] == "True"
     kinds = served_kinds(bare)
     assert "pytorchjobs.kubeflow.org" in kinds
     assert not [k for k in kinds if not k.endswith(".kubeflow.org")]

@@ -48,8 +48,8 @@ def test_openshift_ai_waits_for_its_initialization_then_reports_each_component()
             elapsed = asyncio.get_running_loop().time() - started
             ready = sim.store.get(dsc, None, "default-dsc")
             assert ready["status"]["installedComponents"] == {"kserve": True, "kueue": False}
-            assert condition_status(ready, "kserveReady") == "True"
-            assert condition_status(ready, "kueueReady") == "False"
+            assert condition_status(ready, "KserveReady") == "True"
+            assert condition_status(ready, "KueueReady") == "False"
             assert condition_status(ready, "Ready") == "True"
             assert 0.2 <= elapsed < 0.3  # ready_ms (100 ms) for the initialization, then for the cluster
             events = {e["reason"]: e["message"] for e in sim.store.list(sim.events)}
