@@ -141,10 +141,21 @@ def test_tgis(case: topsail.Case, tgis_workers: Any, runner_settings: RunnerSett
         failure = ""
     if failure:  # outside the except block: one message, not a second one "during handling of" the first
         pytest.fail(failure, pytrace=False)
-    outcome = tgis_workers.run(worker, lambda client: call(client, tgis_case, runner_settings, stream))
+    try:
+        outcome = tgis_workers.run(worker, lambda client: call(client, tgis_case, runner_settings, stream))
+    except Exception:
+        fault = tgis_workers.fault(worker.name)  # the call failed because a cluster fault ended the worker?
+        if fault is None:
+            raise
+        failure = fault
+    if failure:
+        pytest.fail(failure, pytrace=False)
     (artifact_dir / "answer.json").write_text(json.dumps(outcome, indent=1, default=str), encoding="utf-8")
     kpis.scope("worker", worker=worker.name, model=settings["model"], config_name=config.name)  # judged once
     kpis.record_from({"latency_ms": outcome["latency_ms"], "load_seconds": worker.load_seconds})
+    fault = tgis_workers.fault(worker.name)
+    if fault is not None:  # the worker lost its GPU (node, pod) while this item ran: its timings measure the fault
+        kpis.exclude(fault)
     if recording:
         path = record_expectation(request.config.rootpath, tgis_case, outcome)
         request.node.user_properties.append(("tgis_recorded", str(path)))
