@@ -161,18 +161,14 @@ class Lifecycle(pydantic.BaseModel):
     kind: str = pydantic.Field(pattern=r"^[A-Z][A-Za-z0-9]*$")
     steps: list[Step] = pydantic.Field(min_length=1)
     label_selector: str | None = None
-    time: Literal["transition", "observed"] | None = None  # the default of the steps without their own
+    time: Literal["transition", "observed"] | None = None  # the default of the steps without their own (where a
+    # step has no transition time, transition falls back to observed)
 
     @pydantic.model_validator(mode="after")
     def distinct_steps(self) -> Lifecycle:
         names = [s.name for s in self.steps]
         if len(set(names)) < len(names):
             raise ValueError(f"lifecycle {self.name}: step names repeat: {names}")
-        if self.time == "transition":
-            for step in self.steps:
-                if step.time is None and not step.has_transition():
-                    raise ValueError(f"lifecycle {self.name}, step {step.name}: time transition needs a condition "
-                                     "or a time_field")
         return self
 
     @property
