@@ -178,7 +178,7 @@ def submit_and_sample(
             progress.write(f"[{run_id}] offered {offered} jobs/s, achieved {result.achieved_jobs_per_s:.1f} jobs/s, "
                            f"{result.failed} failed; waiting for {case.target()}\n")
         reached = sampler.wait_for_jobs(submitted["jobs"], case.target(), case.timeout_s, progress_stream=progress)
-        if reached and lifecycles:  # their objects may end after the jobs do (a Workload's Finished)
+        if reached and lifecycles and case.target() == "completed":  # they may end after the jobs (a Workload)
             sampler.wait_for_lifecycles([lifecycle.name for lifecycle in lifecycles], LIFECYCLE_SETTLE_S)
     finally:
         sampler.stop()
