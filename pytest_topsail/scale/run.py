@@ -47,6 +47,7 @@ from pytest_topsail.scale.workloads import RUN_LABEL, WorkloadSpec, job_name, jo
 from pytest_topsail.settings import validate
 
 LIFECYCLE_SETTLE_S = 10.0  # after the jobs: how long the configured lifecycles may take to reach their last step
+LIFECYCLE_QUIET_S = 0.5  # ... as long as events keep coming (objects of jobs that run until deleted never end)
 MAX_SHOWN_ERRORS = 3  # submit errors copied into summary.json (all of them are in submitted.json)
 # Keys a case may carry beside the scale settings (names, descriptions): ignored here.
 META_KEYS = {"name", "description"}
@@ -178,8 +179,9 @@ def submit_and_sample(
             progress.write(f"[{run_id}] offered {offered} jobs/s, achieved {result.achieved_jobs_per_s:.1f} jobs/s, "
                            f"{result.failed} failed; waiting for {case.target()}\n")
         reached = sampler.wait_for_jobs(submitted["jobs"], case.target(), case.timeout_s, progress_stream=progress)
-        if reached and lifecycles and case.target() == "completed":  # they may end after the jobs (a Workload)
-            sampler.wait_for_lifecycles([lifecycle.name for lifecycle in lifecycles], LIFECYCLE_SETTLE_S)
+        if reached and lifecycles:  # their watches may lag the run's, their objects end after the jobs (a Workload)
+            sampler.wait_for_lifecycles([lifecycle.name for lifecycle in lifecycles], LIFECYCLE_SETTLE_S,
+                                        LIFECYCLE_QUIET_S)
     finally:
         sampler.stop()
         if workload_watch is not None:
