@@ -142,3 +142,19 @@ def test_a_threshold_on_a_lifecycle_transition_is_checked_and_named():
     with pytest.raises(TopsailError, match=r"thresholds\[0\]: source must be lifecycle"):
         Threshold.parse({"level": "pytorchjob", "step": "Created->Running", "metric": "P90", "max_ms": 1,
                          "source": "watch"}, "thresholds[0]", [lifecycle])
+
+
+def test_per_replica_steps_from_the_replica_statuses():
+    """PyTorchJob per replica (kube-burner #1207 asks for it): counts of status.replicaStatuses as field values."""
+    (replicas,) = parse_lifecycles([{"name": "pytorchjob_replicas", "api_version": "kubeflow.org/v1",
+                                     "kind": "PyTorchJob", "time": "observed", "steps": [
+                                         {"name": "WorkersUp", "field": "status.replicaStatuses.Worker.active",
+                                          "value": 2},
+                                         {"name": "MasterDone", "field": "status.replicaStatuses.Master.succeeded",
+                                          "value": 1}]}], "test")
+    running = {"status": {"replicaStatuses": {"Master": {"active": 1}, "Worker": {"active": 2}}}}
+    one_worker = {"status": {"replicaStatuses": {"Master": {"active": 1}, "Worker": {"active": 1}}}}
+    done = {"status": {"replicaStatuses": {"Master": {"succeeded": 1}, "Worker": {"succeeded": 2}}}}
+    assert replicas.states(one_worker) == {"WorkersUp": (False, None), "MasterDone": (False, None)}
+    assert replicas.states(running)["WorkersUp"] == (True, None)  # observed: the sampler's clock
+    assert replicas.states(done) == {"WorkersUp": (False, None), "MasterDone": (True, None)}
