@@ -25,6 +25,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Literal
 
 from pytest_topsail.regression import RegressionSettings, judge_many, otava_available
 
@@ -51,7 +52,8 @@ def make_series(count: int, points: int, seed: int = 1) -> list[tuple[list[dict]
     return cases
 
 
-def analyse(cases: list[tuple[list[dict], dict]], engine: str) -> tuple[float, float, list[list]]:
+def analyse(cases: list[tuple[list[dict], dict]], engine: Literal["builtin", "otava"]
+            ) -> tuple[float, float, list[list]]:
     """(wall seconds, CPU seconds, [status, change points] per series)."""
     settings = RegressionSettings(engine=engine)
     wall, cpu = time.perf_counter(), time.process_time()
