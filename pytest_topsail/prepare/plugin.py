@@ -75,7 +75,7 @@ def topsail_cluster_stack(request: pytest.FixtureRequest) -> None:
 @pytest.fixture(scope="session")
 def gpu_operator(request: pytest.FixtureRequest, cluster: Cluster) -> dict[str, Any]:
     """NFD and the GPU operator installed and ready, GPU nodes advertising nvidia.com/gpu. Returns the step result:
-    ``nfd_csv``, ``gpu_operator_csv``, ``gpu_nodes``, ``gpus``, ``prepared``, ``created``."""
+    ``nfd_csv``, ``gpu_operator_csv``, ``gpu_nodes``, ``gpus``, ``facts``, ``prepared``, ``created``."""
     from pytest_topsail.prepare.gpu_operator import prepare_once
 
     return prepare_once(request, cluster)
