@@ -49,13 +49,18 @@ def output(result: subprocess.CompletedProcess[str]) -> str:
 
 def audit_leftovers(artifacts: Path) -> dict[str, int]:
     """Per resource of the points (PyTorchJobs, ConfigMaps): objects created through the API minus objects deleted,
-    from the simulator's audit log (the simulator is gone after the run)."""
+    from the simulator's audit log (the simulator is gone after the run). The storage preparation's objects (its
+    download ConfigMap, listed in its created.yaml) stay until the end of the run, which discards a simulator
+    without cleanup: they are not the points'."""
     balance = {"pytorchjobs": 0, "configmaps": 0}
     for line in (next(artifacts.glob("*__cluster")) / "audit.jsonl").read_text().splitlines():
         entry = json.loads(line)
         resource = entry.get("resource")
         if resource in balance and entry.get("namespace") == "fine-tuning-testing" and int(entry["code"]) < 300:
             balance[resource] += {"create": 1, "delete": -1}.get(entry.get("verb"), 0)
+    for created in artifacts.glob("*__storage/created.yaml"):
+        balance["configmaps"] -= sum(1 for name in yaml.safe_load(created.read_text()) or ()
+                                     if name.startswith("ConfigMap fine-tuning-testing/"))
     return {k: v for k, v in balance.items() if v}
 
 
@@ -167,11 +172,25 @@ def test_two_xdist_workers_give_the_same_kpis(tmp_path):
     serial, serial_artifacts = run_pytest(tmp_path, *FAST, cases=SCALING_CASES, name="serial")
     parallel, parallel_artifacts = run_pytest(tmp_path, *FAST, "-n", "2", cases=SCALING_CASES, name="xdist")
     assert serial.returncode == 0 and parallel.returncode == 0, output(serial) + output(parallel)
-    assert values_by_item(serial_artifacts) == values_by_item(parallel_artifacts)
-    assert len(values_by_item(serial_artifacts)) == 3
-    figure = json.loads((serial_artifacts / "fine_tuning" / "figures" /
-                         "00_train_tokens_per_second_vs_GPU_count.json").read_text())
-    measured, perfect = figure["data"][0], figure["data"][1]
+    serial_values, parallel_values = values_by_item(serial_artifacts), values_by_item(parallel_artifacts)
+    assert len(serial_values) == 3 and serial_values.keys() == parallel_values.keys()
+    assert all("scaling_efficiency" in serial_values[f"test_fine_tuning_scaling-gpus_per_pod={gpus}"]
+               for gpus in (2, 4))
+    for name, values in serial_values.items():
+        # an item's scaling efficiency needs its group's 1-GPU result: under xdist that point may still be running on
+        # the other worker (which of the two starts first is a race: one of them prepares the cluster); the item then
+        # says so, and the suite's figure has it
+        late = set(values) - set(parallel_values[name])
+        assert late <= {"scaling_efficiency"}, (name, late)
+        if late:
+            warnings = json.loads((item_dirs(parallel_artifacts)[name] / "item.json").read_text())["warnings"]
+            assert any(w.startswith("scaling_efficiency not recorded") for w in warnings), warnings
+        assert parallel_values[name] == {k: v for k, v in values.items() if k not in late}
+    figures = [json.loads((artifacts / "fine_tuning" / "figures" / "00_train_tokens_per_second_vs_GPU_count.json")
+                          .read_text()) for artifacts in (serial_artifacts, parallel_artifacts)]
+    assert [[(t["x"], t["y"], t.get("text")) for t in f["data"]] for f in figures] == [
+        [(t["x"], t["y"], t.get("text")) for t in figures[0]["data"]]] * 2
+    measured, perfect = figures[0]["data"][0], figures[0]["data"][1]
     assert measured["x"] == [1, 2, 4] and perfect["name"].endswith("(perfect scaling)")
     assert perfect["y"] == [measured["y"][0] * g for g in (1, 2, 4)]
     assert measured["text"][0] == "efficiency 100%" and measured["text"][2] < "efficiency 99%"
