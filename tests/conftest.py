@@ -14,6 +14,9 @@ import numpy  # noqa: F401
 import pytest
 
 import pytest_topsail.kpi  # noqa: F401
+import pytest_topsail.prepare.gpu_operator  # noqa: F401 - with the next two, what the root conftest loaded as plugins
+import pytest_topsail.prepare.rhoai  # noqa: F401 - before the plugin registered them lazily: the public names they
+import pytest_topsail.prepare.tgis_workers  # noqa: F401 - import (topsail.Kube...) resolve once, not in a dropped run
 import pytest_topsail.regression  # noqa: F401
 
 pytest_plugins = ["pytester"]
