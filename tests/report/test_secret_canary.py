@@ -26,7 +26,7 @@ CANARIES = {
 
 CONFIG = f"""
 cases: [cases/demo.yaml]
-storage:
+datastore:  # not storage: the plugin validates that section (the storage preparation)
   aws_secret_access_key: {CANARIES['aws']}
   pg_password: {CANARIES['pg']}
   credentials:
@@ -46,7 +46,7 @@ history:
   opensearch: {{url: "http://admin:{CANARIES['opensearch']}@OPENSEARCH", index_prefix: "topsail-", timeout: 5}}
 ci_presets:
   secret:
-    storage.passphrase: {CANARIES['preset']}
+    datastore.passphrase: {CANARIES['preset']}
 """
 
 CASES = f"""
@@ -69,10 +69,10 @@ import logging
 
 def test_train(case, kpis, topsail_config):
     kpis.record_from({"throughput": 100.0 * case.settings["size"]})
-    password = topsail_config.get("storage.pg_password")
+    password = topsail_config.get("datastore.pg_password")
     token = case.settings["api_token"]
-    login = topsail_config.get("storage.hub_login")
-    print("connecting with", topsail_config.get("storage.database_url"), "as", login)
+    login = topsail_config.get("datastore.hub_login")
+    print("connecting with", topsail_config.get("datastore.database_url"), "as", login)
     logging.getLogger("demo").warning("hub login %s", login)
     assert case.settings["size"] == 1, f"size 2 refused: password={password} token={token} login={login}"
 """
