@@ -1,4 +1,5 @@
-"""llm_load on a cluster where no node can ever hold the predictor: the item fails within seconds naming why."""
+"""llm_load on a cluster where no node can ever hold the predictor: the run fails within seconds naming why (its
+preparation's GPU operator step, before any item: docs/fresh-cluster.md)."""
 
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ def test_zero_nodes_fail_fast_naming_the_cause(tmp_path: Path) -> None:
         cwd=REPO, capture_output=True, text=True, timeout=280)
     elapsed = time.monotonic() - began
     output = result.stdout + result.stderr
-    assert result.returncode == 1, output
-    assert "no node can ever hold its predictor: the cluster has no node" in output, output
+    assert result.returncode != 0, output
+    assert "gpu_operator: the cluster has no node: no GPU node can advertise nvidia.com/gpu" in output, output
     assert "Traceback" not in output and "During handling" not in output, output
     # not the serving timeout (300 s from the predictor's creation); about 13 s with start-up here when quiet
     assert elapsed < 250, f"{elapsed:.0f} s"

@@ -143,6 +143,7 @@ class GpuOperatorController(OperatorController):
     def _enqueue_all(self) -> None:
         for node in self.store.list(self.nodes):
             self.enqueue(node["metadata"]["name"])
+        self.enqueue(POLICY_KEY)  # also without any node: the policy is then ready with NoGPUNodes
 
     def _node_changed(self, event_type: str, node: dict[str, Any]) -> None:
         if event_type != "DELETED":
