@@ -272,8 +272,8 @@ class Kube:
         if info is None:
             info = self._discovered(api_version, refresh=True).get(kind)
         if info is None:
-            raise KubeError(f"the API server {self.server} does not serve kind {kind} in {api_version}", 404,
-                            "NotFound")
+            raise KubeError(f"kind {kind} ({api_version}) is not served by this cluster ({self.server})"
+                            f"{served_by(api_version)}", 404, "NotFound")
         return info
 
     def has_kind(self, api_version: str, kind: str) -> bool:
@@ -494,6 +494,21 @@ class Kube:
                 return False
             raise
         return True
+
+
+
+# the API groups an OpenShift AI component serves once Managed (docs/fresh-cluster.md): the hint of a 404 on a kind
+COMPONENT_GROUPS = {"kubeflow.org": "trainingoperator", "serving.kserve.io": "kserve", "kueue.x-k8s.io": "kueue",
+                    "ray.io": "ray", "workload.codeflare.dev": "codeflare"}
+
+
+def served_by(api_version: str) -> str:
+    """Why a kind of `api_version` may be missing, when a component of the cluster's preparation serves it."""
+    component = COMPONENT_GROUPS.get(api_version.partition("/")[0])
+    if component is None:
+        return ""
+    return (f": OpenShift AI's {component} component is not Managed (set rhoai.components.{component}: true with "
+            f"rhoai in the suite's cluster.stack, or prepare it yourself and set rhoai.prepare: false)")
 
 
 def connect(

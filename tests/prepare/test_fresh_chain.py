@@ -134,3 +134,18 @@ def test_a_cluster_used_as_it_is_must_serve_the_kinds(bare_cluster: ExternalClus
     assert "1 error" in text and "passed" not in text  # the run stopped at its first item
     assert "Interrupted: the cluster preparation of suite fine_tuning failed" in text
     assert not any(r["resource"] == "pytorchjobs" for r in bare_cluster.audit())
+
+
+def test_a_kind_no_component_serves_is_named_with_its_component(tmp_path: Path) -> None:
+    """The suite's stack prepared without the component its items need: each item's message names the component
+    and what to set, not an API 404."""
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-m", "fine_tuning", "--preset", "smoke",
+               "--var", "rhoai.components.trainingoperator=false", "--var", "metrics.enabled=false",
+               "--artifacts", str(tmp_path / "run"), "--topsail-history", str(tmp_path / "history.sqlite")]
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
+    text = output(result)
+    assert result.returncode == 1 and "2 failed" in text, text[-3000:]
+    assert ("kind PyTorchJob (kubeflow.org/v1) is not served by this cluster" in text
+            and "OpenShift AI's trainingoperator component is not Managed (set rhoai.components.trainingoperator: "
+                "true" in text), text[-3000:]
+    assert "Traceback" not in text
