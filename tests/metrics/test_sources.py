@@ -146,7 +146,9 @@ def openshift(tmp_path: Path) -> Iterator[Path]:
     from pytest_topsail.sim.controllers.olm import crd_manifest
     from pytest_topsail.sim.run.launcher import SimCluster
 
-    with SimCluster(nodes=2, gpu_profile="a100", gpus_per_node=2, workdir=tmp_path / "sim") as sim:
+    # an OpenShift cluster whose GPU operator runs (a fresh simulator advertises no GPU and exports no DCGM metric)
+    with SimCluster(nodes=2, gpu_profile="a100", gpus_per_node=2, preinstalled="gpu_operator",
+                    workdir=tmp_path / "sim") as sim:
         url, token, ca = kubeconfig_credentials(sim.kubeconfig_path)
         local = start_local(binary="prometheus", private_dir=tmp_path / "private", artifacts_dir=tmp_path / "prom",
                             target_url=url, token=token, ca_pem=ca, interval_s=0.5, watch_pid=sim.pid)
