@@ -13,6 +13,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 SUITE = {
@@ -80,7 +82,10 @@ def see_site_dirs_of_this_interpreter(python: Path) -> None:
     (Path(own) / "_topsail_test_parent_site.pth").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def test_a_suite_outside_the_repository_runs_against_the_installed_wheel(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The python of a fresh virtual environment with pytest-topsail installed from its wheel (built once)."""
+    tmp_path = tmp_path_factory.mktemp("wheel")
     source = tmp_path / "source"  # a copy: building in the repository would leave build/ and egg-info behind
     shutil.copytree(REPO / "pytest_topsail", source / "pytest_topsail",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
@@ -96,7 +101,11 @@ def test_a_suite_outside_the_repository_runs_against_the_installed_wheel(tmp_pat
     see_site_dirs_of_this_interpreter(python)
     run(sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "--no-index", "-q", wheel,
         cwd=tmp_path)
+    return python
 
+
+def test_a_suite_outside_the_repository_runs_against_the_installed_wheel(installed: Path, tmp_path: Path) -> None:
+    python, venv = installed, installed.parents[1]
     project = tmp_path / "elsewhere"
     for path, text in SUITE.items():
         (project / path).parent.mkdir(parents=True, exist_ok=True)
@@ -115,3 +124,38 @@ def test_a_suite_outside_the_repository_runs_against_the_installed_wheel(tmp_pat
     assert "node_count: 1" in facts.read_text()
     records = json.loads((item / "kpis.json").read_text())
     assert [(r["name"], r["value"]) for r in records] == [("created", 3)], records
+
+
+TGIS_CASES = """
+- name: single
+  request:
+    params: {method: GREEDY, stopping: {maxNewTokens: 5}}
+    request: {text: 'Once upon a time'}
+"""
+
+
+def test_tgis_record_and_workers_from_the_installed_wheel(installed: Path, tmp_path: Path) -> None:
+    """The preparation fixtures ship with the plugin: the TGIS suite copied into a project of its own (no
+    conftest.py, no fixtures/) records a case file with --tgis-record and then judges it, its workers deployed by
+    the wheel's code on a bare simulator prepared by the wheel's gpu_operator and rhoai steps."""
+    project = tmp_path / "project"
+    shutil.copytree(REPO / "suites" / "tgis", project / "suites" / "tgis", ignore=shutil.ignore_patterns("__pycache__"))
+    (project / "pytest.ini").write_text("[pytest]\ntopsail_suites = suites\n", encoding="utf-8")
+    cases = project / "cases.yaml"
+    cases.write_text(textwrap.dedent(TGIS_CASES).lstrip(), encoding="utf-8")
+    where = run(installed, "-c", "import pytest_topsail.prepare.plugin as p; print(p.__file__)", cwd=project)
+    assert Path(where.stdout.strip()).is_relative_to(installed.parents[1]), where.stdout  # the wheel's code
+    spec = [{"model": "google/flan-t5-small", "configs": [{"deployment_framework": "tgis_native",
+                                                           "dtype_str": "float16"}], "cases": [str(cases)]}]
+    command = (installed, "-m", "pytest", "suites", "-p", "no:cacheprovider", "-p", "no:randomly", "-q",
+               "--artifacts", tmp_path / "artifacts", "--topsail-history", tmp_path / "history.sqlite",
+               "--var", "tests.tgis=" + json.dumps(spec), "--var", "runner.generate_stream=false")
+
+    recorded = run(*command, "--tgis-record", cwd=project)
+    assert f"rewrote 1 case file(s) with the reference's answers:\n  {cases}" in recorded.stdout
+    assert "response:" in cases.read_text()
+    judged = run(*command, cwd=project)
+    assert "1 passed" in judged.stdout
+    artifacts = tmp_path / "artifacts"  # both runs, numbered on: each prepared its own bare simulator
+    assert len(list(artifacts.glob("*__gpu_operator/*__gpu_nodes"))) == 2
+    assert len(list(artifacts.glob("*__rhoai/*__datasciencecluster"))) == 2
