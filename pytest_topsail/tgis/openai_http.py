@@ -7,8 +7,9 @@ Every request goes through the same ``ModelServer`` as the gRPC front (serving.p
 A request's ``model`` is the served model or one of its LoRA adapters (ModelConfig.lora_adapters, listed by
 ``/v1/models`` with the model as parent), which the scheduler places in a slot (kvcache.py). A client that goes away
 mid-stream ends its request as aborted (vLLM's ``finished_reason="abort"``), without a traceback.
-Request fields used: model, prompt | messages, max_tokens (default 16), min_tokens and ignore_eos (vLLM's
-extensions), temperature (0 = greedy), top_p, top_k, seed, stop, stream, stream_options.include_usage.
+Request fields used: model, prompt | messages (content: a string or text parts), max_tokens (default 16; chat:
+max_completion_tokens first), min_tokens and ignore_eos (vLLM's extensions), temperature (0 = greedy), top_p, top_k,
+seed, stop, stream, stream_options.include_usage.
 Errors are vLLM's: ``{"object": "error", "message", "type", "param", "code"}`` with 400 (invalid request), 404
 (unknown model) or 503 (more than max_concurrent_requests in the server).
 """
@@ -76,9 +77,9 @@ def prompt_text(body: dict[str, Any], chat: bool) -> str:
             raise bad_request("messages must be a non-empty list", "messages")
         lines = []
         for message in messages:
-            if not isinstance(message, dict) or not isinstance(message.get("content", ""), str):
-                raise bad_request("each message needs a role and a string content", "messages")
-            lines.append(f"{message.get('role', 'user')}: {message.get('content') or ''}")
+            if not isinstance(message, dict):
+                raise bad_request("each message needs a role and a content", "messages")
+            lines.append(f"{message.get('role', 'user')}: {message_content(message.get('content'))}")
         return "\n".join(lines) + "\nassistant:"
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
@@ -88,10 +89,28 @@ def prompt_text(body: dict[str, Any], chat: bool) -> str:
     return prompt
 
 
-def decoding_settings(body: dict[str, Any]) -> DecodingSettings:
-    max_tokens = number(body, "max_tokens", DEFAULT_MAX_TOKENS, int)
+def message_content(content: Any) -> str:
+    """A message's text: a string, or a list of content parts whose text parts vLLM joins with newlines (what
+    guidellm sends: ``[{"type": "text", "text": ...}]``); a part of another type is refused, as by a text-only model."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    if not isinstance(content, list):
+        raise bad_request("a message's content must be a string or a list of content parts", "messages")
+    texts = []
+    for part in content:
+        if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+            kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+            raise bad_request(f"content part of type {kind!r}: this model takes text parts only", "messages")
+        texts.append(part["text"])
+    return "\n".join(texts)
+
+
+def decoding_settings(body: dict[str, Any], chat: bool = False) -> DecodingSettings:
+    # chat: OpenAI's max_completion_tokens (what guidellm sends) wins over the deprecated max_tokens, as in vLLM
+    limit = "max_completion_tokens" if chat and body.get("max_completion_tokens") is not None else "max_tokens"
+    max_tokens = number(body, limit, DEFAULT_MAX_TOKENS, int)
     if max_tokens < 1:
-        raise bad_request(f"max_tokens must be at least 1, got {max_tokens}.", "max_tokens")
+        raise bad_request(f"{limit} must be at least 1, got {max_tokens}.", limit)
     min_tokens = number(body, "min_tokens", 0, int)
     if body.get("ignore_eos"):
         min_tokens = max_tokens
@@ -164,7 +183,7 @@ class OpenAIFront:
         if model != self.model_name and model not in self.server.adapters:
             raise ApiError(404, "NotFoundError", f"The model `{body.get('model')}` does not exist.", "model")
         options = body.get("stream_options") or {}
-        return Completion(chat=chat, text=prompt_text(body, chat), settings=decoding_settings(body),
+        return Completion(chat=chat, text=prompt_text(body, chat), settings=decoding_settings(body, chat),
                           stream=bool(body.get("stream")), include_usage=bool(options.get("include_usage")),
                           adapter=None if model == self.model_name else model)
 
