@@ -193,7 +193,7 @@ def test_a_crd_created_with_a_schema_enforces_it(sim: Any) -> None:
 
 def _templates() -> dict[str, dict[str, Any]]:
     """Every manifest template we ship, with the contexts the fixtures render them with (their settings' defaults)."""
-    from fixtures import gpu_operator, rhoai
+    from pytest_topsail.prepare import gpu_operator, rhoai
 
     settings = rhoai.RhoaiSettings()
     operator = {**settings.operator.manifest_values(), "operator_group": "og", "starting_csv": "x.v1"}
