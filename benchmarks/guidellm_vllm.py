@@ -27,6 +27,9 @@ What it does, as a developer would by hand:
    client's mean TTFT and ITL vs the server's; on TTFT ``--client-overhead-ms`` more, for a client's own HTTP,
    parsing and scheduling time, which the server's clock does not see; token counts equal), or the hit rate is more
    than 5 points from the shared share (or from a client's cached_tokens share).
+6. guidellm's time limit (``--constraint kind=max_duration``, ``--abort-after-s``) on answers that outlast it: the
+   requests it cancels must be the server's aborted ones (``finished_reason="abort"``), the others its finished
+   ones, with no traceback in the server's log.
 What guidellm needed from the server (tgis/openai_http.py, tests/llmload/test_guidellm_requests.py): chat message
 content as a list of text parts (every request was refused with 400 before) and ``max_completion_tokens``.
 
@@ -35,20 +38,27 @@ server's ITL is vLLM's inter_token_latency_seconds (every token gap).
 
 Measured 2026-11-29 with the defaults (2 shared cores, load average ~2; bloom-560m, A100 latency profile,
 max_batch_size 8, prefix caching on; guidellm 0.8.1 concurrent@4, 200 requests of 512 prompt tokens (518 as the
-server counts the chat layout) and 64 output tokens; prefix: 448 of them one shared prefix; 102 s in all). ms;
-"server" = the server of that client's run, means from the histograms' sums (their bucket medians are too coarse):
-    synthetic    TTFT median  guidellm 27.14  llm_load 25.99 (+4.4%)      TTFT mean 28.28 / 26.80, server 24.84 / 24.86
-                 ITL median   guidellm 6.16   llm_load 6.16 (-0.1%)       ITL mean 6.16 / 6.16, server 6.16 / 6.16
-                 tokens/s     guidellm 607.7  llm_load 616.8 (-1.5%)    tokens 103,600 prompt, 12,800 output: equal
-    prefix       TTFT median  guidellm 13.25  llm_load 12.03 (+10.2%)     TTFT mean 14.51 / 12.86, server 11.07 / 11.10
-                 ITL median   guidellm 6.15   llm_load 6.16 (-0.2%)       ITL mean 6.15 / 6.16, server 6.15 / 6.16
-                 tokens/s     guidellm 628.9  llm_load 638.2 (-1.4%)    tokens 104,200 prompt, 12,800 output: equal
-                 prefix-cache hit rate 84.3% (both runs) vs shared share 86.4% (-2.1 pt: whole 16-token blocks, and
-                 the 4 first requests that compute the prefix together); guidellm's and llm_load's cached_tokens
-                 share 84.3% (= the server's).
-The TTFTs a client sees exceed the server's by 1.8-3.4 ms (guidellm's the most: its generation delay warning, 2-6% of
-TTFT, is its own), hence ``--client-overhead-ms`` (3) beside the 10%. An earlier run at load average ~6 (100
-requests): client-server TTFT gaps 1.5-4.7 ms, all else as above.
+server counts the chat layout) and 64 output tokens; prefix: 448 of them one shared prefix; ~110 s in all), two runs
+(a / b). ms; "server" = the server of that client's run, means from the histograms' sums (bucket medians too coarse):
+    synthetic  TTFT median  guidellm 27.14 / 26.54, llm_load 25.99 / 25.99 (+4.4% / +2.1%)
+               TTFT mean    guidellm 28.28 / 27.75, llm_load 26.80 / 27.36; server 24.84 / 24.70 and 24.86 / 25.34
+               ITL          medians 6.16 both clients; means 6.16-6.17, server 6.15-6.16
+               tokens/s     guidellm 607.7 / 608.5, llm_load 616.8 / 616.6 (-1.5% / -1.3%)
+    prefix     TTFT median  guidellm 13.25 / 12.11, llm_load 12.03 / 12.00 (+10.2% / +1.0%)
+               TTFT mean    guidellm 14.51 / 12.89, llm_load 12.86 / 12.82; server 11.07 / 10.96 and 11.10 / 11.21
+               ITL          medians 6.15-6.17; means 6.15-6.16, server 6.15-6.16
+               tokens/s     guidellm 628.9 / 632.9, llm_load 638.2 / 638.3 (-1.4% / -0.9%)
+               prefix-cache hit rate 84.3% (all four runs) vs shared share 86.4% (-2.1 pt: whole 16-token blocks
+               only, and the 4 first requests compute the prefix together); guidellm's and llm_load's cached_tokens
+               share 84.3% (= the server's)
+    both       token counts (103,600 / 104,200 prompt, 12,800 output, 200 requests) equal the server's counters
+    abort      (b) guidellm's 3 s limit cancelled 4 requests; the server: 4 aborted, 0 finished, no traceback
+A client's mean TTFT exceeds the server's by 1.8-3.4 ms (guidellm's the most; its own warning says its data
+generation delayed requests by 2-6% of TTFT), hence ``--client-overhead-ms`` (3) beside the 10%. At concurrency 8
+(160 requests, load average ~3.7) the script exits 1: guidellm's mean TTFT is 6.1 ms (synthetic: 31.5 vs 25.4) and
+10.0 ms (prefix: 21.9 vs 11.9, its median 15.8) over the server's, llm_load's 2.9 and 2.6 ms; its TTFT median 12-29%
+over llm_load's, while ITL (7.64 vs 7.68), tokens/s (-1.7%, -3.2%), token counts and hit rates (82.2% / 81.7%)
+still agree: guidellm's own client time grows with its concurrency on 2 shared cores, the server's does not.
 """
 
 from __future__ import annotations
@@ -60,10 +70,13 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from pytest_topsail.llmload.backends.openai_http import OpenAIBackend
 from pytest_topsail.llmload.dataset import Prompt
@@ -201,10 +214,12 @@ def server_figures(first: Snapshot, last: Snapshot) -> dict[str, Any]:
 
 
 def run_guidellm(guidellm: Path, url: str, model: str, tokenizer: Path, data: str, args: argparse.Namespace,
-                 out: Path) -> dict[str, Any]:
+                 out: Path, constraint: str | None = None) -> dict[str, Any]:
+    """guidellm's benchmark of ``data``; by default ``--requests`` requests, all of which must succeed; with another
+    ``constraint`` (a time limit) the requests it cancels are its ``incomplete`` ones."""
     command = [str(guidellm), "run", "--backend", f"kind=openai_http,target={url},model={model}",
                "--profile", f"kind=concurrent,streams={args.concurrency}",
-               "--constraint", f"kind=max_requests,count={args.requests}",
+               "--constraint", constraint or f"kind=max_requests,count={args.requests}",
                "--tokenizer", f"kind=hf_auto,model={tokenizer}", "--data", data,
                "--output", f"kind=json,path={out}", "--disable-progress"]
     done = run(command, args.timeout, "guidellm")
@@ -212,7 +227,7 @@ def run_guidellm(guidellm: Path, url: str, model: str, tokenizer: Path, data: st
     report = json.loads(out.read_text())
     benchmark = report["benchmarks"][0]
     requests = benchmark["requests"]
-    if requests["errored"] or requests["incomplete"]:
+    if requests["errored"] or (requests["incomplete"] and constraint is None):
         first = (requests["errored"] or requests["incomplete"])[0]["info"].get("error")
         raise SystemExit(f"guidellm: {len(requests['errored'])} errored, {len(requests['incomplete'])} incomplete "
                          f"requests (first: {first})")
@@ -261,6 +276,40 @@ def run_llm_load(url: str, model: str, prompts: list[Prompt], args: argparse.Nam
             "prompt_tokens": sum(r["input_tokens"] for r in done),
             "output_tokens": sum(r["output_tokens"] for r in done),
             "cached_share": sum(r.get("cached_tokens") or 0 for r in done) / sum(r["input_tokens"] for r in done)}
+
+
+def check_aborts(guidellm: Path, tokenizer: Path, config: dict[str, Any], args: argparse.Namespace, work: Path,
+                 verdicts: Verdicts) -> dict[str, Any]:
+    """guidellm's time limit cancels the requests in flight: the server counts each as an aborted request
+    (finished_reason="abort", as vLLM does), its log without a traceback, and nothing is left running."""
+    log = work / "abort-server.log"
+    with server(args.model, config, log) as url:
+        data = f"kind=synthetic_text,prompt_tokens=128,output_tokens={args.abort_output_tokens}"
+        benchmark = run_guidellm(guidellm, url, args.model, tokenizer, data, args, work / "abort.json",
+                                 constraint=f"kind=max_duration,seconds={args.abort_after_s}")
+        poll(lambda: scrape(url), lambda snapshot: snapshot.get("vllm:num_requests_running") == 0,
+             what="the server's running requests to end after guidellm's time limit", timeout=30)
+        ended = finished_reasons(url)
+    figures = {"guidellm_cancelled": len(benchmark["requests"]["incomplete"]),
+               "guidellm_completed": len(benchmark["requests"]["successful"]),
+               "server_aborted": ended.get("abort", 0.0), "server_length": ended.get("length", 0.0),
+               "tracebacks": log.read_text().count("Traceback")}
+    verdicts.equal("abort: guidellm's cancelled vs the server's aborted", figures["guidellm_cancelled"],
+                   figures["server_aborted"])
+    verdicts.equal("abort: guidellm's completed vs the server's finished", figures["guidellm_completed"],
+                   figures["server_length"])
+    verdicts.equal("abort: tracebacks in the server's log vs none", figures["tracebacks"], 0)
+    if not figures["guidellm_cancelled"]:
+        verdicts.rows.append(("abort: guidellm cancelled requests at its time limit", "0", "", False))
+    return figures
+
+
+def finished_reasons(url: str) -> dict[str, float]:
+    """vllm:request_success_total per finished_reason (a fresh server: the counts since it started)."""
+    with urllib.request.urlopen(f"{url}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    return {sample.labels["finished_reason"]: sample.value for family in text_string_to_metric_families(text)
+            for sample in family.samples if sample.name == "vllm:request_success_total"}
 
 
 def shared_share(prompts: list[Prompt]) -> float:
@@ -325,6 +374,8 @@ def main() -> int:
     parser.add_argument("--client-overhead-ms", type=float, default=3.0,
                         help="allowed beside --tolerance on TTFT between the clients and against the server's: "
                              "a client's own HTTP, parsing and scheduling time")
+    parser.add_argument("--abort-after-s", type=float, default=3.0, help="guidellm's time limit (abort check)")
+    parser.add_argument("--abort-output-tokens", type=int, default=1500, help="answers outlasting that limit")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds for each guidellm run and load point")
     parser.add_argument("--work", type=Path, help="keep guidellm's and llm_load's outputs here (else a temp dir)")
     parser.add_argument("--output", type=Path, help="write the figures as JSON")
@@ -365,6 +416,7 @@ def main() -> int:
                                 servers[client]["hit_rate"])
         figures[name] = {"guidellm": guide, "llm_load": ours, "server": servers,
                          **({"shared_share": shared_share(prompts)} if name == "prefix" else {})}
+    figures["abort"] = check_aborts(guidellm, tokenizer, config, args, work, verdicts)
     print_figures(figures)
     print("comparisons (first vs second):")
     ok = verdicts.print()
@@ -381,6 +433,9 @@ def print_figures(figures: dict[str, Any]) -> None:
             "output_tokens", "hit_rate")
     print(f"{'dataset / figure':<24} {'guidellm':>10} {'llm_load':>10} {'server(g)':>10} {'server(l)':>10}")
     for name, each in figures.items():
+        if name == "abort":
+            print("abort " + ", ".join(f"{key} {value:g}" for key, value in each.items()))
+            continue
         for key in keys:
             cells = [each["guidellm"].get(key), each["llm_load"].get(key), each["server"]["guidellm"].get(key),
                      each["server"]["llm_load"].get(key)]
