@@ -59,9 +59,9 @@ generation delayed requests by 2-6% of TTFT), hence ``--client-overhead-ms`` (3)
 10.0 ms (prefix: 21.9 vs 11.9, its median 15.8) over the server's, llm_load's 2.9 and 2.6 ms; its TTFT median 12-29%
 over llm_load's, while ITL (7.64 vs 7.68), tokens/s (-1.7%, -3.2%), token counts and hit rates (82.2% / 81.7%)
 still agree: guidellm's own client time grows with its concurrency on 2 shared cores, the server's does not. Part of
-it is a TCP connection per request: guidellm stops reading a stream at ``[DONE]``, before the chunked body's end, so
-httpx closes the connection (80 requests: 76 closed by guidellm; llm_load: 8 connections), and each new one waits
-for the server's busy event loop to accept it before the server's TTFT clock starts.
+it may be a TCP connection per request (not measured apart): guidellm stops reading a stream at ``[DONE]``, before
+the chunked body's end, so httpx closes the connection (80 requests: 76 closed by guidellm; llm_load: 8
+connections), and each new one is accepted by the server's busy event loop before the server's TTFT clock starts.
 """
 
 from __future__ import annotations
