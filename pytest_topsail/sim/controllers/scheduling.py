@@ -9,6 +9,7 @@ Allocations are tracked incrementally: binding adds the pod's requests to its no
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -241,8 +242,10 @@ class ClusterState:
         if node_class is None:
             node_class = NodeClass(key, labels, info.taints, info.schedulable, dict(info.allocatable))
             self.classes[key] = node_class
-            self.class_order.append(key)
-        node_class.names.append(info.name)
+            # sorted, not in creation order: nodes gain labels and GPUs as operators install (a fresh cluster), in
+            # an order that varies run to run; placements must not
+            bisect.insort(self.class_order, key, key=repr)  # keys hold None (a taint without value)
+        bisect.insort(node_class.names, info.name)
         info.class_key = key
 
     def _leave_class(self, info: NodeInfo) -> None:
