@@ -76,9 +76,9 @@ def test_a_slower_itl_is_worse_with_an_interval_excluding_zero_and_ttft_is_not(r
     found = verdicts(junit)
     items = {item for item, _ in found}
     assert len(items) == 6
-    for item in items:  # never the wrong way, TTFT never significant
+    for item in items:  # never the wrong way; TTFT never significant alone, less than ITL with others decoding
         assert found[(item, "itl_median_ms")]["verdict"] in ("worse", "no significant difference"), item
-        assert found[(item, "ttft_median_ms")]["verdict"] == "no significant difference", item
+        assert_ttft_unmoved(item, found[(item, "ttft_median_ms")], found[(item, "itl_median_ms")])
     # ITL (572 token gaps) and TPOT (24 requests) of the concurrency-8 points: worse, the interval excluding zero.
     # At concurrency 1 (4 requests, 91 gaps) a machine at a load of 13 delivers tokens in bursts (a quarter of the
     # gaps near 0): the interval is wide and the verdict may be "no significant difference", rightly
@@ -107,6 +107,16 @@ def test_a_slower_itl_is_worse_with_an_interval_excluding_zero_and_ttft_is_not(r
     result = visit.result
     assert result["drawn"] and result["errors"] == [] and result["violations"] == []
     assert [name.split(" (")[0] for name in result["traces"]] == ["a", "slow"]  # one distribution per run
+
+
+def assert_ttft_unmoved(item: str, ttft: dict[str, str], itl: dict[str, str]) -> None:
+    """The prefill is as fast: alone (concurrency 1) TTFT does not change. With others decoding, a new request's
+    prefill waits for the running decode step (continuous batching, as vLLM schedules): TTFT may grow by part of
+    the slower step, on a loaded machine enough to be significant, but never as much as ITL."""
+    if "concurrency=1]" in item:
+        assert ttft["verdict"] == "no significant difference", (item, ttft)
+    else:
+        assert float(ttft["change"].split("%")[0]) < float(itl["change"].split("%")[0]), (item, ttft, itl)
 
 
 def interval(change: str) -> tuple[float, float]:
@@ -199,8 +209,9 @@ def test_topsail_baseline_judges_the_run_against_the_one_named(runs: dict[str, P
     output = (runs["slow"].parent / "slow.out").read_text()
     section = output[output.index("topsail: against the baseline a"):]
     lines = section.splitlines()
-    worse = {line.split()[2] for line in lines if line.rstrip().endswith("worse")}
-    assert {"itl_median_ms", "tpot_median_ms"} <= worse and not any(name.startswith("ttft") for name in worse)
+    worse = {(line.split()[1], line.split()[2]) for line in lines if line.rstrip().endswith("worse")}
+    assert {"itl_median_ms", "tpot_median_ms"} <= {kpi for _, kpi in worse}
+    assert not any(kpi.startswith("ttft") and "concurrency=1]" in item for item, kpi in worse)  # see above
     assert any(line.startswith("topsail baseline compare: ") and " worse" in line for line in lines)
     assert (runs["slow"] / "baseline.html").is_file()
 
@@ -211,11 +222,14 @@ def test_topsail_baseline_verdicts_are_in_the_report_and_junit(runs: dict[str, P
     report = (runs["slow"] / "report.html").read_text(encoding="latin-1")  # cp1252 with plotly.js as raw bytes
     section = report[report.index('<section id="baseline">'):]
     section = section[:section.index("</section>")]
-    assert "Against the baseline a<" in section and "itl_median_ms" in section and "ttft_median_ms" not in section
+    assert "Against the baseline a<" in section and "itl_median_ms" in section
+    rows = section.split("<tr>")
+    assert not any("concurrency=1]" in row and "ttft_median_ms" in row for row in rows)  # assert_ttft_unmoved
     found = verdicts(runs["slow"].parent / "slow.xml")
     assert len(found) == 6
-    for properties in found.values():
-        assert properties["baseline.ttft_median_ms"].startswith("no significant difference ")
+    for (item, name), properties in found.items():
+        if "concurrency=1]" in item + name:
+            assert properties["baseline.ttft_median_ms"].startswith("no significant difference "), properties
         assert properties["baseline.itl_median_ms"].split()[0] in ("worse", "no")  # worse where the samples tell
     itl = [p["baseline.itl_median_ms"] for p in found.values() if p["baseline.itl_median_ms"].startswith("worse")]
     assert itl and all(re.fullmatch(r"worse \+\d+\.\d% \[\+\d+\.\d%, \+\d+\.\d%\]", value) for value in itl)
