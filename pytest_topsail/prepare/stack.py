@@ -6,12 +6,15 @@ cluster that is not ready for it.
 
 from __future__ import annotations
 
+import difflib
+
 import pytest
 
 from pytest_topsail.cluster.settings import ClusterSettings
 from pytest_topsail.suites import Suite, suite_of_item
 
 STACK_FAILED = pytest.StashKey[str]()
+PREPARATIONS = ("gpu_operator", "rhoai", "storage")
 
 
 def stack_of(suite: Suite) -> list[str]:
@@ -31,8 +34,10 @@ def prepare_stack(request: pytest.FixtureRequest) -> None:
         try:
             request.getfixturevalue(name)
         except pytest.FixtureLookupError:
-            message = f"{suite.config.source}: cluster.stack: no fixture named {name!r} (the preparation fixtures: " \
-                      "gpu_operator, rhoai, storage; or one of the suite's conftest.py)"
+            close = difflib.get_close_matches(name, PREPARATIONS, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            message = f"{suite.config.source}: cluster.stack: no fixture named {name!r} ({hint}the preparation " \
+                      f"fixtures: {', '.join(PREPARATIONS)}; or one of the suite's conftest.py)"
         except pytest.fail.Exception as failure:
             message = f"{suite.name}: cluster.stack: {name}: {failure.msg}"
         else:

@@ -149,3 +149,15 @@ def test_a_kind_no_component_serves_is_named_with_its_component(tmp_path: Path) 
             and "OpenShift AI's trainingoperator component is not Managed (set rhoai.components.trainingoperator: "
                 "true" in text), text[-3000:]
     assert "Traceback" not in text
+
+
+def test_a_misspelled_stack_entry_stops_the_run_naming_the_closest(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-m", "scale", "--preset", "smoke",
+               "--var", "cluster.stack=[gpu_operatr]", "--artifacts", str(tmp_path / "run"),
+               "--topsail-history", str(tmp_path / "history.sqlite")]
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+    text = output(result)
+    assert result.returncode != 0 and "Traceback" not in text
+    assert ("suites/scale/config.yaml: cluster.stack: no fixture named 'gpu_operatr' (did you mean 'gpu_operator'?"
+            in text), text[-3000:]
+    assert "1 error" in text and "passed" not in text  # stopped at the first item
