@@ -28,13 +28,13 @@ lifecycle registers (`kubelet_hooks(store)`): the restart policy applies as for 
 from __future__ import annotations
 
 import logging
-import weakref
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from pytest_topsail.sim.controllers.base import Controller, now_seconds, set_condition, stable_fraction
 from pytest_topsail.sim.controllers.profile import FaultEvent, PodSelector
+from pytest_topsail.sim.machinery.per_store import PerStore
 from pytest_topsail.sim.node.devices import Devices, advertised_status, devices, gpu_count, gpus_requested, xid_text
 
 log = logging.getLogger(__name__)
@@ -69,14 +69,7 @@ class KubeletHooks:
         return None
 
 
-_HOOKS: weakref.WeakKeyDictionary[object, KubeletHooks] = weakref.WeakKeyDictionary()
-
-
-def kubelet_hooks(store: object) -> KubeletHooks:
-    hooks = _HOOKS.get(store)
-    if hooks is None:
-        hooks = _HOOKS[store] = KubeletHooks()
-    return hooks
+kubelet_hooks = PerStore(KubeletHooks)  # kubelet_hooks(store): the hooks of the cluster `store` belongs to
 
 
 # pure target choice --------------------------------------------------------------------------------------------------

@@ -10,10 +10,11 @@ Nothing is recorded without an injected fault: healthy GPUs read 0 errors.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+from pytest_topsail.sim.machinery.per_store import PerStore
 
 # Xids of application errors (a bad kernel, an MMU fault of the process): the device plugin keeps the GPU healthy
 # (its default skip list); every other Xid marks the GPU unhealthy, which withdraws it from the node's allocatable.
@@ -144,12 +145,4 @@ def advertised_status(node: dict[str, Any], gpus: int, registry: Devices) -> dic
     return {**status, "capacity": capacity, "allocatable": allocatable}
 
 
-_REGISTRIES: weakref.WeakKeyDictionary[object, Devices] = weakref.WeakKeyDictionary()
-
-
-def devices(store: object) -> Devices:
-    """The registry of the cluster ``store`` belongs to (one per store: several simulators may share a process)."""
-    registry = _REGISTRIES.get(store)
-    if registry is None:
-        registry = _REGISTRIES[store] = Devices()
-    return registry
+devices = PerStore(Devices)  # devices(store): the registry of the cluster `store` belongs to

@@ -12,10 +12,11 @@ and the store: they know no domain.
 from __future__ import annotations
 
 import bisect
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
+
+from pytest_topsail.sim.machinery.per_store import PerStore
 
 
 @dataclass(frozen=True)
@@ -81,12 +82,4 @@ class GpuActivity:
             del self._uses[uid]
 
 
-_REGISTRIES: weakref.WeakKeyDictionary[object, GpuActivity] = weakref.WeakKeyDictionary()
-
-
-def gpu_activity(store: object) -> GpuActivity:
-    """The registry of the cluster ``store`` belongs to (one per store: several simulators may share a process)."""
-    registry = _REGISTRIES.get(store)
-    if registry is None:
-        registry = _REGISTRIES[store] = GpuActivity()
-    return registry
+gpu_activity = PerStore(GpuActivity)  # gpu_activity(store): the registry of the cluster `store` belongs to
