@@ -23,6 +23,7 @@ from pytest_topsail.cluster.components import Prep, prepare_component
 from pytest_topsail.cluster.settings import ComponentSettings
 from pytest_topsail.cluster.state import Cluster
 from pytest_topsail.cluster.steps import KubeStep, or_fail
+from pytest_topsail.conditions import condition_status
 from pytest_topsail.errors import TopsailError
 from pytest_topsail.kube.client import ObjectRef
 from pytest_topsail.kube.events import pod_logs
@@ -175,10 +176,8 @@ def job_manifest(settings: StorageSettings, namespace: str, source: Source, url:
 
 
 def job_state(job: dict[str, Any] | None) -> str | None:
-    for condition in ((job or {}).get("status") or {}).get("conditions") or []:
-        if condition.get("type") in ("Complete", "Failed") and condition.get("status") == "True":
-            return str(condition["type"])
-    return None
+    """``Complete`` or ``Failed`` once the Job ended, else None."""
+    return next((end for end in ("Complete", "Failed") if condition_status(job, end) == "True"), None)
 
 
 def job_log(prep: Prep[StorageSettings], namespace: str, job: str) -> str:
